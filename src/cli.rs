@@ -1,0 +1,231 @@
+//! The command line: clap types, and their conversion into library options. Nothing here is
+//! seen by the library.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use latscope::ingest::wayland::{GroupBy, SpanKind, SpanOptions};
+use latscope::stats::{LinearSpec, Unit};
+
+/// Latency and performance analysis for the Linux display, graphics and IPC stack.
+#[derive(Debug, Parser)]
+#[command(name = "latscope", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Latency distributions from WAYLAND_DEBUG logs (commit→release, frame→done, ...).
+    #[command(long_about = WAYLAND_ABOUT, after_help = WAYLAND_EXAMPLES)]
+    Wayland(WaylandArgs),
+    /// Analyse a bundled real log (glmark2 on weston headless): a first look, no setup.
+    Demo(DemoArgs),
+}
+
+const WAYLAND_ABOUT: &str = "\
+Latency distributions from WAYLAND_DEBUG logs.
+
+Reads the log a libwayland client or compositor prints with WAYLAND_DEBUG=1 (client) or
+WAYLAND_DEBUG=server, in every libwayland format: [1234567.890] stamps (a 32-bit microsecond
+counter that wraps every 71.6 minutes, unwrapped here), 1.26's [HH:MM:SS.uuuuuu] (wraps at
+midnight), @ and # ids, {Queue} names, TID#, colour codes, comma decimals. Lines that are not
+protocol messages are skipped and counted.
+
+Spans (--span, default: all that occur):
+  commit-release  wl_surface.commit that made buffer B current -> next wl_buffer.release of B
+                  (a re-commit of B before its release supersedes the earlier commit)
+  frame-done      wl_surface.frame -> wl_callback.done of its callback
+  sync-done       wl_display.sync -> wl_callback.done of its callback
+  presented       commit -> wp_presentation_feedback.presented (discarded ones are counted)
+
+Client and server views are kept apart, so the stderr of a nested compositor (which is both)
+is analysed correctly. Object ids are reused after wl_display.delete_id; every object is
+tracked as (id, generation).";
+
+const WAYLAND_EXAMPLES: &str = "\
+Examples:
+  WAYLAND_DEBUG=1 glmark2-es2-wayland 2> client.log
+  latscope wayland client.log
+  latscope wayland --span commit-release --linear 0,2000,100 client.log
+  latscope wayland --format json client.log > before.json
+  WAYLAND_DEBUG=1 weston-simple-shm 2>&1 | latscope wayland -     (Ctrl-C prints what was read)
+
+Exit status: 0 success, 1 error (unreadable input; malformed line with --strict), 2 usage.";
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// statistics and histograms for a terminal
+    Text,
+    /// the `spans` JSON document (all values in ns)
+    Json,
+    /// a Markdown table
+    Markdown,
+    /// one raw sample per line: span,side,group,start_ns,latency_ns
+    Csv,
+}
+
+/// `--span` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SpanArg {
+    /// wl_surface.commit → wl_buffer.release
+    CommitRelease,
+    /// wl_surface.frame → wl_callback.done
+    FrameDone,
+    /// wl_display.sync → wl_callback.done
+    SyncDone,
+    /// commit → wp_presentation_feedback.presented
+    Presented,
+}
+
+/// `--group` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GroupArg {
+    /// one series per span and side
+    None,
+    /// per wl_surface
+    Surface,
+    /// per object carrying the span (buffer, callback, feedback)
+    Object,
+    /// per input file
+    File,
+}
+
+/// `--unit` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UnitArg {
+    /// nanoseconds
+    Ns,
+    /// microseconds (WAYLAND_DEBUG's resolution)
+    Us,
+    /// milliseconds
+    Ms,
+    /// seconds
+    S,
+}
+
+/// Options shared by everything that reports spans.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Unit for text and Markdown (JSON and CSV are always in ns).
+    #[arg(long, value_enum, default_value_t = UnitArg::Us)]
+    pub unit: UnitArg,
+    /// Also print a linear histogram of buckets [MIN, MIN+STEP), ... up to MAX, with a header
+    /// of count, min, max, values outside the range, mean, variance, SD and median. Values take
+    /// a unit (250us, 1.5ms); bare numbers are in --unit.
+    #[arg(long, value_name = "MIN,MAX,STEP")]
+    pub linear: Option<String>,
+    /// Leave out the log2 histogram (text format).
+    #[arg(long)]
+    pub no_histogram: bool,
+    /// Indent JSON output.
+    #[arg(long)]
+    pub pretty: bool,
+}
+
+/// `latscope wayland`
+#[derive(Debug, Args)]
+pub struct WaylandArgs {
+    /// WAYLAND_DEBUG logs; `-` reads standard input.
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Spans to compute (comma-separated or repeated; default: all that occur).
+    #[arg(long, short = 's', value_enum, value_delimiter = ',')]
+    pub span: Vec<SpanArg>,
+    /// Split each span into one series per group.
+    #[arg(long, short = 'g', value_enum, default_value_t = GroupArg::None)]
+    pub group: GroupArg,
+    /// Fail at the first malformed WAYLAND_DEBUG line instead of counting it.
+    #[arg(long)]
+    pub strict: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `latscope demo`
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl UnitArg {
+    /// The library's unit.
+    pub fn unit(self) -> Unit {
+        match self {
+            UnitArg::Ns => Unit::Ns,
+            UnitArg::Us => Unit::Us,
+            UnitArg::Ms => Unit::Ms,
+            UnitArg::S => Unit::S,
+        }
+    }
+}
+
+impl OutputArgs {
+    /// The parsed `--linear` spec, if given.
+    pub fn linear_spec(&self) -> anyhow::Result<Option<LinearSpec>> {
+        self.linear
+            .as_deref()
+            .map(|text| LinearSpec::parse(text, self.unit.unit()))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("invalid --linear: {e}"))
+    }
+}
+
+impl WaylandArgs {
+    /// The library's span options.
+    pub fn span_options(&self) -> SpanOptions {
+        let mut enabled = [self.span.is_empty(); 4];
+        for span in &self.span {
+            let kind = match span {
+                SpanArg::CommitRelease => SpanKind::CommitRelease,
+                SpanArg::FrameDone => SpanKind::FrameDone,
+                SpanArg::SyncDone => SpanKind::SyncDone,
+                SpanArg::Presented => SpanKind::Presented,
+            };
+            enabled[kind as usize] = true;
+        }
+        let group_by = match self.group {
+            GroupArg::None => GroupBy::None,
+            GroupArg::Surface => GroupBy::Surface,
+            GroupArg::Object => GroupBy::Object,
+            GroupArg::File => GroupBy::File,
+        };
+        SpanOptions { enabled, group_by }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn spans_can_be_given_as_a_comma_list() {
+        let cli = Cli::try_parse_from([
+            "latscope",
+            "wayland",
+            "--span",
+            "commit-release,sync-done",
+            "x.log",
+        ])
+        .unwrap();
+        let Command::Wayland(args) = cli.command else {
+            panic!()
+        };
+        assert_eq!(args.span_options().enabled, [true, false, true, false]);
+    }
+}

@@ -1,0 +1,15 @@
+//! The subcommands: each turns its arguments into library calls and prints the result.
+
+pub mod demo;
+pub mod wayland;
+
+use std::io::Write;
+
+/// Writes `text` to standard output. A closed pipe (`latscope ... | head`) is not an error.
+pub fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}

@@ -1,0 +1,174 @@
+//! `latscope wayland`: analyse WAYLAND_DEBUG logs.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::cli::{Format, OutputArgs, WaylandArgs};
+use crate::signals;
+use latscope::ingest::wayland::{self, InputStats, ReadOptions, SpanKind, SpanOptions};
+use latscope::report::csv::CsvSink;
+use latscope::report::json::Json;
+use latscope::report::markdown::Markdown;
+use latscope::report::text::Text;
+use latscope::report::{Renderer, SpansReport};
+use latscope::span::{Aggregator, SpanSink};
+
+/// Inputs larger than this get a progress bar (when stderr is a terminal).
+const PROGRESS_MIN_BYTES: u64 = 256 << 20;
+
+/// An input: a name for messages and a way to open it.
+pub enum Input {
+    /// a file
+    Path(PathBuf),
+    /// standard input
+    Stdin,
+    /// bytes built into the binary
+    Embedded(&'static str, &'static [u8]),
+}
+
+impl Input {
+    fn from_path(path: &Path) -> Input {
+        if path.as_os_str() == "-" {
+            Input::Stdin
+        } else {
+            Input::Path(path.to_path_buf())
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Input::Path(p) => p.display().to_string(),
+            Input::Stdin => "<stdin>".to_string(),
+            Input::Embedded(name, _) => name.to_string(),
+        }
+    }
+
+    fn open(&self) -> Result<(Box<dyn Read>, Option<u64>), latscope::Error> {
+        match self {
+            Input::Path(p) => {
+                let open_error = |source| latscope::Error::Open {
+                    file: self.name(),
+                    source,
+                };
+                let file = File::open(p).map_err(open_error)?;
+                let meta = file.metadata().map_err(open_error)?;
+                if meta.is_dir() {
+                    return Err(open_error(io::Error::other("is a directory")));
+                }
+                Ok((Box::new(file), Some(meta.len())))
+            }
+            Input::Stdin => Ok((Box::new(io::stdin().lock()), None)),
+            Input::Embedded(_, bytes) => Ok((Box::new(*bytes), None)),
+        }
+    }
+}
+
+/// Runs `latscope wayland`.
+pub fn run(args: &WaylandArgs) -> Result<()> {
+    let inputs: Vec<Input> = args.files.iter().map(|p| Input::from_path(p)).collect();
+    analyse_and_print(&inputs, args.span_options(), args.strict, &args.output)
+}
+
+/// Analyses `inputs` and prints the report in the requested format. Shared with `demo`.
+pub fn analyse_and_print(
+    inputs: &[Input],
+    spans: SpanOptions,
+    strict: bool,
+    output: &OutputArgs,
+) -> Result<()> {
+    let linear = output.linear_spec()?;
+    let names = SpanKind::result_names();
+    let files: Vec<String> = inputs.iter().map(Input::name).collect();
+    let options = ReadOptions {
+        spans,
+        strict,
+        cancel: Some(signals::cancel_on_interrupt()),
+    };
+    if output.format == Format::Csv {
+        let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), names, files);
+        let (_, error) = read_all(inputs, &options, &mut sink);
+        match sink.finish() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            other => other.context("writing CSV to standard output")?,
+        }
+        return error.map_or(Ok(()), Err);
+    }
+    let mut aggregator = Aggregator::new(names, linear);
+    let (stats, error) = read_all(inputs, &options, &mut aggregator);
+    let report = SpansReport {
+        aggregator: &aggregator,
+        input: stats.fields(),
+        warnings: stats.warnings(),
+        files,
+        unit: output.unit.unit(),
+    };
+    // Whatever was read is printed, even when reading failed part-way.
+    crate::commands::print(&render(&report, output))?;
+    error.map_or(Ok(()), Err)
+}
+
+fn render(report: &SpansReport<'_>, output: &OutputArgs) -> String {
+    match output.format {
+        Format::Json => Json {
+            pretty: output.pretty,
+        }
+        .render(report),
+        Format::Markdown => Markdown.render(report),
+        Format::Text | Format::Csv => Text {
+            linear: output.linear.is_some(),
+            no_histogram: output.no_histogram,
+        }
+        .render(report),
+    }
+}
+
+/// Reads every input into `sink`. Returns what was read, and the error that stopped it, if any
+/// (what was read before an error is kept: it is in `sink` and in the stats).
+fn read_all(
+    inputs: &[Input],
+    options: &ReadOptions,
+    sink: &mut impl SpanSink,
+) -> (InputStats, Option<anyhow::Error>) {
+    let mut total = InputStats::default();
+    for (index, input) in inputs.iter().enumerate() {
+        let name = input.name();
+        let (reader, size) = match input.open() {
+            Ok(opened) => opened,
+            Err(e) => return (total, Some(e.into())),
+        };
+        let progress = progress_bar(&name, size);
+        let result = wayland::analyze(reader, &name, index as u32, options, sink, |bytes| {
+            progress.set_position(bytes)
+        });
+        progress.finish_and_clear();
+        match result {
+            Ok(stats) => total.merge(&stats),
+            Err(e) => return (total, Some(e.into())),
+        }
+        if total.interrupted {
+            break;
+        }
+    }
+    (total, None)
+}
+
+fn progress_bar(name: &str, size: Option<u64>) -> ProgressBar {
+    match size {
+        Some(size) if size >= PROGRESS_MIN_BYTES => {
+            let bar = ProgressBar::with_draw_target(Some(size), ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template(
+                "{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            bar.set_style(style);
+            bar.set_message(name.to_string());
+            bar
+        }
+        _ => ProgressBar::hidden(),
+    }
+}

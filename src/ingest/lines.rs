@@ -1,0 +1,242 @@
+//! A line reader that streams any `Read` in large chunks with constant memory.
+//!
+//! `BufRead::read_until` copies every line and grows without bound on a line with no newline;
+//! here lines are slices of one fixed buffer found with `memchr`, and a line longer than the
+//! buffer is reported as [`Line::TooLong`] and skipped, so a 10 MB line costs nothing but a
+//! count. The reader also stops cleanly when a [`Cancel`] flag is raised (Ctrl-C), so whatever
+//! was read so far can still be reported.
+
+use std::io::{self, Read};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Default size of the read buffer, and so the longest line delivered whole.
+pub const DEFAULT_BUFFER: usize = 1 << 20;
+
+/// A flag that asks readers to stop at the next chunk.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// A flag that is not raised.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Raises the flag.
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the flag is raised.
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// The shared flag, for a signal handler.
+    pub fn flag(&self) -> &Arc<AtomicBool> {
+        &self.0
+    }
+}
+
+/// One line handed to the caller.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// A line without its `\n` (and without a `\r` before it).
+    Text(&'a [u8]),
+    /// A line longer than the buffer; its content is skipped, `len` bytes long.
+    TooLong {
+        /// length in bytes, without the newline
+        len: u64,
+    },
+}
+
+/// What a whole read saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadSummary {
+    /// lines delivered (including too-long ones and a last line with no newline)
+    pub lines: u64,
+    /// bytes read
+    pub bytes: u64,
+    /// whether the last line had no newline (a truncated file, or a writer still writing)
+    pub unterminated_last_line: bool,
+    /// whether the read stopped early because of a [`Cancel`]
+    pub cancelled: bool,
+}
+
+/// Streams lines out of a reader. See the module docs.
+pub struct LineReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    cancel: Option<Cancel>,
+}
+
+impl<R: Read> LineReader<R> {
+    /// A reader with the default 1 MiB buffer.
+    pub fn new(inner: R) -> Self {
+        Self::with_capacity(inner, DEFAULT_BUFFER)
+    }
+
+    /// A reader whose buffer (and longest whole line) is `capacity` bytes.
+    pub fn with_capacity(inner: R, capacity: usize) -> Self {
+        LineReader {
+            inner,
+            buf: vec![0; capacity.max(16)],
+            cancel: None,
+        }
+    }
+
+    /// Stops reading when `cancel` is raised.
+    pub fn cancel_on(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(Cancel::is_raised)
+    }
+
+    /// Reads everything, calling `on_line(line_number, line)` for each line (the first is line
+    /// one) and `on_progress(total_bytes)` after each chunk. Stops early, without error, when
+    /// the cancel flag is raised; an I/O error ends the read with that error.
+    pub fn for_each_line(
+        mut self,
+        mut on_line: impl FnMut(u64, Line<'_>),
+        mut on_progress: impl FnMut(u64),
+    ) -> io::Result<ReadSummary> {
+        let mut summary = ReadSummary::default();
+        let mut filled = 0; // bytes of an incomplete line kept at the front of buf
+        let mut skipping: Option<u64> = None; // length so far of a too-long line being skipped
+        loop {
+            if self.cancelled() {
+                summary.cancelled = true;
+                return Ok(summary);
+            }
+            let n = match self.inner.read(&mut self.buf[filled..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if n == 0 {
+                finish_last_line(&self.buf[..filled], skipping, &mut summary, &mut on_line);
+                return Ok(summary);
+            }
+            summary.bytes += n as u64;
+            let end = filled + n;
+            let mut start = 0;
+            for nl in memchr::memchr_iter(b'\n', &self.buf[filled..end]) {
+                let nl = filled + nl;
+                summary.lines += 1;
+                match skipping.take() {
+                    Some(len) => on_line(
+                        summary.lines,
+                        Line::TooLong {
+                            len: len + nl as u64,
+                        },
+                    ),
+                    None => on_line(summary.lines, Line::Text(trim_cr(&self.buf[start..nl]))),
+                }
+                start = nl + 1;
+            }
+            filled = end - start;
+            if start == 0 && end == self.buf.len() {
+                // No newline in a full buffer: the line is too long. Drop what we have of it.
+                skipping = Some(skipping.unwrap_or(0) + end as u64);
+                filled = 0;
+            } else {
+                self.buf.copy_within(start..end, 0);
+            }
+            on_progress(summary.bytes);
+        }
+    }
+}
+
+fn finish_last_line(
+    rest: &[u8],
+    skipping: Option<u64>,
+    summary: &mut ReadSummary,
+    on_line: &mut impl FnMut(u64, Line<'_>),
+) {
+    if rest.is_empty() && skipping.is_none() {
+        return;
+    }
+    summary.lines += 1;
+    summary.unterminated_last_line = true;
+    match skipping {
+        Some(len) => on_line(
+            summary.lines,
+            Line::TooLong {
+                len: len + rest.len() as u64,
+            },
+        ),
+        None => on_line(summary.lines, Line::Text(trim_cr(rest))),
+    }
+}
+
+fn trim_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Collects lines as owned strings, with `TooLong` shown as `<too long: N>`.
+    fn lines_of(input: &[u8], capacity: usize) -> (Vec<String>, ReadSummary) {
+        let mut out = Vec::new();
+        let summary = LineReader::with_capacity(input, capacity)
+            .for_each_line(
+                |n, line| {
+                    out.push(match line {
+                        Line::Text(t) => format!("{n}:{}", String::from_utf8_lossy(t)),
+                        Line::TooLong { len } => format!("{n}:<too long: {len}>"),
+                    })
+                },
+                |_| {},
+            )
+            .unwrap();
+        (out, summary)
+    }
+
+    #[test]
+    fn lines_are_split_across_chunk_boundaries() {
+        let (lines, summary) = lines_of(b"alpha\nbeta\r\ngamma\n", 16);
+        assert_eq!(lines, ["1:alpha", "2:beta", "3:gamma"]);
+        assert_eq!(summary.bytes, 18);
+        assert!(!summary.unterminated_last_line);
+    }
+
+    #[test]
+    fn a_last_line_without_newline_is_delivered_and_flagged() {
+        let (lines, summary) = lines_of(b"one\ntw", 16);
+        assert_eq!(lines, ["1:one", "2:tw"]);
+        assert!(summary.unterminated_last_line);
+    }
+
+    #[test]
+    fn a_line_longer_than_the_buffer_is_skipped_with_its_length() {
+        let mut input = b"short\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 100));
+        input.extend(b"\nafter\n");
+        let (lines, _) = lines_of(&input, 16);
+        assert_eq!(lines, ["1:short", "2:<too long: 100>", "3:after"]);
+    }
+
+    #[test]
+    fn an_empty_input_has_no_lines() {
+        let (lines, summary) = lines_of(b"", 16);
+        assert!(lines.is_empty());
+        assert_eq!(summary, ReadSummary::default());
+    }
+
+    #[test]
+    fn a_raised_cancel_flag_stops_the_read() {
+        let cancel = Cancel::new();
+        cancel.raise();
+        let summary = LineReader::new(&b"a\nb\n"[..])
+            .cancel_on(cancel)
+            .for_each_line(|_, _| panic!("no line expected"), |_| {})
+            .unwrap();
+        assert!(summary.cancelled);
+    }
+}

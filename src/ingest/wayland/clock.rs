@@ -1,0 +1,103 @@
+//! Turning wrapping WAYLAND_DEBUG stamps into a monotone nanosecond clock.
+//!
+//! libwayland ≤ 1.25 prints realtime microseconds modulo 2^32 (wrapping every 71.6 minutes);
+//! 1.26 prints the UTC time of day (wrapping at midnight). A value that drops by more than half
+//! the period is a wrap and adds one period; a smaller drop is a clock that went backwards
+//! (threads printing out of order, an NTP step) and is kept as it is, so the pairing code sees
+//! it and counts it instead of inventing a 71-minute latency.
+
+use super::line::Stamp;
+
+const MICROS32_PERIOD: u64 = 1 << 32;
+const DAY_MICROS: u64 = 86_400 * 1_000_000;
+
+/// Unwraps one stream of stamps. One per input file.
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+    last: Option<(bool, u64)>, // (is time of day, raw µs)
+    offset: u64,
+    wraps: u64,
+}
+
+impl Clock {
+    /// A clock that has seen nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The nanosecond time of `stamp`, unwrapped against the stamps seen before.
+    #[inline]
+    pub fn nanos(&mut self, stamp: Stamp) -> u64 {
+        let (time_of_day, raw, period) = match stamp {
+            Stamp::Micros32(us) => (false, u64::from(us), MICROS32_PERIOD),
+            Stamp::TimeOfDay(us) => (true, us, DAY_MICROS),
+        };
+        match self.last {
+            Some((kind, last)) if kind == time_of_day => {
+                if raw < last && last - raw > period / 2 {
+                    self.offset += period;
+                    self.wraps += 1;
+                }
+            }
+            // The first stamp, or a switch of format (two logs concatenated): start afresh.
+            _ => self.offset = 0,
+        }
+        self.last = Some((time_of_day, raw));
+        (raw + self.offset) * 1_000
+    }
+
+    /// How many times the clock wrapped.
+    pub fn wraps(&self) -> u64 {
+        self.wraps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_32_bit_microsecond_counter_unwraps() {
+        let mut c = Clock::new();
+        assert_eq!(
+            c.nanos(Stamp::Micros32(u32::MAX - 9)),
+            (u64::from(u32::MAX) - 9) * 1000
+        );
+        // 10 µs later the counter has wrapped to 0.
+        assert_eq!(c.nanos(Stamp::Micros32(0)), (1u64 << 32) * 1000);
+        assert_eq!(c.nanos(Stamp::Micros32(5)), ((1u64 << 32) + 5) * 1000);
+        assert_eq!(c.wraps(), 1);
+    }
+
+    #[test]
+    fn the_time_of_day_unwraps_at_midnight() {
+        let mut c = Clock::new();
+        let before = c.nanos(Stamp::TimeOfDay(DAY_MICROS - 1));
+        let after = c.nanos(Stamp::TimeOfDay(0));
+        assert_eq!(after - before, 1_000);
+    }
+
+    #[test]
+    fn a_small_step_backwards_is_not_a_wrap() {
+        let mut c = Clock::new();
+        let a = c.nanos(Stamp::Micros32(1_000_000));
+        let b = c.nanos(Stamp::Micros32(999_000));
+        assert!(b < a);
+        assert_eq!(c.wraps(), 0);
+    }
+
+    #[test]
+    fn wraps_accumulate_over_several_periods() {
+        let mut c = Clock::new();
+        let mut last = 0;
+        for lap in 0..3u64 {
+            for raw in [0u32, 1 << 30, 2 << 30, 3 << 30] {
+                let t = c.nanos(Stamp::Micros32(raw));
+                assert_eq!(t, ((lap << 32) + u64::from(raw)) * 1000);
+                assert!(t >= last);
+                last = t;
+            }
+        }
+        assert_eq!(c.wraps(), 2);
+    }
+}

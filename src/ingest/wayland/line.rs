@@ -1,0 +1,455 @@
+//! Parsing one WAYLAND_DEBUG line, in every dialect libwayland has printed.
+//!
+//! The grammar (libwayland `wl_closure_print`, see `shared/research/wayland-debug-format.md`):
+//!
+//! ```text
+//! [1234567.890] {Default Queue}  -> wl_surface@12.commit()            ≤1.25 (`#` ids from 1.23)
+//! [2693804,180] wl_pointer@19.enter(12885, wl_surface@16, 499,597656)  ≤1.19 in a comma locale
+//! [14:03:27.512345] TID#4711 {Default Queue}  -> wl_surface#12.commit() 1.26+
+//! [1234567.890] discarded [zombie]@61.[event 0](0 fd, 4 byte)          event for a dead object
+//! [1234567.890] {Default Queue} <256>  -> wl_surface#3.commit()        wayland-debug's patch
+//! ```
+//!
+//! plus ANSI colour (1.25+ on a terminal or with FORCE_COLOR). The parser borrows from the line
+//! and allocates nothing, except a scratch copy for coloured lines. It never panics on any
+//! input (there is a fuzz target for that).
+
+use std::fmt;
+
+/// A raw timestamp, before unwrapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamp {
+    /// `[ms.µs]`: realtime microseconds modulo 2^32 (libwayland ≤ 1.25), wraps every 71.6 min.
+    Micros32(u32),
+    /// `[HH:MM:SS.µµµµµµ]`: microseconds since UTC midnight (libwayland ≥ 1.26).
+    TimeOfDay(u64),
+}
+
+/// One protocol message line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Message<'a> {
+    /// when it was printed
+    pub stamp: Stamp,
+    /// `TID#n`, when printed
+    pub tid: Option<u32>,
+    /// `{Queue Name}`, when printed
+    pub queue: Option<&'a [u8]>,
+    /// `<n>` connection id of wayland-debug's patched libwayland
+    pub conn: Option<u32>,
+    /// printed with `discarded ` (no listener / destroyed proxy): still a real event
+    pub discarded: bool,
+    /// printed with ` -> `: sent by the process that printed it
+    pub sent: bool,
+    /// interface name, e.g. `wl_surface`
+    pub interface: &'a [u8],
+    /// object id
+    pub id: u32,
+    /// message name, e.g. `commit`
+    pub name: &'a [u8],
+    /// the argument text between the parentheses
+    pub args: &'a [u8],
+}
+
+/// What a line is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed<'a> {
+    /// a protocol message
+    Message(Message<'a>),
+    /// `discarded [zombie]@N.[event E](...)`: an event for an object that no longer exists
+    Zombie(Stamp),
+    /// not a WAYLAND_DEBUG line at all (toolkit warnings, compositor logging)
+    Other,
+    /// starts like a WAYLAND_DEBUG line but breaks the grammar
+    Malformed(Malformed),
+}
+
+/// How a WAYLAND_DEBUG-looking line breaks the grammar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Malformed {
+    /// timestamp beyond the 32-bit microsecond counter or the day
+    TimestampRange,
+    /// no `iface@id` / `iface#id` after the prefix
+    ObjectRef,
+    /// object id not a 32-bit number
+    ObjectId,
+    /// no `.name(` after the object
+    MessageName,
+    /// the line does not end with `)`: truncated, or torn by another thread's output
+    Unterminated,
+}
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Malformed::TimestampRange => "timestamp out of range",
+            Malformed::ObjectRef => "expected 'interface@id' or 'interface#id' after the prefix",
+            Malformed::ObjectId => "object id is not a 32-bit number",
+            Malformed::MessageName => "expected '.message(' after the object",
+            Malformed::Unterminated => {
+                "line does not end with ')' (truncated, or torn by concurrent output)"
+            }
+        })
+    }
+}
+
+/// Parses one line (without its newline). `scratch` is used only for lines with ANSI colour.
+pub fn parse_line<'a>(line: &'a [u8], scratch: &'a mut Vec<u8>) -> Parsed<'a> {
+    if line.first() == Some(&0x1b) {
+        strip_ansi(line, scratch);
+        return parse_plain(scratch);
+    }
+    parse_plain(line)
+}
+
+/// Copies `line` into `out` without its `ESC [ ... <letter>` escape sequences.
+pub fn strip_ansi(line: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let mut i = 0;
+    while i < line.len() {
+        if line[i] == 0x1b && line.get(i + 1) == Some(&b'[') {
+            i += 2;
+            while i < line.len() && !line[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+            i += 1;
+        } else {
+            out.push(line[i]);
+            i += 1;
+        }
+    }
+}
+
+/// Parses a line with no colour codes.
+pub fn parse_plain(line: &[u8]) -> Parsed<'_> {
+    let Some((stamp, rest)) = parse_stamp(line) else {
+        return Parsed::Other;
+    };
+    let stamp = match stamp {
+        Ok(stamp) => stamp,
+        Err(m) => return Parsed::Malformed(m),
+    };
+    let mut cur = Cursor(rest);
+    let tid = cur.tagged_number(b"TID#", b' ');
+    let queue = cur.delimited(b'{', b'}');
+    let conn = cur.conn_id();
+    let discarded = cur.eat(b"discarded ");
+    if discarded && cur.0.first() == Some(&b'[') {
+        return Parsed::Zombie(stamp);
+    }
+    let sent = cur.eat(b" -> ");
+    match parse_body(cur.0) {
+        Ok((interface, id, name, args)) => Parsed::Message(Message {
+            stamp,
+            tid,
+            queue,
+            conn,
+            discarded,
+            sent,
+            interface,
+            id,
+            name,
+            args,
+        }),
+        Err(m) => Parsed::Malformed(m),
+    }
+}
+
+/// `[` spaces* (`D+[.,]DDD` | `HH:MM:SS.DDDDDD`) `] `. Returns `None` when the line does not
+/// start with a WAYLAND_DEBUG timestamp (so it is some other kind of line), and the stamp and
+/// the rest of the line otherwise.
+fn parse_stamp(line: &[u8]) -> Option<(Result<Stamp, Malformed>, &[u8])> {
+    let rest = line.strip_prefix(b"[")?;
+    let start = rest.iter().position(|&b| b != b' ')?;
+    let rest = &rest[start..];
+    let (whole, digits) = leading_number(rest)?;
+    let rest = &rest[digits..];
+    let (stamp, rest) = match rest.first()? {
+        b'.' | b',' if digits <= 10 => {
+            let frac = fixed_digits(&rest[1..], 3)?;
+            let micros = whole.checked_mul(1000).and_then(|w| w.checked_add(frac));
+            let stamp = micros
+                .and_then(|m| u32::try_from(m).ok())
+                .map(Stamp::Micros32);
+            (stamp.ok_or(Malformed::TimestampRange), &rest[4..])
+        }
+        b':' if digits == 2 => {
+            let minutes = fixed_digits(&rest[1..], 2)?;
+            let rest = rest[3..].strip_prefix(b":")?;
+            let seconds = fixed_digits(rest, 2)?;
+            let rest = rest[2..].strip_prefix(b".")?;
+            let micros = fixed_digits(rest, 6)?;
+            let stamp = if whole < 24 && minutes < 60 && seconds < 60 {
+                Ok(Stamp::TimeOfDay(
+                    ((whole * 60 + minutes) * 60 + seconds) * 1_000_000 + micros,
+                ))
+            } else {
+                Err(Malformed::TimestampRange)
+            };
+            (stamp, &rest[6..])
+        }
+        _ => return None,
+    };
+    Some((stamp, rest.strip_prefix(b"] ")?))
+}
+
+/// The value and length of the run of ASCII digits at the start (at most 19 digits).
+fn leading_number(s: &[u8]) -> Option<(u64, usize)> {
+    let len = s.iter().take(20).take_while(|b| b.is_ascii_digit()).count();
+    if len == 0 || len > 19 {
+        return None;
+    }
+    let value = s[..len]
+        .iter()
+        .fold(0u64, |acc, &b| acc * 10 + u64::from(b - b'0'));
+    Some((value, len))
+}
+
+/// Exactly `n` digits at the start of `s`.
+fn fixed_digits(s: &[u8], n: usize) -> Option<u64> {
+    let digits = s.get(..n)?;
+    digits.iter().try_fold(0u64, |acc, &b| {
+        b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
+    })
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn eat(&mut self, prefix: &[u8]) -> bool {
+        match self.0.strip_prefix(prefix) {
+            Some(rest) => {
+                self.0 = rest;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `TAG` digits `end`, e.g. `TID#4711 `.
+    fn tagged_number(&mut self, tag: &[u8], end: u8) -> Option<u32> {
+        let rest = self.0.strip_prefix(tag)?;
+        let (value, len) = leading_number(rest)?;
+        if rest.get(len) != Some(&end) {
+            return None;
+        }
+        self.0 = &rest[len + 1..];
+        u32::try_from(value).ok()
+    }
+
+    /// `{...} ` → the text between the delimiters.
+    fn delimited(&mut self, open: u8, close: u8) -> Option<&'a [u8]> {
+        let rest = self.0.strip_prefix(&[open])?;
+        let end = memchr::memchr(close, rest)?;
+        if rest.get(end + 1) != Some(&b' ') {
+            return None;
+        }
+        self.0 = &rest[end + 2..];
+        Some(&rest[..end])
+    }
+
+    /// `<256> `
+    fn conn_id(&mut self) -> Option<u32> {
+        if self.0.first() != Some(&b'<') {
+            return None;
+        }
+        let mut probe = Cursor(&self.0[1..]);
+        let (value, len) = leading_number(probe.0)?;
+        probe.0 = &probe.0[len..];
+        if !probe.eat(b"> ") {
+            return None;
+        }
+        self.0 = probe.0;
+        u32::try_from(value).ok()
+    }
+}
+
+type Body<'a> = (&'a [u8], u32, &'a [u8], &'a [u8]);
+
+/// `iface[@#]id.name(args)`
+fn parse_body(s: &[u8]) -> Result<Body<'_>, Malformed> {
+    let iface_len = s.iter().take_while(|&&b| is_ident(b)).count();
+    if iface_len == 0 || !matches!(s.get(iface_len), Some(b'@' | b'#')) {
+        return Err(Malformed::ObjectRef);
+    }
+    let interface = &s[..iface_len];
+    let rest = &s[iface_len + 1..];
+    let (id, id_len) = leading_number(rest).ok_or(Malformed::ObjectId)?;
+    let id = u32::try_from(id).map_err(|_| Malformed::ObjectId)?;
+    let rest = rest[id_len..]
+        .strip_prefix(b".")
+        .ok_or(Malformed::MessageName)?;
+    let name_len = rest.iter().take_while(|&&b| is_ident(b)).count();
+    if name_len == 0 || rest.get(name_len) != Some(&b'(') {
+        return Err(Malformed::MessageName);
+    }
+    let name = &rest[..name_len];
+    let args = rest[name_len + 1..]
+        .strip_suffix(b")")
+        .ok_or(Malformed::Unterminated)?;
+    Ok((interface, id, name, args))
+}
+
+#[inline]
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(line: &str) -> Message<'_> {
+        match parse_plain(line.as_bytes()) {
+            Parsed::Message(m) => m,
+            other => panic!("{line:?} parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_libwayland_1_21_request_line_parses() {
+        let m = message("[770448.801]  -> wl_surface@29.attach(wl_buffer@44, 0, 0)");
+        assert_eq!(m.stamp, Stamp::Micros32(770_448_801));
+        assert!(m.sent);
+        assert_eq!(m.interface, b"wl_surface");
+        assert_eq!(m.id, 29);
+        assert_eq!(m.name, b"attach");
+        assert_eq!(m.args, b"wl_buffer@44, 0, 0");
+        assert_eq!(
+            (m.tid, m.queue, m.conn, m.discarded),
+            (None, None, None, false)
+        );
+    }
+
+    #[test]
+    fn a_space_padded_timestamp_parses() {
+        let m = message("[  92063.955]  -> wl_display@1.get_registry(new id wl_registry@2)");
+        assert_eq!(m.stamp, Stamp::Micros32(92_063_955));
+    }
+
+    #[test]
+    fn a_comma_decimal_timestamp_parses() {
+        let m = message(
+            "[2693804,180] wl_pointer@19.enter(12885, wl_surface@16, 499,597656, 543,597656)",
+        );
+        assert_eq!(m.stamp, Stamp::Micros32(2_693_804_180));
+        assert!(!m.sent);
+        assert_eq!(m.args, b"12885, wl_surface@16, 499,597656, 543,597656");
+    }
+
+    #[test]
+    fn a_libwayland_1_23_event_with_queue_and_hash_ids_parses() {
+        let m = message("[2109922.441] {Default Queue} wl_buffer#57.release()");
+        assert_eq!(m.queue, Some(&b"Default Queue"[..]));
+        assert_eq!(
+            (m.interface, m.id, m.name, m.args),
+            (&b"wl_buffer"[..], 57, &b"release"[..], &b""[..])
+        );
+    }
+
+    #[test]
+    fn a_libwayland_1_26_line_with_thread_id_parses() {
+        let m = message(
+            "[14:03:27.512401] TID#4711 {Default Queue}  -> wl_surface#12.attach(wl_buffer#20, 0, 0)",
+        );
+        assert_eq!(
+            m.stamp,
+            Stamp::TimeOfDay(((14 * 60 + 3) * 60 + 27) * 1_000_000 + 512_401)
+        );
+        assert_eq!(m.tid, Some(4711));
+        assert!(m.sent);
+        assert_eq!(m.id, 12);
+    }
+
+    #[test]
+    fn a_discarded_event_is_still_a_message() {
+        let m = message("[14:03:27.000001] {Default Queue} discarded wl_callback#61.done(17)");
+        assert!(m.discarded);
+        assert_eq!(m.name, b"done");
+    }
+
+    #[test]
+    fn zombie_lines_are_recognised() {
+        for line in [
+            "[1234567.890] discarded [zombie]@61.[event 0](0 fd, 4 byte)",
+            "[00:00:01.000000] discarded [unknown]#7.[event 1](1 fd, 8 byte)",
+        ] {
+            assert!(
+                matches!(parse_plain(line.as_bytes()), Parsed::Zombie(_)),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_wayland_debug_connection_id_parses() {
+        let m = message("[1.000] {Default Queue} <256>  -> wl_surface#3.commit()");
+        assert_eq!(m.conn, Some(256));
+        assert!(m.sent);
+    }
+
+    #[test]
+    fn colour_codes_are_stripped() {
+        let line = "\x1b[32m[14:03:27.512345] \x1b[0m\x1b[33m{Default Queue} \x1b[0m -> \x1b[34mwl_surface\x1b[0m#\x1b[35m12\x1b[0m.\x1b[36mcommit\x1b[0m()";
+        let mut scratch = Vec::new();
+        match parse_line(line.as_bytes(), &mut scratch) {
+            Parsed::Message(m) => {
+                assert_eq!(
+                    (m.interface, m.id, m.name, m.sent),
+                    (&b"wl_surface"[..], 12, &b"commit"[..], true)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn lines_that_are_not_wayland_debug_are_other() {
+        for line in [
+            "",
+            "Gtk-WARNING **: something",
+            "[03:05:42.123] weston log line with millisecond stamp",
+            "[2026-11-22 03:05:42.123456] < - debug - > mirserver: Starting",
+            "[abc] x",
+            "[1234.567]no space",
+        ] {
+            assert_eq!(parse_plain(line.as_bytes()), Parsed::Other, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn broken_protocol_lines_are_malformed_with_a_reason() {
+        let cases = [
+            ("[1.000]  -> wl_surface@3.commit(", Malformed::Unterminated),
+            ("[1.000] wl_surface@.commit()", Malformed::ObjectId),
+            (
+                "[1.000] wl_surface@99999999999.commit()",
+                Malformed::ObjectId,
+            ),
+            ("[1.000] wl_surface@3commit()", Malformed::MessageName),
+            ("[1.000] hello world", Malformed::ObjectRef),
+            (
+                "[4294967.296] wl_surface@3.commit()",
+                Malformed::TimestampRange,
+            ),
+            (
+                "[24:00:00.000000] wl_surface@3.commit()",
+                Malformed::TimestampRange,
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(
+                parse_plain(line.as_bytes()),
+                Parsed::Malformed(want),
+                "{line:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_largest_32_bit_stamp_parses() {
+        assert_eq!(
+            message("[4294967.295] wl_buffer@5.release()").stamp,
+            Stamp::Micros32(u32::MAX)
+        );
+    }
+}

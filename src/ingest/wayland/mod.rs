@@ -1,0 +1,260 @@
+//! WAYLAND_DEBUG logs: client-side and server-side, every libwayland dialect.
+//!
+//! [`analyze`] streams one input through four pure stages — [`LineReader`] (bytes to lines),
+//! [`line::parse_line`] (a line to a message), [`clock::Clock`] (wrapping stamps to monotone
+//! nanoseconds) and [`spans::SpanTracker`] (messages to spans) — and hands the spans to a
+//! [`SpanSink`]. Memory depends on the number of open spans and live objects, never on the
+//! length of the log.
+
+pub mod args;
+pub mod clock;
+pub mod line;
+pub mod objects;
+pub mod spans;
+
+use std::io::Read;
+
+use crate::error::Error;
+use crate::ingest::lines::Line;
+use crate::ingest::{Cancel, LineReader, Location};
+use crate::span::SpanSink;
+
+pub use spans::{GroupBy, SpanKind, SpanOptions, StreamStats};
+
+/// How many malformed lines are kept as examples for the report.
+pub const MALFORMED_EXAMPLES: usize = 5;
+
+/// What was in the input, line by line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InputStats {
+    /// input files read
+    pub files: u64,
+    /// bytes read
+    pub bytes: u64,
+    /// lines read
+    pub lines: u64,
+    /// protocol messages
+    pub messages: u64,
+    /// lines that are not WAYLAND_DEBUG output (toolkit warnings, compositor logging)
+    pub skipped: u64,
+    /// lines that look like WAYLAND_DEBUG output but break its grammar
+    pub malformed: u64,
+    /// the first few malformed lines: where, and why
+    pub malformed_examples: Vec<(Location, String)>,
+    /// `discarded [zombie]` lines: events for objects that no longer exist
+    pub zombies: u64,
+    /// lines longer than the read buffer, skipped
+    pub too_long: u64,
+    /// how many times a timestamp wrapped (2^32 µs, or midnight)
+    pub clock_wraps: u64,
+    /// inputs whose last line had no newline
+    pub unterminated: u64,
+    /// whether reading stopped early (Ctrl-C)
+    pub interrupted: bool,
+    /// protocol-level diagnostics
+    pub stream: StreamStats,
+}
+
+impl InputStats {
+    /// Adds the counts of another input.
+    pub fn merge(&mut self, other: &InputStats) {
+        self.files += other.files;
+        self.bytes += other.bytes;
+        self.lines += other.lines;
+        self.messages += other.messages;
+        self.skipped += other.skipped;
+        self.malformed += other.malformed;
+        let room = MALFORMED_EXAMPLES.saturating_sub(self.malformed_examples.len());
+        self.malformed_examples
+            .extend(other.malformed_examples.iter().take(room).cloned());
+        self.zombies += other.zombies;
+        self.too_long += other.too_long;
+        self.clock_wraps += other.clock_wraps;
+        self.unterminated += other.unterminated;
+        self.interrupted |= other.interrupted;
+        self.stream.unknown_callbacks += other.stream.unknown_callbacks;
+        self.stream.reused_live_ids += other.stream.reused_live_ids;
+    }
+}
+
+/// How to read one input.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// spans and grouping
+    pub spans: SpanOptions,
+    /// stop at the first malformed line with an error
+    pub strict: bool,
+    /// stop reading when raised
+    pub cancel: Option<Cancel>,
+}
+
+/// Analyses one WAYLAND_DEBUG input named `file` (for messages), the `file_index`-th of the
+/// inputs. Spans go to `sink`; `on_progress` gets the bytes read so far after each chunk.
+///
+/// Returns what the input contained. Partial results are already in `sink` when this returns
+/// an error (an I/O error, or a malformed line under `strict`).
+pub fn analyze(
+    input: impl Read,
+    file: &str,
+    file_index: u32,
+    options: &ReadOptions,
+    sink: &mut impl SpanSink,
+    on_progress: impl FnMut(u64),
+) -> Result<InputStats, Error> {
+    let mut state = FileState {
+        file,
+        strict: options.strict,
+        stats: InputStats {
+            files: 1,
+            ..InputStats::default()
+        },
+        clock: clock::Clock::new(),
+        tracker: spans::SpanTracker::new(options.spans, file_index),
+        scratch: Vec::new(),
+        error: None,
+    };
+    let mut reader = LineReader::new(input);
+    if let Some(cancel) = &options.cancel {
+        reader = reader.cancel_on(cancel.clone());
+    }
+    let read = reader.for_each_line(|number, line| state.line(number, line, sink), on_progress);
+    state.tracker.finish(sink);
+    let summary = read.map_err(|source| Error::Read {
+        file: file.to_string(),
+        source,
+    })?;
+    if let Some(error) = state.error {
+        return Err(error);
+    }
+    let mut stats = state.stats;
+    stats.bytes = summary.bytes;
+    stats.lines = summary.lines;
+    stats.unterminated = u64::from(summary.unterminated_last_line);
+    stats.interrupted = summary.cancelled;
+    stats.clock_wraps = state.clock.wraps();
+    stats.stream = state.tracker.stats();
+    Ok(stats)
+}
+
+struct FileState<'f> {
+    file: &'f str,
+    strict: bool,
+    stats: InputStats,
+    clock: clock::Clock,
+    tracker: spans::SpanTracker,
+    scratch: Vec<u8>,
+    error: Option<Error>,
+}
+
+impl FileState<'_> {
+    #[inline]
+    fn line(&mut self, number: u64, line: Line<'_>, sink: &mut impl SpanSink) {
+        if self.error.is_some() {
+            return;
+        }
+        let text = match line {
+            Line::Text(text) => text,
+            Line::TooLong { .. } => {
+                self.stats.too_long += 1;
+                return;
+            }
+        };
+        match line::parse_line(text, &mut self.scratch) {
+            line::Parsed::Message(msg) => {
+                self.stats.messages += 1;
+                let ts = self.clock.nanos(msg.stamp);
+                self.tracker.message(&msg, ts, sink);
+            }
+            line::Parsed::Zombie(stamp) => {
+                self.stats.zombies += 1;
+                self.clock.nanos(stamp);
+            }
+            line::Parsed::Other => self.stats.skipped += 1,
+            line::Parsed::Malformed(reason) => self.malformed(number, reason),
+        }
+    }
+
+    #[cold]
+    fn malformed(&mut self, number: u64, reason: line::Malformed) {
+        self.stats.malformed += 1;
+        let location = Location {
+            file: self.file.to_string(),
+            line: number,
+        };
+        if self.strict {
+            self.error = Some(Error::Malformed {
+                location,
+                reason: reason.to_string(),
+            });
+        } else if self.stats.malformed_examples.len() < MALFORMED_EXAMPLES {
+            self.stats
+                .malformed_examples
+                .push((location, reason.to_string()));
+        }
+    }
+}
+
+impl InputStats {
+    /// The counts shown in every report, in display order.
+    pub fn fields(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("files", self.files),
+            ("bytes", self.bytes),
+            ("lines", self.lines),
+            ("messages", self.messages),
+            ("skipped", self.skipped),
+            ("malformed", self.malformed),
+            ("zombies", self.zombies),
+            ("too_long", self.too_long),
+            ("clock_wraps", self.clock_wraps),
+        ]
+    }
+
+    /// One sentence per thing about the input a user should know before trusting the numbers.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.interrupted {
+            out.push("interrupted: these results cover only the input read so far".to_string());
+        }
+        if self.malformed > 0 {
+            let examples: Vec<String> = self
+                .malformed_examples
+                .iter()
+                .map(|(at, why)| format!("{at}: {why}"))
+                .collect();
+            out.push(format!(
+                "{} malformed WAYLAND_DEBUG lines were counted and skipped (--strict makes them fatal); first: {}",
+                self.malformed,
+                examples.join("; ")
+            ));
+        }
+        if self.too_long > 0 {
+            out.push(format!(
+                "{} lines longer than 1 MiB were skipped",
+                self.too_long
+            ));
+        }
+        if self.unterminated > 0 {
+            out.push(format!(
+                "{} input(s) end without a newline (truncated, or still being written); the last line was read as it is",
+                self.unterminated
+            ));
+        }
+        if self.stream.reused_live_ids > 0 {
+            out.push(format!(
+                "object ids were created again while still alive {} times: the log probably mixes several connections (a server log of several clients), which stock libwayland cannot tell apart, so spans may pair across clients",
+                self.stream.reused_live_ids
+            ));
+        }
+        if self.stream.unknown_callbacks > 0 {
+            out.push(format!(
+                "{} wl_callback.done events had no frame or sync request in the log (it started mid-stream?)",
+                self.stream.unknown_callbacks
+            ));
+        }
+        if self.files > 0 && self.messages == 0 {
+            out.push("no WAYLAND_DEBUG messages found: was the program run with WAYLAND_DEBUG=1 (client) or WAYLAND_DEBUG=server, and its stderr captured?".to_string());
+        }
+        out
+    }
+}

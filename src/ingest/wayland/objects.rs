@@ -1,0 +1,173 @@
+//! Object ids and their generations.
+//!
+//! Wayland reuses an id once it is freed (`wl_display.delete_id` for client-allocated ids;
+//! server-allocated ids ≥ 0xff000000 are simply reused), so one id names a sequence of objects.
+//! The generation changes when an object is *created* with an id that was used before, not at
+//! `delete_id`: libwayland can print `delete_id(61)` before the last event of object 61 (the
+//! display queue is dispatched first), and that late event must still belong to the old object.
+
+use rustc_hash::FxHashMap;
+
+/// First server-allocated object id.
+pub const SERVER_ID_BASE: u32 = 0xff00_0000;
+
+/// Ids below this (client side, or above SERVER_ID_BASE on the server side) are kept in a
+/// vector; others in a map.
+const DENSE_LIMIT: u32 = 1 << 16;
+
+/// One object: its id and which generation of that id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjKey {
+    /// protocol id
+    pub id: u32,
+    /// 0 for the first object with this id
+    pub generation: u32,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    generation: u32,
+    used: bool,
+    deleted: bool,
+}
+
+/// The result of creating an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    /// the new object
+    pub key: ObjKey,
+    /// the object this id named before, which can no longer receive messages
+    pub replaced: Option<ObjKey>,
+    /// the id was reused while its previous object was still alive (no `delete_id` between):
+    /// normal for server-allocated ids, a sign of several connections in one log otherwise
+    pub reused_live_id: bool,
+}
+
+/// The objects of one connection.
+#[derive(Debug, Default)]
+pub struct Objects {
+    client: Vec<Slot>,
+    server: Vec<Slot>,
+    sparse: FxHashMap<u32, Slot>,
+}
+
+impl Objects {
+    fn slot(&self, id: u32) -> Slot {
+        match dense_index(id) {
+            Some((false, i)) => self.client.get(i).copied().unwrap_or_default(),
+            Some((true, i)) => self.server.get(i).copied().unwrap_or_default(),
+            None => self.sparse.get(&id).copied().unwrap_or_default(),
+        }
+    }
+
+    fn slot_mut(&mut self, id: u32) -> &mut Slot {
+        match dense_index(id) {
+            Some((server, i)) => {
+                let slots = if server {
+                    &mut self.server
+                } else {
+                    &mut self.client
+                };
+                if slots.len() <= i {
+                    slots.resize(i + 1, Slot::default());
+                }
+                &mut slots[i]
+            }
+            None => self.sparse.entry(id).or_default(),
+        }
+    }
+
+    /// The object `id` currently names.
+    #[inline]
+    pub fn current(&self, id: u32) -> ObjKey {
+        ObjKey {
+            id,
+            generation: self.slot(id).generation,
+        }
+    }
+
+    /// Records the creation of an object with `id`.
+    pub fn create(&mut self, id: u32) -> Created {
+        let slot = self.slot_mut(id);
+        let replaced = slot.used.then_some(ObjKey {
+            id,
+            generation: slot.generation,
+        });
+        let reused_live_id = slot.used && !slot.deleted && id < SERVER_ID_BASE;
+        if slot.used {
+            slot.generation += 1;
+        }
+        slot.used = true;
+        slot.deleted = false;
+        Created {
+            key: ObjKey {
+                id,
+                generation: slot.generation,
+            },
+            replaced,
+            reused_live_id,
+        }
+    }
+
+    /// Records `wl_display.delete_id(id)`.
+    pub fn delete(&mut self, id: u32) {
+        self.slot_mut(id).deleted = true;
+    }
+}
+
+fn dense_index(id: u32) -> Option<(bool, usize)> {
+    if id < DENSE_LIMIT {
+        Some((false, id as usize))
+    } else if id >= SERVER_ID_BASE && id - SERVER_ID_BASE < DENSE_LIMIT {
+        Some((true, (id - SERVER_ID_BASE) as usize))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reusing_an_id_after_delete_id_makes_a_new_generation() {
+        let mut objects = Objects::default();
+        let first = objects.create(61);
+        assert_eq!(
+            first,
+            Created {
+                key: ObjKey {
+                    id: 61,
+                    generation: 0
+                },
+                replaced: None,
+                reused_live_id: false
+            }
+        );
+        objects.delete(61);
+        // Late event after delete_id still names the old object.
+        assert_eq!(objects.current(61), first.key);
+        let second = objects.create(61);
+        assert_eq!(second.key.generation, 1);
+        assert_eq!(second.replaced, Some(first.key));
+        assert!(!second.reused_live_id);
+    }
+
+    #[test]
+    fn reusing_a_live_client_id_is_flagged() {
+        let mut objects = Objects::default();
+        objects.create(5);
+        assert!(objects.create(5).reused_live_id);
+    }
+
+    #[test]
+    fn server_and_sparse_ids_have_generations_too() {
+        let mut objects = Objects::default();
+        for id in [SERVER_ID_BASE + 3, 529_381_776] {
+            objects.create(id);
+            let again = objects.create(id);
+            assert_eq!(again.key, ObjKey { id, generation: 1 });
+            assert!(!again.reused_live_id || id < SERVER_ID_BASE);
+        }
+    }
+}

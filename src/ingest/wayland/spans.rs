@@ -1,0 +1,520 @@
+//! The span rules: which WAYLAND_DEBUG messages start and end which latency.
+//!
+//! * `commit_to_release`: the `wl_surface.commit` that made buffer B current → the next
+//!   `wl_buffer.release` of B. A commit of B while B is still held supersedes the earlier one
+//!   (the release pairs with the latest commit; the earlier is counted as superseded).
+//! * `frame_to_done`: `wl_surface.frame(new id C)` → `wl_callback C.done`.
+//! * `sync_to_done`: `wl_display.sync(new id C)` → `wl_callback C.done`.
+//! * `commit_to_presented`: the commit that a `wp_presentation.feedback(surface, new id F)`
+//!   was bound to → `F.presented`; `F.discarded` is counted, not sampled.
+//!
+//! Each side (client, server) and each connection id has its own objects and state: a nested
+//! compositor prints both its client and its server traffic into one stderr. The side of a
+//! message follows from its direction: a request printed as sent, or an event printed as
+//! received, is the client's view.
+
+use rustc_hash::FxHashMap;
+
+use super::args::{self, ObjectArg};
+use super::line::Message;
+use super::objects::{ObjKey, Objects, SERVER_ID_BASE};
+use crate::span::{Group, ObjectLabel, Open, OpenSpans, Outcome, SeriesKey, Side, SpanSink};
+
+/// The built-in spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SpanKind {
+    /// `wl_surface.commit` → `wl_buffer.release`
+    CommitRelease = 0,
+    /// `wl_surface.frame` → `wl_callback.done`
+    FrameDone = 1,
+    /// `wl_display.sync` → `wl_callback.done`
+    SyncDone = 2,
+    /// `wl_surface.commit` → `wp_presentation_feedback.presented`
+    Presented = 3,
+}
+
+impl SpanKind {
+    /// All spans, in report order.
+    pub const ALL: [SpanKind; 4] = [
+        SpanKind::CommitRelease,
+        SpanKind::FrameDone,
+        SpanKind::SyncDone,
+        SpanKind::Presented,
+    ];
+
+    /// The name in results (`commit_to_release`).
+    pub const fn result_name(self) -> &'static str {
+        match self {
+            SpanKind::CommitRelease => "commit_to_release",
+            SpanKind::FrameDone => "frame_to_done",
+            SpanKind::SyncDone => "sync_to_done",
+            SpanKind::Presented => "commit_to_presented",
+        }
+    }
+
+    /// The name on the command line (`commit-release`).
+    pub const fn cli_name(self) -> &'static str {
+        match self {
+            SpanKind::CommitRelease => "commit-release",
+            SpanKind::FrameDone => "frame-done",
+            SpanKind::SyncDone => "sync-done",
+            SpanKind::Presented => "presented",
+        }
+    }
+
+    /// The span names indexed like [`SeriesKey::span`].
+    pub fn result_names() -> Vec<String> {
+        Self::ALL
+            .iter()
+            .map(|k| k.result_name().to_string())
+            .collect()
+    }
+}
+
+/// How series are split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupBy {
+    /// one series per span and side
+    #[default]
+    None,
+    /// per `wl_surface`
+    Surface,
+    /// per object that carries the span (buffer, callback, feedback)
+    Object,
+    /// per input file
+    File,
+}
+
+/// Which spans to compute and how to group them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpanOptions {
+    /// enabled spans, indexed by `SpanKind as usize`
+    pub enabled: [bool; 4],
+    /// grouping
+    pub group_by: GroupBy,
+}
+
+impl Default for SpanOptions {
+    fn default() -> Self {
+        SpanOptions {
+            enabled: [true; 4],
+            group_by: GroupBy::None,
+        }
+    }
+}
+
+impl SpanOptions {
+    fn on(&self, kind: SpanKind) -> bool {
+        self.enabled[kind as usize]
+    }
+}
+
+/// Diagnostics about the protocol stream (not about single lines).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// `wl_callback.done` for a callback whose creation was not in the log
+    pub unknown_callbacks: u64,
+    /// client ids created again with no `delete_id` in between: usually several connections
+    /// interleaved in one server-side log, which stock libwayland cannot tell apart
+    pub reused_live_ids: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    Nothing,
+    Buffer(ObjKey),
+    Nil,
+}
+
+#[derive(Debug)]
+struct Surface {
+    pending: Pending,
+    feedbacks: Vec<ObjKey>,
+}
+
+impl Default for Surface {
+    fn default() -> Self {
+        Surface {
+            pending: Pending::Nothing,
+            feedbacks: Vec::new(),
+        }
+    }
+}
+
+/// The state of one side of one connection.
+#[derive(Debug)]
+struct Conn {
+    side: Side,
+    conn: Option<u32>,
+    objects: Objects,
+    surfaces: FxHashMap<ObjKey, Surface>,
+    commits: OpenSpans<ObjKey>,
+    callbacks: OpenSpans<ObjKey>,
+    presented: OpenSpans<ObjKey>,
+}
+
+impl Conn {
+    fn new(side: Side, conn: Option<u32>) -> Self {
+        Conn {
+            side,
+            conn,
+            objects: Objects::default(),
+            surfaces: FxHashMap::default(),
+            commits: OpenSpans::default(),
+            callbacks: OpenSpans::default(),
+            presented: OpenSpans::default(),
+        }
+    }
+}
+
+/// Known messages, classified once per line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    Attach,
+    Commit,
+    Frame,
+    SurfaceDestroy,
+    Sync,
+    DeleteId,
+    Release,
+    Done,
+    Feedback,
+    Presented,
+    Discarded,
+    Other,
+}
+
+impl Known {
+    fn classify(interface: &[u8], name: &[u8]) -> Known {
+        match (interface, name) {
+            (b"wl_surface", b"attach") => Known::Attach,
+            (b"wl_surface", b"commit") => Known::Commit,
+            (b"wl_surface", b"frame") => Known::Frame,
+            (b"wl_surface", b"destroy") => Known::SurfaceDestroy,
+            (b"wl_display", b"sync") => Known::Sync,
+            (b"wl_display", b"delete_id") => Known::DeleteId,
+            (b"wl_buffer", b"release") => Known::Release,
+            (b"wl_callback", b"done") => Known::Done,
+            (b"wp_presentation", b"feedback") => Known::Feedback,
+            (b"wp_presentation_feedback", b"presented") => Known::Presented,
+            (b"wp_presentation_feedback", b"discarded") => Known::Discarded,
+            _ => Known::Other,
+        }
+    }
+
+    /// Whether this is a request (client → server); `None` when we do not know.
+    fn is_request(self) -> Option<bool> {
+        match self {
+            Known::Attach
+            | Known::Commit
+            | Known::Frame
+            | Known::SurfaceDestroy
+            | Known::Sync
+            | Known::Feedback => Some(true),
+            Known::DeleteId
+            | Known::Release
+            | Known::Done
+            | Known::Presented
+            | Known::Discarded => Some(false),
+            Known::Other => None,
+        }
+    }
+}
+
+fn side_of(is_request: bool, sent: bool) -> Side {
+    if is_request == sent {
+        Side::Client
+    } else {
+        Side::Server
+    }
+}
+
+/// Applies the span rules to a stream of messages. One per input file (object ids and the
+/// clock do not carry over between files); results go to a [`SpanSink`].
+pub struct SpanTracker {
+    options: SpanOptions,
+    file_index: u32,
+    conns: Vec<Conn>,
+    new_id: memchr::memmem::Finder<'static>,
+    stats: StreamStats,
+}
+
+impl SpanTracker {
+    /// A tracker for the input file at `file_index` (used by `--group file`).
+    pub fn new(options: SpanOptions, file_index: u32) -> Self {
+        SpanTracker {
+            options,
+            file_index,
+            conns: Vec::new(),
+            new_id: memchr::memmem::Finder::new(b"new id "),
+            stats: StreamStats::default(),
+        }
+    }
+
+    /// What the stream looked like so far.
+    pub fn stats(&self) -> StreamStats {
+        self.stats
+    }
+
+    fn conn_index(&mut self, side: Side, conn: Option<u32>) -> usize {
+        match self
+            .conns
+            .iter()
+            .position(|c| c.side == side && c.conn == conn)
+        {
+            Some(i) => i,
+            None => {
+                self.conns.push(Conn::new(side, conn));
+                self.conns.len() - 1
+            }
+        }
+    }
+
+    /// Feeds one message stamped `ts` (unwrapped nanoseconds).
+    pub fn message(&mut self, msg: &Message<'_>, ts: u64, sink: &mut impl SpanSink) {
+        let known = Known::classify(msg.interface, msg.name);
+        self.track_creations(msg, sink);
+        let Some(is_request) = known.is_request() else {
+            return;
+        };
+        let ci = self.conn_index(side_of(is_request, msg.sent), msg.conn);
+        let ctx = Ctx {
+            options: self.options,
+            file_index: self.file_index,
+            ts,
+        };
+        let conn = &mut self.conns[ci];
+        match known {
+            Known::Attach => on_attach(conn, msg),
+            Known::Commit => on_commit(conn, &ctx, msg.id, sink),
+            Known::Frame => on_callback_request(conn, &ctx, SpanKind::FrameDone, msg, sink),
+            Known::Sync => on_callback_request(conn, &ctx, SpanKind::SyncDone, msg, sink),
+            Known::SurfaceDestroy => {
+                let key = conn.objects.current(msg.id);
+                conn.surfaces.remove(&key);
+            }
+            Known::DeleteId => {
+                if let Some(id) = args::number(msg.args) {
+                    conn.objects.delete(id);
+                }
+            }
+            Known::Release => on_release(conn, &ctx, msg.id, sink),
+            Known::Done => {
+                if !on_done(conn, ts, msg.id, sink) {
+                    self.stats.unknown_callbacks += 1;
+                }
+            }
+            Known::Feedback => on_feedback(conn, msg),
+            Known::Presented => on_presented(conn, &ctx, msg.id, None, sink),
+            Known::Discarded => on_presented(conn, &ctx, msg.id, Some(Outcome::Discarded), sink),
+            Known::Other => {}
+        }
+    }
+
+    /// Every `new id` argument creates an object; the object its id named before is gone, so
+    /// spans still waiting on it can never end.
+    fn track_creations(&mut self, msg: &Message<'_>, sink: &mut impl SpanSink) {
+        let mut created = [0u32; 4];
+        let mut n = 0;
+        args::for_each_new_id(msg.args, &self.new_id, |_, id| {
+            if n < created.len() {
+                created[n] = id;
+                n += 1;
+            }
+        });
+        for &id in &created[..n] {
+            let side = side_of(id < SERVER_ID_BASE, msg.sent);
+            let ci = self.conn_index(side, msg.conn);
+            let conn = &mut self.conns[ci];
+            let made = conn.objects.create(id);
+            self.stats.reused_live_ids += u64::from(made.reused_live_id);
+            if let Some(old) = made.replaced {
+                conn.commits.abandon(&old, sink);
+                conn.callbacks.abandon(&old, sink);
+                conn.presented.abandon(&old, sink);
+                conn.surfaces.remove(&old);
+            }
+        }
+    }
+
+    /// Ends the stream: every span still open is unmatched.
+    pub fn finish(&mut self, sink: &mut impl SpanSink) {
+        for conn in &mut self.conns {
+            conn.commits.finish(sink);
+            conn.callbacks.finish(sink);
+            conn.presented.finish(sink);
+        }
+        self.conns.clear();
+    }
+}
+
+/// What every rule needs to know besides the connection.
+struct Ctx {
+    options: SpanOptions,
+    file_index: u32,
+    ts: u64,
+}
+
+impl Ctx {
+    /// The series of span `kind` for a span carried by `object`, on `surface`.
+    fn series(
+        &self,
+        conn: &Conn,
+        kind: SpanKind,
+        surface: Option<Label>,
+        object: Label,
+    ) -> SeriesKey {
+        let label = |(interface, key): Label| {
+            Group::Object(ObjectLabel {
+                conn: conn.conn,
+                interface,
+                id: key.id,
+                generation: key.generation,
+            })
+        };
+        let group = match self.options.group_by {
+            GroupBy::None => Group::All,
+            GroupBy::File => Group::File(self.file_index),
+            GroupBy::Object => label(object),
+            GroupBy::Surface => surface.map_or(Group::All, label),
+        };
+        SeriesKey {
+            span: kind as usize,
+            side: Some(conn.side),
+            group,
+        }
+    }
+}
+
+type Label = (&'static str, ObjKey);
+
+fn on_attach(conn: &mut Conn, msg: &Message<'_>) {
+    let pending = match args::nth(msg.args, 0).and_then(args::object) {
+        Some(ObjectArg::Object { id, .. }) => Pending::Buffer(conn.objects.current(id)),
+        Some(ObjectArg::Nil) => Pending::Nil,
+        None => return,
+    };
+    let surface = conn.objects.current(msg.id);
+    conn.surfaces.entry(surface).or_default().pending = pending;
+}
+
+fn on_commit(conn: &mut Conn, ctx: &Ctx, surface_id: u32, sink: &mut impl SpanSink) {
+    let surface = conn.objects.current(surface_id);
+    let Some(state) = conn.surfaces.get_mut(&surface) else {
+        return;
+    };
+    let pending = std::mem::replace(&mut state.pending, Pending::Nothing);
+    let feedbacks = std::mem::take(&mut state.feedbacks);
+    let on_surface = Some(("wl_surface", surface));
+    if let (Pending::Buffer(buffer), true) = (pending, ctx.options.on(SpanKind::CommitRelease)) {
+        let series = ctx.series(
+            conn,
+            SpanKind::CommitRelease,
+            on_surface,
+            ("wl_buffer", buffer),
+        );
+        let open = Open {
+            start_ns: ctx.ts,
+            series,
+        };
+        conn.commits.start(buffer, open, Outcome::Superseded, sink);
+    }
+    for feedback in feedbacks {
+        let object = ("wp_presentation_feedback", feedback);
+        let series = ctx.series(conn, SpanKind::Presented, on_surface, object);
+        conn.presented.start(
+            feedback,
+            Open {
+                start_ns: ctx.ts,
+                series,
+            },
+            Outcome::Unmatched,
+            sink,
+        );
+    }
+}
+
+fn on_release(conn: &mut Conn, ctx: &Ctx, buffer_id: u32, sink: &mut impl SpanSink) {
+    if !ctx.options.on(SpanKind::CommitRelease) {
+        return;
+    }
+    let buffer = conn.objects.current(buffer_id);
+    if !conn.commits.end(&buffer, ctx.ts, sink) {
+        let series = ctx.series(conn, SpanKind::CommitRelease, None, ("wl_buffer", buffer));
+        sink.outcome(&series, Outcome::OrphanEnd);
+    }
+}
+
+fn on_callback_request(
+    conn: &mut Conn,
+    ctx: &Ctx,
+    kind: SpanKind,
+    msg: &Message<'_>,
+    sink: &mut impl SpanSink,
+) {
+    if !ctx.options.on(kind) {
+        return;
+    }
+    let Some(ObjectArg::Object { id, .. }) = args::nth(msg.args, 0).and_then(args::object) else {
+        return;
+    };
+    let callback = conn.objects.current(id);
+    let surface =
+        (kind == SpanKind::FrameDone).then(|| ("wl_surface", conn.objects.current(msg.id)));
+    let series = ctx.series(conn, kind, surface, ("wl_callback", callback));
+    conn.callbacks.start(
+        callback,
+        Open {
+            start_ns: ctx.ts,
+            series,
+        },
+        Outcome::Unmatched,
+        sink,
+    );
+}
+
+/// Returns `false` when the callback was not known.
+fn on_done(conn: &mut Conn, ts: u64, callback_id: u32, sink: &mut impl SpanSink) -> bool {
+    let callback = conn.objects.current(callback_id);
+    conn.callbacks.end(&callback, ts, sink)
+}
+
+fn on_feedback(conn: &mut Conn, msg: &Message<'_>) {
+    let mut refs = args::split(msg.args).filter_map(args::object);
+    let (Some(ObjectArg::Object { id: surface, .. }), Some(ObjectArg::Object { id: feedback, .. })) =
+        (refs.next(), refs.next())
+    else {
+        return;
+    };
+    let surface = conn.objects.current(surface);
+    let feedback = conn.objects.current(feedback);
+    conn.surfaces
+        .entry(surface)
+        .or_default()
+        .feedbacks
+        .push(feedback);
+}
+
+fn on_presented(
+    conn: &mut Conn,
+    ctx: &Ctx,
+    feedback_id: u32,
+    outcome: Option<Outcome>,
+    sink: &mut impl SpanSink,
+) {
+    if !ctx.options.on(SpanKind::Presented) {
+        return;
+    }
+    let feedback = conn.objects.current(feedback_id);
+    let ended = match outcome {
+        None => conn.presented.end(&feedback, ctx.ts, sink),
+        Some(outcome) => conn.presented.end_with(&feedback, outcome, sink),
+    };
+    if !ended {
+        let object = ("wp_presentation_feedback", feedback);
+        sink.outcome(
+            &ctx.series(conn, SpanKind::Presented, None, object),
+            Outcome::OrphanEnd,
+        );
+    }
+}

@@ -1,0 +1,25 @@
+//! The `latscope` binary: parse the command line, run one subcommand, map the outcome to an
+//! exit status (0 success, 1 error, 2 usage — clap exits with 2 itself).
+
+mod cli;
+mod commands;
+mod signals;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let result = match &cli.command {
+        cli::Command::Wayland(args) => commands::wayland::run(args),
+        cli::Command::Demo(args) => commands::demo::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("latscope: error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Rendering results. Every renderer is pure: it takes a [`SpansReport`] and returns text; the
+//! caller decides where it goes. One file per format behind the [`Renderer`] trait; CSV is the
+//! exception because it streams raw samples as they are found ([`csv::CsvSink`]).
+
+pub mod csv;
+pub mod json;
+pub mod linear;
+pub mod log2;
+pub mod markdown;
+pub mod text;
+
+use crate::span::{Aggregator, Counters, Group, Series, Side};
+use crate::stats::{Distribution, Unit};
+
+/// Everything a span report shows.
+#[derive(Debug, Clone)]
+pub struct SpansReport<'a> {
+    /// the series
+    pub aggregator: &'a Aggregator,
+    /// counts describing the input, in display order (`lines`, `skipped`, ...)
+    pub input: Vec<(&'static str, u64)>,
+    /// warnings about the input, one sentence each
+    pub warnings: Vec<String>,
+    /// input names, indexed like [`Group::File`]
+    pub files: Vec<String>,
+    /// unit for human-readable output (machine-readable output is always in ns)
+    pub unit: Unit,
+}
+
+/// One series, ready to print.
+#[derive(Debug, Clone)]
+pub struct Row<'a> {
+    /// span name, e.g. `commit_to_release`
+    pub name: &'a str,
+    /// client or server, when known
+    pub side: Option<Side>,
+    /// group label, `None` for the whole span
+    pub group: Option<String>,
+    /// the samples
+    pub distribution: &'a Distribution,
+    /// everything that did not make a sample
+    pub counters: Counters,
+}
+
+impl<'a> SpansReport<'a> {
+    /// The series in order of span, side and group.
+    pub fn rows(&self) -> Vec<Row<'a>> {
+        let aggregator = self.aggregator;
+        aggregator
+            .sorted()
+            .into_iter()
+            .map(|(key, series): (_, &'a Series)| Row {
+                name: aggregator.span_name(key.span),
+                side: key.side,
+                group: self.group_label(key.group),
+                distribution: &series.distribution,
+                counters: series.counters,
+            })
+            .collect()
+    }
+
+    fn group_label(&self, group: Group) -> Option<String> {
+        match group {
+            Group::All => None,
+            Group::Object(label) => Some(label.to_string()),
+            Group::File(i) => Some(
+                self.files
+                    .get(i as usize)
+                    .cloned()
+                    .unwrap_or_else(|| i.to_string()),
+            ),
+        }
+    }
+}
+
+/// A format for a whole [`SpansReport`].
+pub trait Renderer {
+    /// The report as text in this format.
+    fn render(&self, report: &SpansReport<'_>) -> String;
+}
