@@ -207,6 +207,8 @@ impl InputStats {
             ("zombies", self.zombies),
             ("too_long", self.too_long),
             ("clock_wraps", self.clock_wraps),
+            ("unknown_callbacks", self.stream.unknown_callbacks),
+            ("reused_live_ids", self.stream.reused_live_ids),
         ]
     }
 

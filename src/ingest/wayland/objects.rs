@@ -29,6 +29,8 @@ struct Slot {
     generation: u32,
     used: bool,
     deleted: bool,
+    created: bool,
+    spanned: bool,
 }
 
 /// The result of creating an object.
@@ -86,6 +88,18 @@ impl Objects {
         }
     }
 
+    /// The object `id` currently names, which is now known to exist even if its creation was
+    /// not seen (a log that starts mid-stream): creating `id` again makes a new generation.
+    #[inline]
+    pub fn touch(&mut self, id: u32) -> ObjKey {
+        let slot = self.slot_mut(id);
+        slot.used = true;
+        ObjKey {
+            id,
+            generation: slot.generation,
+        }
+    }
+
     /// Records the creation of an object with `id`.
     pub fn create(&mut self, id: u32) -> Created {
         let slot = self.slot_mut(id);
@@ -99,6 +113,8 @@ impl Objects {
         }
         slot.used = true;
         slot.deleted = false;
+        slot.created = true;
+        slot.spanned = false;
         Created {
             key: ObjKey {
                 id,
@@ -107,6 +123,18 @@ impl Objects {
             replaced,
             reused_live_id,
         }
+    }
+
+    /// Whether the object `id` currently names was created by a message other than one that
+    /// starts a span (see [`Objects::mark_spanned`]): such an object's events are not ours.
+    pub fn created_elsewhere(&self, id: u32) -> bool {
+        let slot = self.slot(id);
+        slot.created && !slot.spanned
+    }
+
+    /// Records that the object `id` currently names was created by a span's start.
+    pub fn mark_spanned(&mut self, id: u32) {
+        self.slot_mut(id).spanned = true;
     }
 
     /// Records `wl_display.delete_id(id)`.
@@ -151,6 +179,18 @@ mod tests {
         assert_eq!(second.key.generation, 1);
         assert_eq!(second.replaced, Some(first.key));
         assert!(!second.reused_live_id);
+    }
+
+    #[test]
+    fn an_object_used_before_its_creation_was_seen_gets_a_new_generation_when_created() {
+        let mut objects = Objects::default();
+        let seen = objects.touch(7);
+        assert!(!objects.created_elsewhere(7));
+        objects.delete(7);
+        assert_eq!(objects.create(7).replaced, Some(seen));
+        assert!(objects.created_elsewhere(7));
+        objects.mark_spanned(7);
+        assert!(!objects.created_elsewhere(7));
     }
 
     #[test]

@@ -112,7 +112,8 @@ impl SpanOptions {
 /// Diagnostics about the protocol stream (not about single lines).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StreamStats {
-    /// `wl_callback.done` for a callback whose creation was not in the log
+    /// `wl_callback.done` that ends no open frame or sync span (its request is not in the log,
+    /// or ids of several connections collide), so which span it belongs to is unknown
     pub unknown_callbacks: u64,
     /// client ids created again with no `delete_id` in between: usually several connections
     /// interleaved in one server-side log, which stock libwayland cannot tell apart
@@ -300,7 +301,10 @@ impl SpanTracker {
             }
             Known::Release => on_release(conn, &ctx, msg.id, sink),
             Known::Done => {
-                if !on_done(conn, ts, msg.id, sink) {
+                let ended = on_done(conn, ts, msg.id, sink);
+                // A callback created by another request (not frame or sync) is not ours; any
+                // other done that ends nothing is an orphan of an unknown span.
+                if !ended && !conn.objects.created_elsewhere(msg.id) {
                     self.stats.unknown_callbacks += 1;
                 }
             }
@@ -390,11 +394,11 @@ type Label = (&'static str, ObjKey);
 
 fn on_attach(conn: &mut Conn, msg: &Message<'_>) {
     let pending = match args::nth(msg.args, 0).and_then(args::object) {
-        Some(ObjectArg::Object { id, .. }) => Pending::Buffer(conn.objects.current(id)),
+        Some(ObjectArg::Object { id, .. }) => Pending::Buffer(conn.objects.touch(id)),
         Some(ObjectArg::Nil) => Pending::Nil,
         None => return,
     };
-    let surface = conn.objects.current(msg.id);
+    let surface = conn.objects.touch(msg.id);
     conn.surfaces.entry(surface).or_default().pending = pending;
 }
 
@@ -458,6 +462,7 @@ fn on_callback_request(
     let Some(ObjectArg::Object { id, .. }) = args::nth(msg.args, 0).and_then(args::object) else {
         return;
     };
+    conn.objects.mark_spanned(id);
     let callback = conn.objects.current(id);
     let surface =
         (kind == SpanKind::FrameDone).then(|| ("wl_surface", conn.objects.current(msg.id)));
@@ -486,8 +491,8 @@ fn on_feedback(conn: &mut Conn, msg: &Message<'_>) {
     else {
         return;
     };
-    let surface = conn.objects.current(surface);
-    let feedback = conn.objects.current(feedback);
+    let surface = conn.objects.touch(surface);
+    let feedback = conn.objects.touch(feedback);
     conn.surfaces
         .entry(surface)
         .or_default()

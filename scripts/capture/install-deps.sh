@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Install (only when missing) the Debian packages needed to run the capture
+# scripts: weston headless, weston demo clients, glmark2 (Wayland, GLES2),
+# Mir (miral-shell + the nested Wayland platform) and Mesa software rendering.
+# Idempotent: when everything is installed it only runs dpkg-query (< 1 s).
+# Tested on Debian 12 (bookworm). Needs root (or sudo) when installing.
+set -euo pipefail
+
+PKGS=(
+    weston                          # weston, weston-simple-shm, weston-presentation-shm
+    glmark2-es2-wayland             # glmark2-es2-wayland (pulls glmark2-data)
+    mir-demos                       # miral-shell
+    mir-platform-graphics-wayland   # mir:wayland platform (graphics-wayland.so.20)
+    libgl1-mesa-dri                 # llvmpipe/swrast DRI driver
+    libegl-mesa0                    # Mesa EGL vendor (glvnd)
+    libegl1
+    libgles2
+    libwayland-client0
+    libwayland-server0
+    xkb-data                        # keymaps for weston / Mir seats
+    fonts-dejavu-core               # miral-shell wallpaper font
+    python3                         # tests/independent/wl_latency.py
+    procps                          # ps/kill used when debugging
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+        missing+=("$p")
+    fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "install-deps: all ${#PKGS[@]} packages already installed" >&2
+else
+    echo "install-deps: installing ${missing[*]}" >&2
+    SUDO=()
+    if [[ $(id -u) -ne 0 ]]; then
+        command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+        SUDO=(sudo)
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${SUDO[@]}" apt-get update -qq
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Sanity check: the binaries the capture scripts run.
+for c in weston weston-simple-shm weston-presentation-shm glmark2-es2-wayland miral-shell python3 setsid timeout; do
+    command -v "$c" >/dev/null 2>&1 || { echo "install-deps: '$c' still missing after install" >&2; exit 1; }
+done
+[[ -e /usr/lib/x86_64-linux-gnu/libweston-10/headless-backend.so ]] ||
+    ls /usr/lib/*/libweston-*/headless-backend.so >/dev/null 2>&1 ||
+    { echo "install-deps: weston headless backend not found" >&2; exit 1; }
+ls /usr/lib/*/mir/server-platform/graphics-wayland.so.* >/dev/null 2>&1 ||
+    { echo "install-deps: Mir wayland platform (graphics-wayland.so) not found" >&2; exit 1; }
+echo "install-deps: ok" >&2

@@ -1,0 +1,7 @@
+//! One integration-test binary (faster to link than one per file).
+
+mod util;
+
+mod e2e;
+mod golden;
+mod wayland_cli;

@@ -1,0 +1,156 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A real captured log under tests/data/wayland.
+pub fn data(name: &str) -> PathBuf {
+    root().join("tests/data/wayland").join(name)
+}
+
+/// Every real captured log.
+pub fn real_logs() -> Vec<PathBuf> {
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(root().join("tests/data/wayland"))
+        .expect("tests/data/wayland")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    assert!(
+        logs.len() >= 4,
+        "expected the captured logs in tests/data/wayland"
+    );
+    logs
+}
+
+/// `latscope ARGS...`
+pub fn latscope() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_latscope"))
+}
+
+/// Runs latscope and returns its output.
+pub fn run(args: &[&str]) -> Output {
+    latscope().args(args).output().expect("run latscope")
+}
+
+/// Runs latscope with `input` on standard input.
+pub fn run_stdin(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = latscope()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn latscope");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().expect("wait latscope");
+    writer.join().unwrap();
+    out
+}
+
+/// stdout as text
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stderr as text
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `latscope wayland --format json FILE` parsed, asserting success.
+pub fn wayland_json(path: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["wayland", "--format", "json"];
+    args.extend_from_slice(extra);
+    let path = path.to_str().unwrap();
+    args.push(path);
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "latscope failed on {path}: {}",
+        stderr(&out)
+    );
+    serde_json::from_slice(&out.stdout).expect("latscope JSON")
+}
+
+/// The spans of a `spans` document, by `name/side`.
+pub fn spans_by_name(doc: &Value) -> std::collections::BTreeMap<String, Value> {
+    doc["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                format!(
+                    "{}/{}",
+                    s["name"].as_str().unwrap(),
+                    s["side"].as_str().unwrap_or("-")
+                ),
+                s.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Writes `text` to a new file in `dir`.
+pub fn write(dir: &Path, name: &str, text: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs a Python script from tests/independent and returns its stdout (asserting success).
+pub fn python(script: &str, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("python3")
+        .arg(root().join("tests/independent").join(script))
+        .args(args)
+        .output()
+        .expect("python3 (the test command installs it)");
+    assert!(
+        out.status.success(),
+        "{script} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Whether the real Wayland stack is installed; panics when it must be (LATSCOPE_REQUIRE_STACK,
+/// set by the test command after installing it) and is not.
+pub fn stack_available() -> bool {
+    let have = [
+        "weston",
+        "weston-simple-shm",
+        "glmark2-es2-wayland",
+        "miral-shell",
+    ]
+    .iter()
+    .all(|c| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if !have && std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
+        panic!(
+            "weston/glmark2/Mir are missing but LATSCOPE_REQUIRE_STACK is set: run scripts/capture/install-deps.sh"
+        );
+    }
+    if !have {
+        eprintln!(
+            "skipping: the real Wayland stack is not installed (scripts/capture/install-deps.sh)"
+        );
+    }
+    have
+}
