@@ -193,15 +193,22 @@ fn parse_stamp(line: &[u8]) -> Option<(Result<Stamp, Malformed>, &[u8])> {
 }
 
 /// The value and length of the run of ASCII digits at the start (at most 19 digits).
+#[inline]
 fn leading_number(s: &[u8]) -> Option<(u64, usize)> {
-    let len = s.iter().take(20).take_while(|b| b.is_ascii_digit()).count();
-    if len == 0 || len > 19 {
-        return None;
+    let mut value = 0u64;
+    let mut len = 0;
+    while let Some(&b) = s.get(len) {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        if len == 19 {
+            return None;
+        }
+        value = value * 10 + u64::from(digit);
+        len += 1;
     }
-    let value = s[..len]
-        .iter()
-        .fold(0u64, |acc, &b| acc * 10 + u64::from(b - b'0'));
-    Some((value, len))
+    (len > 0).then_some((value, len))
 }
 
 /// Exactly `n` digits at the start of `s`.
@@ -267,7 +274,7 @@ type Body<'a> = (&'a [u8], u32, &'a [u8], &'a [u8]);
 
 /// `iface[@#]id.name(args)`
 fn parse_body(s: &[u8]) -> Result<Body<'_>, Malformed> {
-    let iface_len = s.iter().take_while(|&&b| is_ident(b)).count();
+    let iface_len = ident_len(s);
     if iface_len == 0 || !matches!(s.get(iface_len), Some(b'@' | b'#')) {
         return Err(Malformed::ObjectRef);
     }
@@ -278,7 +285,7 @@ fn parse_body(s: &[u8]) -> Result<Body<'_>, Malformed> {
     let rest = rest[id_len..]
         .strip_prefix(b".")
         .ok_or(Malformed::MessageName)?;
-    let name_len = rest.iter().take_while(|&&b| is_ident(b)).count();
+    let name_len = ident_len(rest);
     if name_len == 0 || rest.get(name_len) != Some(&b'(') {
         return Err(Malformed::MessageName);
     }
@@ -289,9 +296,24 @@ fn parse_body(s: &[u8]) -> Result<Body<'_>, Malformed> {
     Ok((interface, id, name, args))
 }
 
+/// Identifier bytes (`[A-Za-z0-9_]`), as a table: one load instead of four comparisons.
+static IDENT: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'_';
+        b += 1;
+    }
+    table
+};
+
+/// Length of the identifier at the start of `s`.
 #[inline]
-fn is_ident(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
+fn ident_len(s: &[u8]) -> usize {
+    s.iter()
+        .position(|&b| !IDENT[b as usize])
+        .unwrap_or(s.len())
 }
 
 #[cfg(test)]

@@ -236,7 +236,8 @@ pub struct SpanTracker {
     options: SpanOptions,
     file_index: u32,
     conns: Vec<Conn>,
-    new_id: memchr::memmem::Finder<'static>,
+    last_conn: usize,
+    new_id: args::NewIdFinder,
     stats: StreamStats,
 }
 
@@ -247,7 +248,8 @@ impl SpanTracker {
             options,
             file_index,
             conns: Vec::new(),
-            new_id: memchr::memmem::Finder::new(b"new id "),
+            last_conn: 0,
+            new_id: args::NewIdFinder::new(),
             stats: StreamStats::default(),
         }
     }
@@ -257,8 +259,15 @@ impl SpanTracker {
         self.stats
     }
 
+    #[inline]
     fn conn_index(&mut self, side: Side, conn: Option<u32>) -> usize {
-        match self
+        if let Some(c) = self.conns.get(self.last_conn)
+            && c.side == side
+            && c.conn == conn
+        {
+            return self.last_conn;
+        }
+        let index = match self
             .conns
             .iter()
             .position(|c| c.side == side && c.conn == conn)
@@ -268,7 +277,9 @@ impl SpanTracker {
                 self.conns.push(Conn::new(side, conn));
                 self.conns.len() - 1
             }
-        }
+        };
+        self.last_conn = index;
+        index
     }
 
     /// Feeds one message stamped `ts` (unwrapped nanoseconds).
@@ -349,6 +360,7 @@ impl SpanTracker {
             conn.presented.finish(sink);
         }
         self.conns.clear();
+        self.last_conn = 0;
     }
 }
 

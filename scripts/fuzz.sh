@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Bounded fuzz run of every parser target: scripts/fuzz.sh [SECONDS_PER_TARGET] (default 30; 0 skips).
+# Uses cargo-fuzz (installed here when missing) with the nightly toolchain when there is one,
+# else the stable one with RUSTC_BOOTSTRAP=1 (cargo-fuzz needs nightly-only compiler flags).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+seconds=${1:-30}
+[[ $seconds == 0 ]] && { echo "fuzz: skipped (0 seconds)" >&2; exit 0; }
+
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+    echo "fuzz: installing cargo-fuzz" >&2
+    cargo install cargo-fuzz --locked --quiet
+fi
+toolchain=()
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    toolchain=(+nightly)
+else
+    export RUSTC_BOOTSTRAP=1
+fi
+
+# Seed the line and log targets with the real captured logs.
+corpus=fuzz/corpus/wayland_line
+mkdir -p "$corpus" fuzz/corpus/wayland_log fuzz/corpus/linear_spec
+for log in tests/data/wayland/*.log; do
+    head -c 4096 "$log" > "fuzz/corpus/wayland_log/$(basename "$log")"
+    head -n 50 "$log" | split -l 1 - "$corpus/$(basename "$log" .log)-"
+done
+printf '0,2000,100' > fuzz/corpus/linear_spec/seed
+
+for target in wayland_line wayland_log linear_spec; do
+    echo "fuzz: $target for ${seconds}s" >&2
+    cargo "${toolchain[@]}" fuzz run "$target" -- -max_total_time="$seconds" -max_len=65536 \
+        -print_final_stats=1 2>&1 | tail -n 15
+    # cargo fuzz exits non-zero on a crash; pipefail propagates it.
+done
+echo "fuzz: no crash in ${seconds}s per target" >&2
