@@ -22,7 +22,12 @@ cargo clippy --all-targets --locked -- -D warnings
 step "cargo test (unit, golden, end-to-end)"
 # LATSCOPE_REQUIRE_STACK makes the end-to-end tests fail, not skip, when weston & co. are
 # missing: after the install step above they must be there.
-LATSCOPE_REQUIRE_STACK=1 cargo test --locked --all-targets
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+LATSCOPE_REQUIRE_STACK=1 cargo test --locked --all-targets 2>&1 | tee "$results"
 
 step "fuzzing the parsers (bounded)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+
+# One closing line with the totals of every cargo test binary above.
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$results"
