@@ -25,6 +25,40 @@ pub enum Command {
     Wayland(WaylandArgs),
     /// Analyse a bundled real log (glmark2 on weston headless): a first look, no setup.
     Demo(DemoArgs),
+    /// List the USDT probes of executables and libraries, or of everything a process has mapped.
+    #[command(after_help = PROBES_EXAMPLES)]
+    Probes(ProbesArgs),
+}
+
+const PROBES_EXAMPLES: &str = "\
+Each probe is printed as the spec `latscope live` takes: usdt:PATH:PROVIDER:NAME.
+
+Examples:
+  latscope probes /usr/lib/x86_64-linux-gnu/libmirserver.so.58
+  latscope probes --pid $(pidof miral-shell)
+  latscope probes --format json ./my-server";
+
+/// `latscope probes` output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProbesFormat {
+    /// one line per probe, as a `latscope live` spec
+    Text,
+    /// `{"kind":"probes","files":[{"path":..,"probes":[..]}]}`
+    Json,
+}
+
+/// `latscope probes`
+#[derive(Debug, Args)]
+pub struct ProbesArgs {
+    /// Executables or shared libraries.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Also every object mapped by this running process.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = ProbesFormat::Text)]
+    pub format: ProbesFormat,
 }
 
 const WAYLAND_ABOUT: &str = "\

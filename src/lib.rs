@@ -9,6 +9,8 @@
 
 pub mod error;
 pub mod ingest;
+pub mod live;
+pub mod probe;
 pub mod report;
 pub mod span;
 pub mod stats;

@@ -14,6 +14,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         cli::Command::Wayland(args) => commands::wayland::run(args),
         cli::Command::Demo(args) => commands::demo::run(args),
+        cli::Command::Probes(args) => commands::probes::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -36,6 +36,12 @@ impl Log2Counts {
         self.counts[Self::index(value)] += 1;
     }
 
+    /// Adds `n` occurrences of one value.
+    #[inline]
+    pub fn record_n(&mut self, value: u64, n: u64) {
+        self.counts[Self::index(value)] += n;
+    }
+
     /// Adds all counts of `other`.
     pub fn merge(&mut self, other: &Log2Counts) {
         for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {

@@ -15,6 +15,7 @@
 mod distribution;
 mod linear;
 mod log2;
+pub mod loglinear;
 mod summary;
 mod unit;
 

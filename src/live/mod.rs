@@ -1,0 +1,13 @@
+//! Live tracing: latency spans, event rates and argument distributions from USDT probes and
+//! uprobes, aggregated in the kernel by a generated bpftrace program.
+//!
+//! [`spec`] parses what to trace, [`program`] generates the bpftrace program (pure),
+//! [`output`] reads bpftrace's JSON stream into cumulative snapshots (pure), [`check`]
+//! validates probes and privileges with messages that say the fix, and [`runner`] runs
+//! bpftrace and hands snapshots to the caller (the only part doing I/O).
+
+pub mod check;
+pub mod output;
+pub mod program;
+pub mod runner;
+pub mod spec;

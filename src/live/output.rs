@@ -1,0 +1,206 @@
+//! Reading bpftrace's `-f json` output: one JSON document per line.
+//!
+//! ```text
+//! {"type": "attached_probes", "data": {"probes": 3}}
+//! {"type": "hist", "data": {"@ls_hist_0": {"4242": [{"min": 134, "max": 134, "count": 7}, ...]}}}
+//! {"type": "stats", "data": {"@ls_stat_0": {"4242": {"count": 30, "average": 1483753, "total": 44512601}}}}
+//! {"type": "map", "data": {"@ls_min_0": {"4242": 473742}}}
+//! {"type": "map", "data": {"@lr_0": 30}}
+//! {"type": "printf", "data": "latscope:tick\n"}
+//! ```
+//!
+//! Maps are cumulative: each line replaces what the [`Snapshot`] held for that map.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::program::{END, TICK};
+use crate::stats::loglinear::Bucketed;
+
+/// What a line meant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    /// bpftrace attached this many probes
+    Attached(u64),
+    /// a snapshot is complete
+    Tick,
+    /// the final snapshot is complete
+    End,
+    /// a map was updated
+    Updated,
+    /// something else bpftrace printed (kept for error messages)
+    Other(String),
+}
+
+/// The latest cumulative state of every aggregate, by group label (`None`: not grouped).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// per span, per group
+    pub spans: Vec<BTreeMap<Option<String>, Bucketed>>,
+    /// per value, per group
+    pub values: Vec<BTreeMap<Option<String>, Bucketed>>,
+    /// per rate: total events
+    pub rates: Vec<u64>,
+    /// whether map keys are group labels (`--by`) rather than the constant `0`
+    pub grouped: bool,
+}
+
+impl Snapshot {
+    /// An empty snapshot for `spans` spans, `values` values and `rates` rates; `grouped` when
+    /// the program splits them by a field.
+    pub fn new(spans: usize, values: usize, rates: usize, grouped: bool) -> Self {
+        Snapshot {
+            spans: vec![BTreeMap::new(); spans],
+            values: vec![BTreeMap::new(); values],
+            rates: vec![0; rates],
+            grouped,
+        }
+    }
+
+    /// Applies one line of bpftrace output.
+    pub fn apply(&mut self, line: &str) -> Line {
+        let Ok(doc) = serde_json::from_str::<Value>(line) else {
+            return Line::Other(line.to_string());
+        };
+        let data = &doc["data"];
+        match doc["type"].as_str() {
+            Some("attached_probes") => Line::Attached(data["probes"].as_u64().unwrap_or(0)),
+            Some("printf") => match data.as_str().map(str::trim) {
+                Some(TICK) => Line::Tick,
+                Some(END) => Line::End,
+                _ => Line::Other(line.to_string()),
+            },
+            Some("hist" | "stats" | "map") => {
+                let Some(maps) = data.as_object() else {
+                    return Line::Other(line.to_string());
+                };
+                for (name, value) in maps {
+                    self.update(name, value);
+                }
+                Line::Updated
+            }
+            _ => Line::Other(line.to_string()),
+        }
+    }
+
+    fn update(&mut self, name: &str, value: &Value) {
+        let Some((kind, field, index)) = parse_map_name(name) else {
+            return;
+        };
+        if kind == 'r' {
+            if let Some(total) = self.rates.get_mut(index) {
+                *total = value.as_u64().unwrap_or(0);
+            }
+            return;
+        }
+        let grouped = self.grouped;
+        let series = match kind {
+            's' => self.spans.get_mut(index),
+            _ => self.values.get_mut(index),
+        };
+        let (Some(series), Some(groups)) = (series, value.as_object()) else {
+            return;
+        };
+        for (key, v) in groups {
+            let label = grouped.then(|| key.clone());
+            let entry = series.entry(label).or_default();
+            match field {
+                "hist" => entry.counts = bucket_counts(v),
+                "stat" => {
+                    entry.count = v["count"].as_u64().unwrap_or(0);
+                    entry.sum = u128::from(v["total"].as_u64().unwrap_or(0));
+                }
+                "min" => entry.min = v.as_u64().unwrap_or(0),
+                "max" => entry.max = v.as_u64().unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// `@ls_hist_3` → ('s', "hist", 3); `@lr_0` → ('r', "", 0).
+fn parse_map_name(name: &str) -> Option<(char, &str, usize)> {
+    let rest = name.strip_prefix("@l")?;
+    if let Some(i) = rest.strip_prefix("r_") {
+        return Some(('r', "", i.parse().ok()?));
+    }
+    let kind = rest.chars().next()?;
+    let (field, index) = rest.get(2..)?.rsplit_once('_')?;
+    Some((kind, field, index.parse().ok()?))
+}
+
+/// An `lhist(..., 0, N, 1)` over bucket indices: `{"min": i, "max": i, "count": n}` per index
+/// (plus open-ended under- and overflow buckets, which the index never reaches).
+fn bucket_counts(buckets: &Value) -> Vec<u64> {
+    let mut counts = Vec::new();
+    for b in buckets.as_array().into_iter().flatten() {
+        let (Some(min), Some(count)) = (b["min"].as_u64(), b["count"].as_u64()) else {
+            continue;
+        };
+        if b["max"].as_u64() != Some(min) {
+            continue;
+        }
+        let i = min as usize;
+        if counts.len() <= i {
+            counts.resize(i + 1, 0);
+        }
+        counts[i] = count;
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_is_built_from_real_bpftrace_0_17_lines() {
+        let mut s = Snapshot::new(1, 0, 1, true);
+        let lines = [
+            r#"{"type": "attached_probes", "data": {"probes": 4}}"#,
+            r#"{"type": "hist", "data": {"@ls_hist_0": {"grp,3841": [{"min": 134, "max": 134, "count": 7}, {"min": 135, "max": 135, "count": 3}]}}}"#,
+            r#"{"type": "stats", "data": {"@ls_stat_0": {"grp,3841": {"count": 10, "average": 1483753, "total": 14837530}}}}"#,
+            r#"{"type": "map", "data": {"@ls_min_0": {"grp,3841": 473742}}}"#,
+            r#"{"type": "map", "data": {"@ls_max_0": {"grp,3841": 2495711}}}"#,
+            r#"{"type": "map", "data": {"@lr_0": 30}}"#,
+            r#"{"type": "printf", "data": "latscope:tick\n"}"#,
+        ];
+        let got: Vec<Line> = lines.iter().map(|l| s.apply(l)).collect();
+        assert_eq!(got[0], Line::Attached(4));
+        assert_eq!(got[6], Line::Tick);
+        let b = &s.spans[0][&Some("grp,3841".to_string())];
+        assert_eq!(
+            (b.count, b.sum, b.min, b.max),
+            (10, 14_837_530, 473_742, 2_495_711)
+        );
+        assert_eq!(b.counts[134], 7);
+        assert_eq!(b.counts[135], 3);
+        assert_eq!(s.rates[0], 30);
+    }
+
+    #[test]
+    fn an_ungrouped_series_has_no_label_and_later_snapshots_replace_earlier_ones() {
+        let mut s = Snapshot::new(1, 0, 0, false);
+        s.apply(r#"{"type": "stats", "data": {"@ls_stat_0": {"0": {"count": 1, "average": 5, "total": 5}}}}"#);
+        s.apply(r#"{"type": "stats", "data": {"@ls_stat_0": {"0": {"count": 3, "average": 5, "total": 15}}}}"#);
+        assert_eq!(s.spans[0][&None].count, 3);
+    }
+
+    #[test]
+    fn lines_that_are_not_ours_are_kept_as_other() {
+        let mut s = Snapshot::new(0, 0, 0, false);
+        assert_eq!(
+            s.apply("ERROR: something"),
+            Line::Other("ERROR: something".into())
+        );
+        assert_eq!(
+            s.apply(r#"{"type": "lost_events", "data": {"events": 3}}"#),
+            Line::Other(r#"{"type": "lost_events", "data": {"events": 3}}"#.into())
+        );
+        assert_eq!(
+            s.apply(r#"{"type": "printf", "data": "latscope:end\n"}"#),
+            Line::End
+        );
+    }
+}
