@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         cli::Command::Wayland(args) => commands::wayland::run(args),
         cli::Command::Demo(args) => commands::demo::run(args),
         cli::Command::Probes(args) => commands::probes::run(args),
+        cli::Command::Live(args) => commands::live::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

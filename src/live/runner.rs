@@ -145,6 +145,10 @@ impl Stream {
     }
 
     fn line(&mut self, line: &str, on_event: &mut impl FnMut(Event<'_>)) {
+        if self.finished {
+            // bpftrace prints its (cleared) maps once more at exit: the final snapshot is kept.
+            return;
+        }
         match self.now.apply(line) {
             Line::Attached(n) => on_event(Event::Attached(n)),
             Line::Tick => {
@@ -205,7 +209,12 @@ fn forward_stderr(stderr: Option<impl Read>) -> String {
     };
     let mut kept = String::new();
     for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-        if line.contains("RLIMIT_MEMLOCK") {
+        // Harmless on kernels without the legacy tracefs uprobe_events file, and a rlimit
+        // warning bpftrace prints even when loading works.
+        if ["RLIMIT_MEMLOCK", "uprobe_events): No such file", "failed to detach probe"]
+            .iter()
+            .any(|noise| line.contains(noise))
+        {
             continue;
         }
         eprintln!("bpftrace: {line}");

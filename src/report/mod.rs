@@ -5,6 +5,7 @@
 pub mod csv;
 pub mod json;
 pub mod linear;
+pub mod live;
 pub mod log2;
 pub mod markdown;
 pub mod text;

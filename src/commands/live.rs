@@ -1,0 +1,134 @@
+//! `latscope live`: build the plan, check everything that can be checked, run bpftrace, print.
+
+use anyhow::{Context, Result, bail};
+use clap::CommandFactory;
+use serde_json::json;
+
+use crate::cli::{Cli, LiveArgs};
+use crate::signals;
+use latscope::live::output::Snapshot;
+use latscope::live::program::{Plan, Target, program};
+use latscope::live::runner::{self, Event, RunOptions};
+use latscope::live::spec::{Probe, SpanSpec, ValueSpec, parse_group, parse_key};
+use latscope::live::{check, spec::SpecError};
+use latscope::report::live::{Names, interval_text, json as live_json, series_text};
+
+/// Runs `latscope live`.
+pub fn run(args: &LiveArgs) -> Result<()> {
+    let plan = plan(args).unwrap_or_else(|e| usage(&e.to_string()));
+    if plan.spans.is_empty() && plan.rates.is_empty() && plan.values.is_empty() {
+        usage("nothing to trace: give at least one --span, --rate or --value");
+    }
+    let text = program(&plan);
+    if args.print_program {
+        return crate::commands::print(&text);
+    }
+    let bpftrace = check::bpftrace()?;
+    check::privileges()?;
+    for probe in probes_of(&plan) {
+        check::probe(probe)?;
+    }
+    if let Some(pid) = args.pid {
+        check::process(pid)?;
+    }
+    if !args.command.is_empty() {
+        check::command(&args.command)?;
+    }
+    let names = names(&plan, args);
+    let empty = Snapshot::new(plan.spans.len(), plan.values.len(), plan.rates.len(), plan.by.is_some());
+    let options = RunOptions {
+        bpftrace,
+        program: text,
+        pid: args.pid,
+        command: (!args.command.is_empty()).then(|| args.command.clone()),
+        empty,
+        cancel: signals::cancel_on_interrupt(),
+    };
+    let unit = args.unit.unit();
+    let outcome = runner::run(options, |event| match event {
+        Event::Attached(n) => eprintln!("latscope: tracing {n} probes; Ctrl-C prints the totals"),
+        Event::Interval { number, now, before } if !args.quiet => {
+            let text = interval_text(&names, number, args.interval, now, before, args.cumulative, unit);
+            let _ = crate::commands::print(&text);
+        }
+        Event::Interval { .. } => {}
+    })
+    .context("running bpftrace")?;
+    let mut warnings = Vec::new();
+    if !outcome.finished {
+        warnings.push("bpftrace stopped before its final snapshot: totals are from the last interval".to_string());
+    }
+    crate::commands::print(&totals_text(&names, &outcome.last, outcome.stopped_by, unit))?;
+    if let Some(path) = &args.save {
+        let input = json!({ "intervals": outcome.rate_history.len(), "interval_s": args.interval, "stopped_by": outcome.stopped_by });
+        let doc = live_json(&names, &outcome.last, &outcome.rate_history, input, &warnings);
+        std::fs::write(path, doc).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("latscope: saved {}", path.display());
+    }
+    for w in &warnings {
+        eprintln!("latscope: warning: {w}");
+    }
+    match outcome.error {
+        Some(error) => bail!("bpftrace failed: {}", error.trim()),
+        None => Ok(()),
+    }
+}
+
+fn usage(message: &str) -> ! {
+    Cli::command().error(clap::error::ErrorKind::ValueValidation, message).exit()
+}
+
+fn plan(args: &LiveArgs) -> Result<Plan, SpecError> {
+    let key = args.key.as_deref().map(parse_key).transpose()?;
+    let spans = args.span.iter().map(|s| SpanSpec::parse(s, key.as_deref())).collect::<Result<Vec<_>, _>>()?;
+    let rates = args.rate.iter().map(|s| s.parse::<Probe>()).collect::<Result<Vec<_>, _>>()?;
+    let values = args.value.iter().map(|s| s.parse::<ValueSpec>()).collect::<Result<Vec<_>, _>>()?;
+    let by = args.by.as_deref().map(parse_group).transpose()?;
+    if let Some(latscope::live::spec::Field::Arg(_)) = by {
+        if let Some(span) = spans.iter().find(|s| !s.end.has_arguments()) {
+            return Err(SpecError::NoArguments { span: span.name.clone(), what: "--by", probe: span.end.to_string() });
+        }
+    }
+    let target = match (args.pid, args.command.is_empty()) {
+        (Some(pid), _) => Target::Pid(pid),
+        (None, false) => Target::Command,
+        (None, true) => Target::Everything,
+    };
+    Ok(Plan { spans, rates, values, by, target, interval_s: args.interval.max(1), duration_s: args.duration })
+}
+
+fn probes_of(plan: &Plan) -> Vec<&Probe> {
+    let mut probes: Vec<&Probe> = plan.spans.iter().flat_map(|s| [&s.start, &s.end]).collect();
+    probes.extend(plan.rates.iter());
+    probes.extend(plan.values.iter().map(|v| &v.probe));
+    probes
+}
+
+fn names(plan: &Plan, args: &LiveArgs) -> Names {
+    Names {
+        spans: plan.spans.iter().map(|s| s.name.clone()).collect(),
+        values: plan.values.iter().map(|v| v.name.clone()).collect(),
+        rates: plan.rates.iter().map(Probe::to_string).collect(),
+        by: args.by.clone(),
+    }
+}
+
+fn totals_text(names: &Names, last: &Snapshot, stopped_by: &str, unit: latscope::stats::Unit) -> String {
+    let mut out = format!("── totals ({stopped_by}) ──\n");
+    let blocks = [(&names.spans, &last.spans, Some(unit)), (&names.values, &last.values, None)];
+    for (labels, series, unit) in blocks {
+        for (i, name) in labels.iter().enumerate() {
+            for (group, b) in series.get(i).into_iter().flatten() {
+                let title = match (&names.by, group) {
+                    (Some(by), Some(g)) => format!("{name}[{by} {g}]"),
+                    _ => name.clone(),
+                };
+                out.push_str(&series_text(&title, b, unit));
+            }
+        }
+    }
+    for (i, probe) in names.rates.iter().enumerate() {
+        out.push_str(&format!("rate {probe}: {} events\n", last.rates.get(i).copied().unwrap_or(0)));
+    }
+    out
+}
