@@ -4,4 +4,5 @@ mod util;
 
 mod e2e;
 mod golden;
+mod live;
 mod wayland_cli;

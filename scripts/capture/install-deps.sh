@@ -20,6 +20,12 @@ PKGS=(
     xkb-data                        # keymaps for weston / Mir seats
     fonts-dejavu-core               # miral-shell wallpaper font
     python3                         # tests/independent/wl_latency.py
+    bpftrace                        # latscope live
+    systemtap-sdt-dev               # sys/sdt.h for the USDT test target
+    mir-test-tools                  # libmirserverlttng.so: Mir's compositor/scene probes fire
+    gcc                             # builds tests/targets/usdt_target.c
+    libc6-dev
+    util-linux                      # setpriv (privilege error test)
     procps                          # ps/kill used when debugging
 )
 
@@ -45,7 +51,7 @@ else
 fi
 
 # Sanity check: the binaries the capture scripts run.
-for c in weston weston-simple-shm weston-presentation-shm glmark2-es2-wayland miral-shell python3 setsid timeout; do
+for c in weston weston-simple-shm weston-presentation-shm glmark2-es2-wayland miral-shell python3 setsid timeout bpftrace cc setpriv; do
     command -v "$c" >/dev/null 2>&1 || { echo "install-deps: '$c' still missing after install" >&2; exit 1; }
 done
 [[ -e /usr/lib/x86_64-linux-gnu/libweston-10/headless-backend.so ]] ||
@@ -53,4 +59,5 @@ done
     { echo "install-deps: weston headless backend not found" >&2; exit 1; }
 ls /usr/lib/*/mir/server-platform/graphics-wayland.so.* >/dev/null 2>&1 ||
     { echo "install-deps: Mir wayland platform (graphics-wayland.so) not found" >&2; exit 1; }
+{ [[ -e /usr/include/sys/sdt.h ]] || compgen -G "/usr/include/*/sys/sdt.h" >/dev/null; } || { echo "install-deps: sys/sdt.h missing (systemtap-sdt-dev)" >&2; exit 1; }
 echo "install-deps: ok" >&2

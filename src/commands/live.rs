@@ -9,7 +9,7 @@ use crate::signals;
 use latscope::live::output::Snapshot;
 use latscope::live::program::{Plan, Target, program};
 use latscope::live::runner::{self, Event, RunOptions};
-use latscope::live::spec::{Probe, SpanSpec, ValueSpec, parse_group, parse_key};
+use latscope::live::spec::{Field, Probe, SpanSpec, ValueSpec, parse_group, parse_key};
 use latscope::live::{check, spec::SpecError};
 use latscope::report::live::{Names, interval_text, json as live_json, series_text};
 
@@ -35,7 +35,12 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         check::command(&args.command)?;
     }
     let names = names(&plan, args);
-    let empty = Snapshot::new(plan.spans.len(), plan.values.len(), plan.rates.len(), plan.by.is_some());
+    let empty = Snapshot::new(
+        plan.spans.len(),
+        plan.values.len(),
+        plan.rates.len(),
+        plan.by.is_some(),
+    );
     let options = RunOptions {
         bpftrace,
         program: text,
@@ -47,8 +52,20 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     let unit = args.unit.unit();
     let outcome = runner::run(options, |event| match event {
         Event::Attached(n) => eprintln!("latscope: tracing {n} probes; Ctrl-C prints the totals"),
-        Event::Interval { number, now, before } if !args.quiet => {
-            let text = interval_text(&names, number, args.interval, now, before, args.cumulative, unit);
+        Event::Interval {
+            number,
+            now,
+            before,
+        } if !args.quiet => {
+            let text = interval_text(
+                &names,
+                number,
+                args.interval,
+                now,
+                before,
+                args.cumulative,
+                unit,
+            );
             let _ = crate::commands::print(&text);
         }
         Event::Interval { .. } => {}
@@ -56,12 +73,26 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     .context("running bpftrace")?;
     let mut warnings = Vec::new();
     if !outcome.finished {
-        warnings.push("bpftrace stopped before its final snapshot: totals are from the last interval".to_string());
+        warnings.push(
+            "bpftrace stopped before its final snapshot: totals are from the last interval"
+                .to_string(),
+        );
     }
-    crate::commands::print(&totals_text(&names, &outcome.last, outcome.stopped_by, unit))?;
+    crate::commands::print(&totals_text(
+        &names,
+        &outcome.last,
+        outcome.stopped_by,
+        unit,
+    ))?;
     if let Some(path) = &args.save {
         let input = json!({ "intervals": outcome.rate_history.len(), "interval_s": args.interval, "stopped_by": outcome.stopped_by });
-        let doc = live_json(&names, &outcome.last, &outcome.rate_history, input, &warnings);
+        let doc = live_json(
+            &names,
+            &outcome.last,
+            &outcome.rate_history,
+            input,
+            &warnings,
+        );
         std::fs::write(path, doc).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("latscope: saved {}", path.display());
     }
@@ -75,26 +106,51 @@ pub fn run(args: &LiveArgs) -> Result<()> {
 }
 
 fn usage(message: &str) -> ! {
-    Cli::command().error(clap::error::ErrorKind::ValueValidation, message).exit()
+    Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, message)
+        .exit()
 }
 
 fn plan(args: &LiveArgs) -> Result<Plan, SpecError> {
     let key = args.key.as_deref().map(parse_key).transpose()?;
-    let spans = args.span.iter().map(|s| SpanSpec::parse(s, key.as_deref())).collect::<Result<Vec<_>, _>>()?;
-    let rates = args.rate.iter().map(|s| s.parse::<Probe>()).collect::<Result<Vec<_>, _>>()?;
-    let values = args.value.iter().map(|s| s.parse::<ValueSpec>()).collect::<Result<Vec<_>, _>>()?;
+    let spans = args
+        .span
+        .iter()
+        .map(|s| SpanSpec::parse(s, key.as_deref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rates = args
+        .rate
+        .iter()
+        .map(|s| s.parse::<Probe>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let values = args
+        .value
+        .iter()
+        .map(|s| s.parse::<ValueSpec>())
+        .collect::<Result<Vec<_>, _>>()?;
     let by = args.by.as_deref().map(parse_group).transpose()?;
-    if let Some(latscope::live::spec::Field::Arg(_)) = by {
-        if let Some(span) = spans.iter().find(|s| !s.end.has_arguments()) {
-            return Err(SpecError::NoArguments { span: span.name.clone(), what: "--by", probe: span.end.to_string() });
-        }
+    let end_without_arguments = spans.iter().find(|s| !s.end.has_arguments());
+    if let (Some(Field::Arg(_)), Some(span)) = (by, end_without_arguments) {
+        return Err(SpecError::NoArguments {
+            span: span.name.clone(),
+            what: "--by",
+            probe: span.end.to_string(),
+        });
     }
     let target = match (args.pid, args.command.is_empty()) {
         (Some(pid), _) => Target::Pid(pid),
         (None, false) => Target::Command,
         (None, true) => Target::Everything,
     };
-    Ok(Plan { spans, rates, values, by, target, interval_s: args.interval.max(1), duration_s: args.duration })
+    Ok(Plan {
+        spans,
+        rates,
+        values,
+        by,
+        target,
+        interval_s: args.interval.max(1),
+        duration_s: args.duration,
+    })
 }
 
 fn probes_of(plan: &Plan) -> Vec<&Probe> {
@@ -113,9 +169,17 @@ fn names(plan: &Plan, args: &LiveArgs) -> Names {
     }
 }
 
-fn totals_text(names: &Names, last: &Snapshot, stopped_by: &str, unit: latscope::stats::Unit) -> String {
+fn totals_text(
+    names: &Names,
+    last: &Snapshot,
+    stopped_by: &str,
+    unit: latscope::stats::Unit,
+) -> String {
     let mut out = format!("── totals ({stopped_by}) ──\n");
-    let blocks = [(&names.spans, &last.spans, Some(unit)), (&names.values, &last.values, None)];
+    let blocks = [
+        (&names.spans, &last.spans, Some(unit)),
+        (&names.values, &last.values, None),
+    ];
     for (labels, series, unit) in blocks {
         for (i, name) in labels.iter().enumerate() {
             for (group, b) in series.get(i).into_iter().flatten() {
@@ -128,7 +192,13 @@ fn totals_text(names: &Names, last: &Snapshot, stopped_by: &str, unit: latscope:
         }
     }
     for (i, probe) in names.rates.iter().enumerate() {
-        out.push_str(&format!("rate {probe}: {} events\n", last.rates.get(i).copied().unwrap_or(0)));
+        for (group, total) in last.rates.get(i).into_iter().flatten() {
+            let title = match (&names.by, group) {
+                (Some(by), Some(g)) => format!("rate {probe}[{by} {g}]"),
+                _ => format!("rate {probe}"),
+            };
+            out.push_str(&format!("{title}: {total} events\n"));
+        }
     }
     out
 }

@@ -40,8 +40,8 @@ pub struct Snapshot {
     pub spans: Vec<BTreeMap<Option<String>, Bucketed>>,
     /// per value, per group
     pub values: Vec<BTreeMap<Option<String>, Bucketed>>,
-    /// per rate: total events
-    pub rates: Vec<u64>,
+    /// per rate, per group: total events
+    pub rates: Vec<BTreeMap<Option<String>, u64>>,
     /// whether map keys are group labels (`--by`) rather than the constant `0`
     pub grouped: bool,
 }
@@ -53,7 +53,7 @@ impl Snapshot {
         Snapshot {
             spans: vec![BTreeMap::new(); spans],
             values: vec![BTreeMap::new(); values],
-            rates: vec![0; rates],
+            rates: vec![BTreeMap::new(); rates],
             grouped,
         }
     }
@@ -88,13 +88,17 @@ impl Snapshot {
         let Some((kind, field, index)) = parse_map_name(name) else {
             return;
         };
+        let grouped = self.grouped;
         if kind == 'r' {
-            if let Some(total) = self.rates.get_mut(index) {
-                *total = value.as_u64().unwrap_or(0);
+            let (Some(totals), Some(groups)) = (self.rates.get_mut(index), value.as_object())
+            else {
+                return;
+            };
+            for (key, v) in groups {
+                totals.insert(grouped.then(|| key.clone()), v.as_u64().unwrap_or(0));
             }
             return;
         }
-        let grouped = self.grouped;
         let series = match kind {
             's' => self.spans.get_mut(index),
             _ => self.values.get_mut(index),
@@ -163,7 +167,7 @@ mod tests {
             r#"{"type": "stats", "data": {"@ls_stat_0": {"grp,3841": {"count": 10, "average": 1483753, "total": 14837530}}}}"#,
             r#"{"type": "map", "data": {"@ls_min_0": {"grp,3841": 473742}}}"#,
             r#"{"type": "map", "data": {"@ls_max_0": {"grp,3841": 2495711}}}"#,
-            r#"{"type": "map", "data": {"@lr_0": 30}}"#,
+            r#"{"type": "map", "data": {"@lr_0": {"3841": 30}}}"#,
             r#"{"type": "printf", "data": "latscope:tick\n"}"#,
         ];
         let got: Vec<Line> = lines.iter().map(|l| s.apply(l)).collect();
@@ -176,7 +180,7 @@ mod tests {
         );
         assert_eq!(b.counts[134], 7);
         assert_eq!(b.counts[135], 3);
-        assert_eq!(s.rates[0], 30);
+        assert_eq!(s.rates[0][&Some("3841".to_string())], 30);
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub fn program(plan: &Plan) -> String {
     for (i, probe) in plan.rates.iter().enumerate() {
         let _ = writeln!(
             out,
-            "\n{probe}{} {{ {} = count(); }}",
+            "\n{probe}{} {{ {}[{group}] = count(); }}",
             predicate(&filter, None),
             maps::rate(i)
         );
@@ -246,7 +246,7 @@ mod tests {
     #[test]
     fn rates_values_interval_duration_and_end_are_generated() {
         let text = program(&plan());
-        assert!(text.contains("usdt:/t:p:tick /pid == 42/ { @lr_0 = count(); }"));
+        assert!(text.contains("usdt:/t:p:tick /pid == 42/ { @lr_0[tid] = count(); }"));
         assert!(text.contains("  $d = (uint64)arg1;"));
         assert!(text.contains("  @lv_max_0[tid] = max($d);"));
         assert!(text.contains("interval:s:5 { print(@ls_hist_0);"));

@@ -14,6 +14,9 @@ use std::thread;
 use std::time::Duration;
 
 use super::output::{Line, Snapshot};
+
+/// Cumulative event counts of one rate, per group.
+pub type RateTotals = std::collections::BTreeMap<Option<String>, u64>;
 use crate::ingest::Cancel;
 
 /// How to run bpftrace.
@@ -54,8 +57,8 @@ pub enum Event<'a> {
 pub struct Outcome {
     /// the final cumulative snapshot (the last complete one if bpftrace did not finish cleanly)
     pub last: Snapshot,
-    /// every interval's cumulative rate totals, in order
-    pub rate_history: Vec<Vec<u64>>,
+    /// every interval's cumulative rate totals (per rate, per group), in order
+    pub rate_history: Vec<Vec<RateTotals>>,
     /// whether bpftrace printed its final snapshot
     pub finished: bool,
     /// why the session ended early, if it did: bpftrace's error output
@@ -129,7 +132,7 @@ struct Stream {
     now: Snapshot,
     before: Snapshot,
     intervals: usize,
-    rate_history: Vec<Vec<u64>>,
+    rate_history: Vec<Vec<RateTotals>>,
     finished: bool,
 }
 
@@ -211,9 +214,13 @@ fn forward_stderr(stderr: Option<impl Read>) -> String {
     for line in BufReader::new(stderr).lines().map_while(Result::ok) {
         // Harmless on kernels without the legacy tracefs uprobe_events file, and a rlimit
         // warning bpftrace prints even when loading works.
-        if ["RLIMIT_MEMLOCK", "uprobe_events): No such file", "failed to detach probe"]
-            .iter()
-            .any(|noise| line.contains(noise))
+        if [
+            "RLIMIT_MEMLOCK",
+            "uprobe_events): No such file",
+            "failed to detach probe",
+        ]
+        .iter()
+        .any(|noise| line.contains(noise))
         {
             continue;
         }

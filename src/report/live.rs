@@ -13,8 +13,12 @@ use crate::stats::Unit;
 use crate::stats::loglinear::{self, Bucketed, Estimate};
 
 /// The quantiles shown, with their JSON names.
-const QUANTILES: [(&str, &str, f64); 4] =
-    [("p50", "p50", 0.5), ("p90", "p90", 0.9), ("p99", "p99", 0.99), ("p99.9", "p999", 0.999)];
+const QUANTILES: [(&str, &str, f64); 4] = [
+    ("p50", "p50", 0.5),
+    ("p90", "p90", 0.9),
+    ("p99", "p99", 0.99),
+    ("p99.9", "p999", 0.999),
+];
 
 /// Names of what a snapshot holds, in snapshot order.
 #[derive(Debug, Clone, Default)]
@@ -30,20 +34,68 @@ pub struct Names {
 }
 
 /// One interval: what happened since `before` (or everything so far when `cumulative`).
-pub fn interval_text(names: &Names, number: usize, seconds: u64, now: &Snapshot, before: &Snapshot, cumulative: bool, unit: Unit) -> String {
+pub fn interval_text(
+    names: &Names,
+    number: usize,
+    seconds: u64,
+    now: &Snapshot,
+    before: &Snapshot,
+    cumulative: bool,
+    unit: Unit,
+) -> String {
     let mut out = String::new();
-    let what = if cumulative { "since start" } else { "in this interval" };
-    let _ = writeln!(out, "── interval {number} ({}s, {what}) ──", number as u64 * seconds);
+    let what = if cumulative {
+        "since start"
+    } else {
+        "in this interval"
+    };
+    let _ = writeln!(
+        out,
+        "── interval {number} ({}s, {what}) ──",
+        number as u64 * seconds
+    );
     let pick = |now: &Bucketed, before: Option<&Bucketed>| match (cumulative, before) {
         (false, Some(b)) => now.since(b),
         _ => now.clone(),
     };
-    series_blocks(&mut out, names, &names.spans, &now.spans, &before.spans, &pick, Some(unit));
-    series_blocks(&mut out, names, &names.values, &now.values, &before.values, &pick, None);
+    series_blocks(
+        &mut out,
+        names,
+        &names.spans,
+        &now.spans,
+        &before.spans,
+        &pick,
+        Some(unit),
+    );
+    series_blocks(
+        &mut out,
+        names,
+        &names.values,
+        &now.values,
+        &before.values,
+        &pick,
+        None,
+    );
     for (i, probe) in names.rates.iter().enumerate() {
-        let total = now.rates.get(i).copied().unwrap_or(0);
-        let delta = total - before.rates.get(i).copied().unwrap_or(0).min(total);
-        let _ = writeln!(out, "rate {probe}: {delta} events in this interval ({:.1}/s), {total} in all", delta as f64 / seconds.max(1) as f64);
+        for (group, &total) in now.rates.get(i).into_iter().flatten() {
+            let earlier = before
+                .rates
+                .get(i)
+                .and_then(|g| g.get(group))
+                .copied()
+                .unwrap_or(0);
+            let delta = total.saturating_sub(earlier);
+            let title = title(
+                &format!("rate {probe}"),
+                names.by.as_deref(),
+                group.as_deref(),
+            );
+            let per_s = delta as f64 / seconds.max(1) as f64;
+            let _ = writeln!(
+                out,
+                "{title}: {delta} events in this interval ({per_s:.1}/s), {total} in all"
+            );
+        }
     }
     out
 }
@@ -90,51 +142,92 @@ pub fn series_text(title: &str, b: &Bucketed, unit: Option<Unit>) -> String {
     }
     let number = |v: u64| unit.map_or_else(|| v.to_string(), |u| u.format_number(v));
     let symbol = unit.map_or("", Unit::symbol);
-    let f = |v: u64| format!("{}{}{symbol}", number(v), if symbol.is_empty() { "" } else { " " });
-    let mut parts = vec![format!("{title}: {} samples", b.count), format!("min {}", f(b.min))];
+    let f = |v: u64| {
+        format!(
+            "{}{}{symbol}",
+            number(v),
+            if symbol.is_empty() { "" } else { " " }
+        )
+    };
+    let mut parts = vec![
+        format!("{title}: {} samples", b.count),
+        format!("min {}", f(b.min)),
+    ];
     for (label, _, q) in QUANTILES {
         if let Some(e) = b.percentile(q) {
-            parts.push(format!("{label} {} ±{}", f(e.value), number(e.error_bound())));
+            parts.push(format!(
+                "{label} {} ±{}",
+                f(e.value),
+                number(e.error_bound())
+            ));
         }
     }
     parts.push(format!("max {}", f(b.max)));
     let mean = b.mean().unwrap_or(0.0);
-    parts.push(format!("mean {:.3}{}", unit.map_or(mean, |u| u.from_nanos(mean)), if symbol.is_empty() { String::new() } else { format!(" {symbol}") }));
+    parts.push(format!(
+        "mean {:.3}{}",
+        unit.map_or(mean, |u| u.from_nanos(mean)),
+        if symbol.is_empty() {
+            String::new()
+        } else {
+            format!(" {symbol}")
+        }
+    ));
     let _ = writeln!(out, "{}", parts.join("  "));
-    let what = if symbol.is_empty() { "values".to_string() } else { symbol.to_string() };
-    let _ = writeln!(out, "  histogram ({what}; 8 buckets per power of two, each at most 12.5% wide):");
+    let what = if symbol.is_empty() {
+        "values".to_string()
+    } else {
+        symbol.to_string()
+    };
+    let _ = writeln!(
+        out,
+        "  histogram ({what}; 8 buckets per power of two, each at most 12.5% wide):"
+    );
     let largest = b.counts.iter().copied().max().unwrap_or(1).max(1);
     for (i, &n) in b.counts.iter().enumerate().filter(|(_, n)| **n > 0) {
         let (lo, hi) = loglinear::bounds(i);
         let label = format!("[{}, {})", number(lo), number(hi));
         let bar = (u128::from(n) * u128::from(BAR_WIDTH) / u128::from(largest)) as usize;
-        let _ = writeln!(out, "  {label:<24} {n:>8} |{:<width$}|", "@".repeat(bar), width = BAR_WIDTH as usize);
+        let _ = writeln!(
+            out,
+            "  {label:<24} {n:>8} |{:<width$}|",
+            "@".repeat(bar),
+            width = BAR_WIDTH as usize
+        );
     }
     out
 }
 
 /// The saved result.
-pub fn json(names: &Names, last: &Snapshot, rate_history: &[Vec<u64>], input: Value, warnings: &[String]) -> String {
+pub fn json(
+    names: &Names,
+    last: &Snapshot,
+    rate_history: &[Vec<BTreeMap<Option<String>, u64>>],
+    input: Value,
+    warnings: &[String],
+) -> String {
     let spans = series_json(&names.spans, &last.spans, names.by.as_deref());
     let values = series_json(&names.values, &last.values, names.by.as_deref());
-    let rates: Vec<Value> = names
-        .rates
-        .iter()
-        .enumerate()
-        .map(|(i, probe)| {
+    let mut rates = Vec::new();
+    for (i, probe) in names.rates.iter().enumerate() {
+        for (group, &count) in last.rates.get(i).into_iter().flatten() {
             let mut previous = 0;
             let per_interval: Vec<u64> = rate_history
                 .iter()
                 .map(|totals| {
-                    let total = totals.get(i).copied().unwrap_or(0);
+                    let total = totals
+                        .get(i)
+                        .and_then(|g| g.get(group))
+                        .copied()
+                        .unwrap_or(0);
                     let delta = total.saturating_sub(previous);
                     previous = total;
                     delta
                 })
                 .collect();
-            json!({ "probe": probe, "count": last.rates.get(i).copied().unwrap_or(0), "per_interval": per_interval })
-        })
-        .collect();
+            rates.push(json!({ "probe": probe, "by": names.by, "group": group, "count": count, "per_interval": per_interval }));
+        }
+    }
     let doc = json!({
         "kind": "spans", "unit": "ns", "source": "live", "input": input, "warnings": warnings,
         "spans": spans, "rates": rates, "values": values,
@@ -142,7 +235,11 @@ pub fn json(names: &Names, last: &Snapshot, rate_history: &[Vec<u64>], input: Va
     format!("{doc}\n")
 }
 
-fn series_json(names: &[String], series: &[BTreeMap<Option<String>, Bucketed>], by: Option<&str>) -> Vec<Value> {
+fn series_json(
+    names: &[String],
+    series: &[BTreeMap<Option<String>, Bucketed>],
+    by: Option<&str>,
+) -> Vec<Value> {
     let mut out = Vec::new();
     for (i, name) in names.iter().enumerate() {
         for (group, b) in series.get(i).into_iter().flatten() {
@@ -153,7 +250,10 @@ fn series_json(names: &[String], series: &[BTreeMap<Option<String>, Bucketed>], 
 }
 
 fn one_json(name: &str, by: Option<&str>, group: Option<&str>, b: &Bucketed) -> Value {
-    let estimates: Vec<(&str, Option<Estimate>)> = QUANTILES.iter().map(|(_, key, q)| (*key, b.percentile(*q))).collect();
+    let estimates: Vec<(&str, Option<Estimate>)> = QUANTILES
+        .iter()
+        .map(|(_, key, q)| (*key, b.percentile(*q)))
+        .collect();
     let buckets: Vec<Value> = b
         .counts
         .iter()
@@ -189,12 +289,17 @@ mod tests {
         let mut s = Snapshot::new(1, 0, 1, false);
         let b = s.spans[0].entry(None).or_default();
         values.iter().for_each(|&v| b.record(v));
-        s.rates[0] = values.len() as u64;
+        s.rates[0].insert(None, values.len() as u64);
         s
     }
 
     fn names() -> Names {
-        Names { spans: vec!["req".into()], values: vec![], rates: vec!["usdt:/t:p:tick".into()], by: None }
+        Names {
+            spans: vec!["req".into()],
+            values: vec![],
+            rates: vec!["usdt:/t:p:tick".into()],
+            by: None,
+        }
     }
 
     #[test]
@@ -202,8 +307,14 @@ mod tests {
         let before = snapshot_with(&[50_000, 50_000]);
         let now = snapshot_with(&[50_000, 50_000, 200_000]);
         let text = interval_text(&names(), 2, 5, &now, &before, false, Unit::Us);
-        assert!(text.contains("req: 1 samples  min 50 µs  p50 200 µs ±"), "{text}");
-        assert!(text.contains("rate usdt:/t:p:tick: 1 events in this interval (0.2/s), 3 in all"), "{text}");
+        assert!(
+            text.contains("req: 1 samples  min 50 µs  p50 200 µs ±"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rate usdt:/t:p:tick: 1 events in this interval (0.2/s), 3 in all"),
+            "{text}"
+        );
         let text = interval_text(&names(), 2, 5, &now, &before, true, Unit::Us);
         assert!(text.contains("req: 3 samples"), "{text}");
     }
@@ -211,15 +322,25 @@ mod tests {
     #[test]
     fn the_saved_json_has_the_spans_shape_with_buckets_error_bounds_and_rates() {
         let last = snapshot_with(&[50_000, 60_000, 1_000_000]);
-        let history = vec![vec![1], vec![3]];
+        let at = |n: u64| vec![BTreeMap::from([(None, n)])];
+        let history = vec![at(1), at(3)];
         let text = json(&names(), &last, &history, json!({"intervals": 2}), &[]);
         let doc: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(doc["kind"], "spans");
         let span = &doc["spans"][0];
-        assert_eq!((span["count"].as_u64(), span["min"].as_u64(), span["max"].as_u64()), (Some(3), Some(50_000), Some(1_000_000)));
+        assert_eq!(
+            (
+                span["count"].as_u64(),
+                span["min"].as_u64(),
+                span["max"].as_u64()
+            ),
+            (Some(3), Some(50_000), Some(1_000_000))
+        );
         assert_eq!(span["histogram"]["scheme"], "log-linear-8");
         let p99 = span["p99"].as_u64().unwrap();
-        let bound = span["histogram"]["percentile_error_bounds"]["p99"].as_u64().unwrap();
+        let bound = span["histogram"]["percentile_error_bounds"]["p99"]
+            .as_u64()
+            .unwrap();
         assert!(p99.abs_diff(1_000_000) <= bound);
         assert_eq!(doc["rates"][0]["per_interval"], json!([1, 2]));
         assert_eq!(doc["rates"][0]["count"], 3);

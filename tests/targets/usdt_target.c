@@ -2,14 +2,15 @@
  * A test target for `latscope live` and `latscope probes`: USDT start/end pairs around
  * busy-waits of known length, in known proportions.
  *
- *   usdt_target ITERATIONS [PAUSE_MS]
+ *   usdt_target ITERATIONS [PAUSE_MS [NO_WAIT]]
  *
  * Iteration i busy-waits 1000 µs when i % 10 == 9, 200 µs when i % 10 >= 6, else 50 µs
  * (60% 50 µs, 30% 200 µs, 10% 1 ms). Around each wait:
  *   latscope_test:request_start(i, delay_us)   latscope_test:request_end(i, delay_us)
  * and the wait itself is the function work(delay_us), for uprobe/uretprobe spans.
  * latscope_test:tick(i) fires once per iteration (for --rate). PAUSE_MS (default 0) sleeps
- * between iterations, and the program first sleeps 1 s so that a tracer can attach.
+ * between iterations, and the program first sleeps 1 s so that a tracer can attach. A third
+ * argument of 1 skips the waits (work(0)), so that probe overhead dominates (for benchmarks).
  * Build: cc -O2 -o usdt_target usdt_target.c   (needs sys/sdt.h: Debian systemtap-sdt-dev)
  */
 #include <stdint.h>
@@ -48,10 +49,11 @@ int main(int argc, char **argv)
 {
     long iterations = argc > 1 ? atol(argv[1]) : 1000;
     long pause_ms = argc > 2 ? atol(argv[2]) : 0;
+    int no_wait = argc > 3 && atoi(argv[3]) == 1;
     volatile uint64_t sink = 0;
     usleep(1000 * 1000);
     for (long i = 0; i < iterations; i++) {
-        uint64_t delay = delay_for(i);
+        uint64_t delay = no_wait ? 0 : delay_for(i);
         DTRACE_PROBE1(latscope_test, tick, i);
         DTRACE_PROBE2(latscope_test, request_start, i, delay);
         sink += work(delay);
