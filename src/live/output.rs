@@ -88,14 +88,17 @@ impl Snapshot {
         let Some((kind, field, index)) = parse_map_name(name) else {
             return;
         };
-        let grouped = self.grouped;
+        // A keyed map (--by) is an object of group → value; an unkeyed one is the value itself.
+        let groups: Vec<(Option<String>, &Value)> = match (self.grouped, value.as_object()) {
+            (true, Some(groups)) => groups.iter().map(|(k, v)| (Some(k.clone()), v)).collect(),
+            (true, None) => return,
+            (false, _) => vec![(None, value)],
+        };
         if kind == 'r' {
-            let (Some(totals), Some(groups)) = (self.rates.get_mut(index), value.as_object())
-            else {
-                return;
-            };
-            for (key, v) in groups {
-                totals.insert(grouped.then(|| key.clone()), v.as_u64().unwrap_or(0));
+            if let Some(totals) = self.rates.get_mut(index) {
+                for (label, v) in groups {
+                    totals.insert(label, v.as_u64().unwrap_or(0));
+                }
             }
             return;
         }
@@ -103,11 +106,10 @@ impl Snapshot {
             's' => self.spans.get_mut(index),
             _ => self.values.get_mut(index),
         };
-        let (Some(series), Some(groups)) = (series, value.as_object()) else {
+        let Some(series) = series else {
             return;
         };
-        for (key, v) in groups {
-            let label = grouped.then(|| key.clone());
+        for (label, v) in groups {
             let entry = series.entry(label).or_default();
             match field {
                 "hist" => entry.counts = bucket_counts(v),
@@ -185,10 +187,20 @@ mod tests {
 
     #[test]
     fn an_ungrouped_series_has_no_label_and_later_snapshots_replace_earlier_ones() {
-        let mut s = Snapshot::new(1, 0, 0, false);
-        s.apply(r#"{"type": "stats", "data": {"@ls_stat_0": {"0": {"count": 1, "average": 5, "total": 5}}}}"#);
-        s.apply(r#"{"type": "stats", "data": {"@ls_stat_0": {"0": {"count": 3, "average": 5, "total": 15}}}}"#);
+        let mut s = Snapshot::new(1, 0, 1, false);
+        s.apply(
+            r#"{"type": "stats", "data": {"@ls_stat_0": {"count": 1, "average": 5, "total": 5}}}"#,
+        );
+        s.apply(
+            r#"{"type": "stats", "data": {"@ls_stat_0": {"count": 3, "average": 5, "total": 15}}}"#,
+        );
+        s.apply(
+            r#"{"type": "hist", "data": {"@ls_hist_0": [{"min": 20, "max": 20, "count": 3}]}}"#,
+        );
+        s.apply(r#"{"type": "map", "data": {"@lr_0": 30}}"#);
         assert_eq!(s.spans[0][&None].count, 3);
+        assert_eq!(s.spans[0][&None].counts[20], 3);
+        assert_eq!(s.rates[0][&None], 30);
     }
 
     #[test]

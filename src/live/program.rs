@@ -84,14 +84,17 @@ pub fn program(plan: &Plan) -> String {
         Target::Command => "pid == cpid".to_string(),
         Target::Everything => String::new(),
     };
-    let group = plan.by.map_or_else(|| "0".to_string(), |f| f.expr());
+    // Without --by, maps are unkeyed: no hashing per update (as in a hand-written one-liner).
+    let group = plan
+        .by
+        .map_or_else(String::new, |f| format!("[{}]", f.expr()));
     for (i, span) in plan.spans.iter().enumerate() {
         span_probes(&mut out, i, span, &filter, &group);
     }
     for (i, probe) in plan.rates.iter().enumerate() {
         let _ = writeln!(
             out,
-            "\n{probe}{} {{ {}[{group}] = count(); }}",
+            "\n{probe}{} {{ {}{group} = count(); }}",
             predicate(&filter, None),
             maps::rate(i)
         );
@@ -158,12 +161,12 @@ fn aggregate(out: &mut String, kind: char, i: usize, group: &str) {
     );
     let _ = writeln!(
         out,
-        "  {}[{group}] = lhist($i, 0, {BUCKETS}, 1);",
+        "  {}{group} = lhist($i, 0, {BUCKETS}, 1);",
         maps::hist(kind, i)
     );
-    let _ = writeln!(out, "  {}[{group}] = stats($d);", maps::stat(kind, i));
-    let _ = writeln!(out, "  {}[{group}] = min($d);", maps::min(kind, i));
-    let _ = writeln!(out, "  {}[{group}] = max($d);", maps::max(kind, i));
+    let _ = writeln!(out, "  {}{group} = stats($d);", maps::stat(kind, i));
+    let _ = writeln!(out, "  {}{group} = min($d);", maps::min(kind, i));
+    let _ = writeln!(out, "  {}{group} = max($d);", maps::max(kind, i));
 }
 
 /// Aggregate maps in print order.
@@ -263,7 +266,8 @@ mod tests {
         p.by = None;
         let text = program(&p);
         assert!(text.contains("/pid == cpid/"));
-        assert!(text.contains("@ls_hist_0[0] = lhist("));
+        assert!(text.contains("@ls_hist_0 = lhist("));
+        assert!(text.contains("{ @lr_0 = count(); }"));
     }
 
     #[test]

@@ -52,6 +52,7 @@ int main(int argc, char **argv)
     int no_wait = argc > 3 && atoi(argv[3]) == 1;
     volatile uint64_t sink = 0;
     usleep(1000 * 1000);
+    uint64_t loop_start = now_ns();
     for (long i = 0; i < iterations; i++) {
         uint64_t delay = no_wait ? 0 : delay_for(i);
         DTRACE_PROBE1(latscope_test, tick, i);
@@ -61,6 +62,7 @@ int main(int argc, char **argv)
         if (pause_ms > 0)
             usleep(pause_ms * 1000);
     }
-    printf("%ld iterations\n", iterations);
-    return sink == 0;
+    printf("%ld iterations, %llu spins, loop_ns=%llu\n", iterations, (unsigned long long)sink,
+           (unsigned long long)(now_ns() - loop_start));
+    return 0;
 }

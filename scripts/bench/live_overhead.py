@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Overhead of `latscope live` next to the equivalent hand-written bpftrace one-liner.
+
+    scripts/bench/live_overhead.py [--iterations 200000] [--runs 5]
+
+Runs the USDT test target (tests/targets/usdt_target.c) with no busy-wait, so that every
+iteration is three USDT probe hits and nothing else, three ways: untraced, traced by
+`latscope live` (one span and one rate), and traced by the bpftrace program a person would
+write for the same thing (`hist()` of the span, `count()` of the rate). Reports the median wall
+time of each and the slowdown relative to untraced. Needs root and bpftrace.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def timed(cmd):
+    """Seconds the target spent in its probe loop (it prints loop_ns=N), whoever runs it."""
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    m = re.search(r'loop_ns=(\d+)', out.stdout + out.stderr)
+    if not m:
+        sys.exit(f'no loop_ns in the output of {cmd}')
+    return int(m.group(1)) / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--iterations', type=int, default=200000)
+    ap.add_argument('--runs', type=int, default=5)
+    args = ap.parse_args()
+    latscope = os.path.join(ROOT, 'target/release/latscope')
+    if not os.path.exists(latscope):
+        subprocess.run(['cargo', 'build', '--release', '--quiet'], cwd=ROOT, check=True)
+    tmp = tempfile.mkdtemp()
+    t = os.path.join(tmp, 'usdt_target')
+    subprocess.run(['cc', '-O2', '-o', t, os.path.join(ROOT, 'tests/targets/usdt_target.c')], check=True)
+    p = lambda name: f'usdt:{t}:latscope_test:{name}'
+    target = [t, str(args.iterations), '0', '1']
+    one_liner = (f'{p("request_start")} /pid == cpid/ {{ @s[arg0] = nsecs; }} '
+                 f'{p("request_end")} /pid == cpid && @s[arg0]/ {{ @h = hist(nsecs - @s[arg0]); delete(@s[arg0]); }} '
+                 f'{p("tick")} /pid == cpid/ {{ @n = count(); }}')
+    commands = {
+        'untraced': target,
+        'bpftrace one-liner (hist + count)': ['bpftrace', '-c', ' '.join(target), '-e', one_liner],
+        'latscope live (span + rate)': [latscope, 'live', '-q', '--span', f'req={p("request_start")}..{p("request_end")}',
+                                        '--rate', p('tick'), '--'] + target,
+    }
+    results = {}
+    for _ in range(args.runs):  # interleaved, so drifts in machine load hit every command alike
+        for name, cmd in commands.items():
+            results.setdefault(name, []).append(timed(cmd))
+    base = statistics.median(results['untraced'])
+    print(f'{args.iterations} iterations x 3 probe hits; the loop time the target measures itself; '
+          f'{args.runs} interleaved runs, medians\n')
+    print('| command | loop time [s] (median) | min–max [s] | per probe hit [ns] | slowdown vs untraced |')
+    print('|---|--:|--:|--:|--:|')
+    for name, loops in results.items():
+        median = statistics.median(loops)
+        per_hit = (median - base) / (3 * args.iterations) * 1e9
+        print(f'| {name} | {median:.3f} | {min(loops):.3f}–{max(loops):.3f} | {per_hit:.0f} | {median / base:.1f}x |')
+    one = statistics.median(results['bpftrace one-liner (hist + count)'])
+    ours = statistics.median(results['latscope live (span + rate)'])
+    print(f'\nlatscope live / one-liner: {ours / one:.3f} (issue 3 allows 1.10)')
+
+
+if __name__ == '__main__':
+    main()
