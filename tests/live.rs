@@ -21,8 +21,14 @@ fn live_available() -> bool {
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    let ok =
-        root_user && have("bpftrace") && have("cc") && Path::new("/usr/include/sys/sdt.h").exists();
+    // Debian puts sys/sdt.h under the multiarch include directory.
+    let sdt = std::fs::read_dir("/usr/include")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .any(|e| e.path().join("sys/sdt.h").exists())
+        || Path::new("/usr/include/sys/sdt.h").exists();
+    let ok = root_user && have("bpftrace") && have("cc") && sdt;
     if !ok && std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
         panic!(
             "live tracing needs root, bpftrace, cc and sys/sdt.h, and LATSCOPE_REQUIRE_STACK is set"
@@ -487,4 +493,40 @@ fn mir_commits_counted_by_its_probe_match_the_clients_own_log_and_frames_are_spa
         frames > 10 && frames.abs_diff(finished) <= 1,
         "{frames} frame spans, {finished} finished frames"
     );
+}
+
+#[test]
+fn a_duration_ends_the_session_with_its_totals() {
+    if !live_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let t = target(dir.path());
+    let save = dir.path().join("live.json");
+    let mut target = Command::new(&t)
+        .args(["100000", "2"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let out = util::latscope()
+        .args([
+            "live",
+            "--duration",
+            "2",
+            "--pid",
+            &target.id().to_string(),
+            "--save",
+            save.to_str().unwrap(),
+        ])
+        .args(["--rate", &probe(&t, "tick")])
+        .output()
+        .unwrap();
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let doc = saved(&save);
+    assert!(doc["rates"][0]["count"].as_u64().unwrap() > 0, "{doc}");
+    assert!(stdout(&out).contains("── totals"), "{}", stdout(&out));
 }

@@ -6,7 +6,6 @@
 //! ends bpftrace by itself. Whatever happens, the last complete snapshot is returned.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,13 +104,15 @@ pub fn run(opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io::Re
     let _ = watcher.join();
     let error_text = errors.join().unwrap_or_default();
     let failed = !status.success() && !state.finished;
-    let stopped_by = if opts.command.is_some()
-        && state.finished
-        && *stopped_by.lock().unwrap() == "bpftrace exited"
-    {
-        "the traced command exited"
-    } else {
-        *stopped_by.lock().unwrap()
+    let watched = *stopped_by.lock().unwrap();
+    let pid_gone = opts.pid.is_some_and(|p| !alive(p));
+    let stopped_by = match watched {
+        // bpftrace ends by itself when its -c command or its -p process exits.
+        "bpftrace exited" if opts.command.is_some() && state.finished => {
+            "the traced command exited"
+        }
+        "bpftrace exited" if pid_gone => "the traced process exited",
+        other => other,
     };
     Ok(Outcome {
         last: state.now,
@@ -177,6 +178,18 @@ impl Stream {
     }
 }
 
+/// Whether process `pid` is running: it exists and is not a zombie waiting to be reaped.
+pub fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the parenthesised command name, which may itself contain spaces.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
 /// Sends SIGINT to bpftrace once when `cancel` is raised or the traced PID is gone.
 fn watch(
     bpftrace: u32,
@@ -189,7 +202,7 @@ fn watch(
         while !done.load(Ordering::Relaxed) {
             let reason = if cancel.is_raised() {
                 Some("interrupted")
-            } else if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            } else if pid.is_some_and(|p| !alive(p)) {
                 Some("the traced process exited")
             } else {
                 None
