@@ -49,15 +49,17 @@ in the kernel and folds it into a log-linear histogram with 8 buckets per power 
 percentiles are within 12.5% (each is printed with its error bound). bpftrace's own hist() has
 one bucket per power of two. Every --interval seconds it prints each span's stats and histogram;
 on Ctrl-C, at --duration, or when the traced process exits it prints the totals and, with
---save, writes them as JSON for `latscope compare`.
+--save, writes them as JSON (the `spans` document of `latscope wayland`) to compare later.
 
 Needs root (or CAP_BPF and CAP_PERFMON) and the Debian package bpftrace.";
 
 const LIVE_EXAMPLES: &str = "\
 Examples:
-  # Mir: commit-to-commit latency of one client, live, every 5 s
-  latscope live --pid $(pidof miral-shell) \\
-    --rate usdt:/usr/lib/x86_64-linux-gnu/libmirserver.so.58:mir_server_wayland:sw_buffer_committed
+  # Mir: buffer commits per client (arg0 is the wl_client) every 5 s, and composition time
+  M=/usr/lib/x86_64-linux-gnu/libmirserver.so.58
+  latscope live --pid $(pidof miral-shell) --by arg0 \\
+    --rate usdt:$M:mir_server_wayland:sw_buffer_committed \\
+    --span frame=usdt:$M:mir_server_compositor:began_frame..usdt:$M:mir_server_compositor:finished_frame
   # time a function per call, split by thread, for 30 s
   latscope live --pid 1234 --by tid --duration 30 \\
     --span work=uprobe:/usr/bin/server:handle_request..uretprobe:/usr/bin/server:handle_request

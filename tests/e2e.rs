@@ -25,6 +25,7 @@ fn weston_simple_shm_live_log_matches_the_reference() {
     if !stack_available() {
         return;
     }
+    let _heavy = crate::util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("client.log");
     capture(
@@ -41,6 +42,7 @@ fn glmark2_on_weston_live_log_matches_the_reference() {
     if !stack_available() {
         return;
     }
+    let _heavy = crate::util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("client.log");
     capture("weston-client.sh", &[log.to_str().unwrap(), "glmark2", "3"]);
@@ -53,6 +55,7 @@ fn glmark2_on_mir_nested_in_weston_matches_the_reference_on_both_sides() {
     if !stack_available() {
         return;
     }
+    let _heavy = crate::util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let client = dir.path().join("client.log");
     let server = dir.path().join("server.log");

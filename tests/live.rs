@@ -123,6 +123,7 @@ fn known_delays_land_in_their_buckets_and_counts_are_exact() {
     if !live_available() {
         return;
     }
+    let _heavy = util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let t = target(dir.path());
     let save = dir.path().join("live.json");
@@ -204,6 +205,7 @@ fn a_uprobe_to_uretprobe_span_times_each_call_by_thread() {
     if !live_available() {
         return;
     }
+    let _heavy = util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let t = target(dir.path());
     let save = dir.path().join("live.json");
@@ -385,6 +387,7 @@ fn tracing_a_pid_ends_with_the_totals_when_the_process_exits() {
     if !live_available() {
         return;
     }
+    let _heavy = util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let t = target(dir.path());
     let save = dir.path().join("live.json");
@@ -410,6 +413,7 @@ fn ctrl_c_prints_and_saves_the_totals() {
     if !live_available() {
         return;
     }
+    let _heavy = util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let t = target(dir.path());
     let save = dir.path().join("live.json");
@@ -442,6 +446,7 @@ fn mir_commits_counted_by_its_probe_match_the_clients_own_log_and_frames_are_spa
     if !live_available() || !util::stack_available() {
         return;
     }
+    let _heavy = util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let client = dir.path().join("client.log");
     let trace = dir.path().join("trace.json");
@@ -500,6 +505,7 @@ fn a_duration_ends_the_session_with_its_totals() {
     if !live_available() {
         return;
     }
+    let _heavy = util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let t = target(dir.path());
     let save = dir.path().join("live.json");

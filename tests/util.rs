@@ -154,3 +154,12 @@ pub fn stack_available() -> bool {
     }
     have
 }
+
+/// Serialises the tests that run the real stack or measure timing: on a 2-core machine, a
+/// software-rendered glmark2 next to a busy-wait timing test would make the timings noise.
+pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
