@@ -60,6 +60,31 @@ fn target(dir: &Path) -> PathBuf {
     out
 }
 
+/// What most live tests start with: the lock on heavy tests, a temporary directory, the
+/// compiled target and a path to save results to. `None` (skip) when tracing cannot run here.
+struct Fixture {
+    _heavy: std::sync::MutexGuard<'static, ()>,
+    _dir: tempfile::TempDir,
+    target: PathBuf,
+    save: PathBuf,
+}
+
+fn fixture() -> Option<Fixture> {
+    if !live_available() {
+        return None;
+    }
+    let heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let target = target(dir.path());
+    let save = dir.path().join("live.json");
+    Some(Fixture {
+        _heavy: heavy,
+        target,
+        save,
+        _dir: dir,
+    })
+}
+
 fn probe(t: &Path, name: &str) -> String {
     format!("usdt:{}:latscope_test:{name}", t.display())
 }
@@ -120,19 +145,14 @@ fn probes_lists_the_usdt_probes_of_a_file_as_live_specs() {
 
 #[test]
 fn known_delays_land_in_their_buckets_and_counts_are_exact() {
-    if !live_available() {
-        return;
-    }
-    let _heavy = util::heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let t = target(dir.path());
-    let save = dir.path().join("live.json");
+    let Some(f) = fixture() else { return };
+    let (t, save) = (&f.target, &f.save);
     let span = format!(
         "req={}..{}",
-        probe(&t, "request_start"),
-        probe(&t, "request_end")
+        probe(t, "request_start"),
+        probe(t, "request_end")
     );
-    let value = format!("delay={}:arg1", probe(&t, "request_start"));
+    let value = format!("delay={}:arg1", probe(t, "request_start"));
     let out = run(&[
         "live",
         "--interval",
@@ -144,13 +164,13 @@ fn known_delays_land_in_their_buckets_and_counts_are_exact() {
         "--value",
         &value,
         "--rate",
-        &probe(&t, "tick"),
+        &probe(t, "tick"),
         "--",
         t.to_str().unwrap(),
         "1000",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let doc = saved(&save);
+    let doc = saved(save);
     assert_eq!(doc["kind"], "spans");
     assert_eq!(doc["input"]["stopped_by"], "the traced command exited");
     let req = &doc["spans"][0];
@@ -202,13 +222,8 @@ fn known_delays_land_in_their_buckets_and_counts_are_exact() {
 
 #[test]
 fn a_uprobe_to_uretprobe_span_times_each_call_by_thread() {
-    if !live_available() {
-        return;
-    }
-    let _heavy = util::heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let t = target(dir.path());
-    let save = dir.path().join("live.json");
+    let Some(f) = fixture() else { return };
+    let (t, save) = (&f.target, &f.save);
     let span = format!("call=uprobe:{0}:work..uretprobe:{0}:work", t.display());
     let out = run(&[
         "live",
@@ -223,7 +238,7 @@ fn a_uprobe_to_uretprobe_span_times_each_call_by_thread() {
         "300",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let doc = saved(&save);
+    let doc = saved(save);
     let call = &doc["spans"][0];
     assert_eq!(call["count"], 300);
     assert_eq!(call["by"], "tid");
@@ -384,14 +399,9 @@ fn trace_pid(
 
 #[test]
 fn tracing_a_pid_ends_with_the_totals_when_the_process_exits() {
-    if !live_available() {
-        return;
-    }
-    let _heavy = util::heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let t = target(dir.path());
-    let save = dir.path().join("live.json");
-    let (mut target, latscope) = trace_pid(&t, &save, "400", "5");
+    let Some(f) = fixture() else { return };
+    let (t, save) = (&f.target, &f.save);
+    let (mut target, latscope) = trace_pid(t, save, "400", "5");
     let out = latscope.wait_with_output().unwrap();
     target.wait().unwrap();
     assert!(
@@ -399,7 +409,7 @@ fn tracing_a_pid_ends_with_the_totals_when_the_process_exits() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc = saved(&save);
+    let doc = saved(save);
     assert_eq!(doc["input"]["stopped_by"], "the traced process exited");
     let count = doc["rates"][0]["count"].as_u64().unwrap();
     assert!(count > 0 && count <= 400, "{count}");
@@ -410,14 +420,9 @@ fn tracing_a_pid_ends_with_the_totals_when_the_process_exits() {
 
 #[test]
 fn ctrl_c_prints_and_saves_the_totals() {
-    if !live_available() {
-        return;
-    }
-    let _heavy = util::heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let t = target(dir.path());
-    let save = dir.path().join("live.json");
-    let (mut target, mut latscope) = trace_pid(&t, &save, "100000", "2");
+    let Some(f) = fixture() else { return };
+    let (t, save) = (&f.target, &f.save);
+    let (mut target, mut latscope) = trace_pid(t, save, "100000", "2");
     let started = Instant::now();
     std::thread::sleep(Duration::from_millis(3500));
     // SAFETY: sending a signal to our own child.
@@ -427,7 +432,7 @@ fn ctrl_c_prints_and_saves_the_totals() {
     let _ = target.wait();
     assert!(status.success());
     assert!(started.elapsed() < Duration::from_secs(30));
-    let doc = saved(&save);
+    let doc = saved(save);
     assert_eq!(doc["input"]["stopped_by"], "interrupted");
     assert!(doc["rates"][0]["count"].as_u64().unwrap() > 0, "{doc}");
     let mut text = String::new();
@@ -502,14 +507,9 @@ fn mir_commits_counted_by_its_probe_match_the_clients_own_log_and_frames_are_spa
 
 #[test]
 fn a_duration_ends_the_session_with_its_totals() {
-    if !live_available() {
-        return;
-    }
-    let _heavy = util::heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let t = target(dir.path());
-    let save = dir.path().join("live.json");
-    let mut target = Command::new(&t)
+    let Some(f) = fixture() else { return };
+    let (t, save) = (&f.target, &f.save);
+    let mut target = Command::new(t)
         .args(["100000", "2"])
         .stdout(Stdio::null())
         .spawn()
@@ -525,14 +525,14 @@ fn a_duration_ends_the_session_with_its_totals() {
             "--save",
             save.to_str().unwrap(),
         ])
-        .args(["--rate", &probe(&t, "tick")])
+        .args(["--rate", &probe(t, "tick")])
         .output()
         .unwrap();
     let _ = target.kill();
     let _ = target.wait();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(started.elapsed() < Duration::from_secs(20));
-    let doc = saved(&save);
+    let doc = saved(save);
     assert!(doc["rates"][0]["count"].as_u64().unwrap() > 0, "{doc}");
     assert!(stdout(&out).contains("── totals"), "{}", stdout(&out));
 }

@@ -109,18 +109,19 @@ mod tests {
         Aggregator::new(vec!["span".into()], None)
     }
 
+    /// Starts a span under `id` at `start_ns`, superseding any open one.
+    fn start(spans: &mut OpenSpans<u32>, id: u32, start_ns: u64, sink: &mut Aggregator) {
+        let open = Open {
+            start_ns,
+            series: key(),
+        };
+        spans.start(id, open, Outcome::Superseded, sink);
+    }
+
     #[test]
     fn a_start_and_an_end_make_one_sample() {
         let (mut spans, mut sink) = (OpenSpans::default(), agg());
-        spans.start(
-            7u32,
-            Open {
-                start_ns: 100,
-                series: key(),
-            },
-            Outcome::Superseded,
-            &mut sink,
-        );
+        start(&mut spans, 7, 100, &mut sink);
         assert!(spans.end(&7, 350, &mut sink));
         let series = sink.series(&key()).unwrap();
         assert_eq!(series.distribution.count(), 1);
@@ -131,24 +132,8 @@ mod tests {
     #[test]
     fn a_second_start_supersedes_the_first_and_the_end_pairs_with_the_latest() {
         let (mut spans, mut sink) = (OpenSpans::default(), agg());
-        spans.start(
-            7u32,
-            Open {
-                start_ns: 100,
-                series: key(),
-            },
-            Outcome::Superseded,
-            &mut sink,
-        );
-        spans.start(
-            7u32,
-            Open {
-                start_ns: 300,
-                series: key(),
-            },
-            Outcome::Superseded,
-            &mut sink,
-        );
+        start(&mut spans, 7, 100, &mut sink);
+        start(&mut spans, 7, 300, &mut sink);
         spans.end(&7, 310, &mut sink);
         let series = sink.series(&key()).unwrap();
         assert_eq!(series.counters.superseded, 1);
@@ -158,15 +143,7 @@ mod tests {
     #[test]
     fn an_end_before_its_start_is_counted_not_recorded() {
         let (mut spans, mut sink) = (OpenSpans::default(), agg());
-        spans.start(
-            1u32,
-            Open {
-                start_ns: 500,
-                series: key(),
-            },
-            Outcome::Superseded,
-            &mut sink,
-        );
+        start(&mut spans, 1, 500, &mut sink);
         spans.end(&1, 499, &mut sink);
         let series = sink.series(&key()).unwrap();
         assert_eq!(series.counters.backwards, 1);
@@ -182,24 +159,8 @@ mod tests {
     #[test]
     fn spans_still_open_at_the_end_are_unmatched() {
         let (mut spans, mut sink) = (OpenSpans::default(), agg());
-        spans.start(
-            1u32,
-            Open {
-                start_ns: 1,
-                series: key(),
-            },
-            Outcome::Superseded,
-            &mut sink,
-        );
-        spans.start(
-            2u32,
-            Open {
-                start_ns: 1,
-                series: key(),
-            },
-            Outcome::Superseded,
-            &mut sink,
-        );
+        start(&mut spans, 1, 1, &mut sink);
+        start(&mut spans, 2, 1, &mut sink);
         spans.finish(&mut sink);
         assert_eq!(sink.series(&key()).unwrap().counters.unmatched, 2);
         assert_eq!(spans.len(), 0);
