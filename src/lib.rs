@@ -9,6 +9,7 @@
 
 pub mod error;
 pub mod ingest;
+pub mod lab;
 pub mod live;
 pub mod probe;
 pub mod report;

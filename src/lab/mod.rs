@@ -1,0 +1,6 @@
+//! Labs: small, controlled experiments that make a performance lesson measurable.
+//!
+//! [`queue`] models and runs a submission pipeline whose queue coalesces work, where
+//! "total time ÷ batches" and per-request latency disagree (the i915 gem_exec_nop critique).
+
+pub mod queue;

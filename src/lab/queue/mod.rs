@@ -1,0 +1,4 @@
+//! The submission-pipeline lab: the model ([`model`]) and real threads ([`real`]), reported per
+//! stage ([`report`]).
+
+pub mod model;
