@@ -32,6 +32,102 @@ pub enum Command {
     /// kernel by bpftrace.
     #[command(long_about = LIVE_ABOUT, after_help = LIVE_EXAMPLES)]
     Live(LiveArgs),
+    /// Labs: controlled experiments that make a performance lesson measurable.
+    #[command(subcommand)]
+    Lab(LabCommand),
+}
+
+/// `latscope lab ...`
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// A submission pipeline whose queue coalesces work: per-stage latency, and why
+    /// "total time ÷ batches" misleads.
+    #[command(long_about = QUEUE_ABOUT, after_help = QUEUE_EXAMPLES)]
+    Queue(QueueArgs),
+}
+
+const QUEUE_ABOUT: &str = "\
+A submission pipeline whose queue coalesces work (the i915 gem_exec_nop critique).
+
+One submitter prepares requests (--prep). If the engine is idle it submits the request itself
+(--submit), otherwise it queues it at no cost. The engine executes each request (--exec); when a
+group ends, a completion handler takes everything queued, spends --irq, and submits it all as one
+group (--submit). One global lock serialises submissions and handlers. The submitter pauses
+--gap between requests and blocks while --ring requests are outstanding.
+
+--model (default) runs an exact, deterministic event-driven model; --real runs the same pipeline
+on real threads with calibrated busy work. Both report per-batch time (last completion ÷
+requests, what gem_exec_nop reports) next to the per-request latency and each stage's
+min/p50/p99/max. --sweep shows where the two rank configurations in opposite orders.
+
+Durations take a unit (2us, 1.5ms, 500ns); bare numbers are µs.";
+
+const QUEUE_EXAMPLES: &str = "\
+Examples:
+  latscope lab queue --timeline 20                      # the seed's example, gap 0
+  latscope lab queue --sweep gap=0,1,2,3,4,5            # where per-batch time and latency disagree
+  latscope lab queue --sweep engines=1,2 --sweep burst=1,4,16,64
+  latscope lab queue --real --prep 20us --submit 40us --exec 30us --irq 20us --batches 2000 --sweep gap=0,40";
+
+/// `latscope lab queue`
+#[derive(Debug, Args)]
+pub struct QueueArgs {
+    /// Run the exact model (the default).
+    #[arg(long, conflicts_with = "real")]
+    pub model: bool,
+    /// Run real threads instead of the model.
+    #[arg(long)]
+    pub real: bool,
+    /// Preparing a request.
+    #[arg(long, default_value = "2us")]
+    pub prep: String,
+    /// Submitting a group to an idle engine.
+    #[arg(long, default_value = "4us")]
+    pub submit: String,
+    /// Executing one request.
+    #[arg(long, default_value = "3us")]
+    pub exec: String,
+    /// Completion handling, per group.
+    #[arg(long, default_value = "2us")]
+    pub irq: String,
+    /// Pause between requests.
+    #[arg(long, default_value = "0")]
+    pub gap: String,
+    /// Number of requests.
+    #[arg(long, default_value_t = 10_000)]
+    pub batches: u64,
+    /// At most this many requests outstanding (default: unbounded).
+    #[arg(long)]
+    pub ring: Option<u64>,
+    /// Number of engines.
+    #[arg(long, default_value_t = 1)]
+    pub engines: u64,
+    /// Consecutive requests to one engine before switching.
+    #[arg(long, default_value_t = 1)]
+    pub burst: u64,
+    /// Vary a parameter: NAME=v1,v2,... (repeat for a cross product; ring takes `none`).
+    #[arg(long, value_name = "NAME=VALUES")]
+    pub sweep: Vec<String>,
+    /// Print the first N events as a timeline (model only).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub timeline: usize,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = LabFormat::Text)]
+    pub format: LabFormat,
+    /// Unit for text and Markdown.
+    #[arg(long, value_enum, default_value_t = UnitArg::Us)]
+    pub unit: UnitArg,
+}
+
+/// `latscope lab` output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LabFormat {
+    /// a report for a terminal
+    Text,
+    /// the `lab-queue` JSON document (ns)
+    Json,
+    /// a Markdown table
+    Markdown,
 }
 
 const LIVE_ABOUT: &str = "\

@@ -4,5 +4,6 @@ mod util;
 
 mod e2e;
 mod golden;
+mod lab;
 mod live;
 mod wayland_cli;

@@ -70,7 +70,9 @@ impl LinearSpec {
     }
 }
 
-fn parse_duration(text: &str, default_unit: Unit) -> Result<u64, LinearSpecError> {
+/// Parses a duration: a non-negative number with an optional unit (`250`, `250us`, `1.5ms`);
+/// bare numbers are in `default_unit`. Returns nanoseconds, rounded.
+pub fn parse_duration(text: &str, default_unit: Unit) -> Result<u64, LinearSpecError> {
     let bad = || LinearSpecError::Number(text.to_string());
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

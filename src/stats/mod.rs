@@ -23,7 +23,7 @@ pub use distribution::{
     Distribution, EXACT_DISTINCT_LIMIT, PERCENTILES, Percentiles, SIGNIFICANT_DIGITS,
 };
 
-pub use linear::{LinearCounts, LinearSpec, LinearSpecError};
+pub use linear::{LinearCounts, LinearSpec, LinearSpecError, parse_duration};
 pub use log2::Log2Counts;
 pub use summary::Summary;
 pub use unit::{Unit, UnitParseError};

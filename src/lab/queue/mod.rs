@@ -2,3 +2,5 @@
 //! stage ([`report`]).
 
 pub mod model;
+pub mod real;
+pub mod report;

@@ -326,8 +326,8 @@ impl Sim {
                 format!("engine {e} finished; handler finds its queue empty: engine idle")
             });
         } else {
-            let (first, last) = (taken[0] + 1, taken[taken.len() - 1] + 1);
-            self.note(|| format!("engine {e} finished; handler takes batches {first}-{last}"));
+            let batches = range_text(&taken);
+            self.note(|| format!("engine {e} finished; handler takes {batches}"));
         }
         self.schedule(self.now + self.p.irq, Event::HandlerIrqDone(e, taken));
     }
@@ -346,8 +346,8 @@ impl Sim {
         if let Some(end) = self.last_group_end[e] {
             self.completion_to_next.push(self.now - end);
         }
-        let (first, last) = (group[0] + 1, group[group.len() - 1] + 1);
-        self.note(|| format!("engine {e} starts batches {first}-{last}"));
+        let batches = range_text(&group);
+        self.note(|| format!("engine {e} starts {batches}"));
         let mut at = self.now;
         for &i in &group {
             self.requests[i].start = at;
@@ -370,6 +370,15 @@ impl Sim {
         if let Some(i) = self.ring_blocked.take() {
             self.schedule(self.now, Event::PrepCheck(i));
         }
+    }
+}
+
+/// `batch 3` or `batches 3-6` (request indices are 0-based, batch numbers 1-based).
+fn range_text(group: &[usize]) -> String {
+    match group {
+        [one] => format!("batch {}", one + 1),
+        [first, .., last] => format!("batches {}-{}", first + 1, last + 1),
+        [] => "nothing".to_string(),
     }
 }
 

@@ -1,0 +1,347 @@
+//! Per-stage statistics of a pipeline run, sweeps over parameters, and their rendering.
+//!
+//! The point of the lab is that one number (per-batch time) and the distribution users feel
+//! (per-request latency) can rank two configurations in opposite orders; [`Sweep`] marks the
+//! rows where they do.
+
+use std::fmt::Write;
+
+use serde_json::{Value, json};
+
+use super::model::{Moment, Request};
+use crate::stats::{Distribution, Unit};
+
+/// The stages of a request, each as a distribution.
+#[derive(Debug, Clone)]
+pub struct Stages {
+    /// end of prep → taken for submission
+    pub queued: Distribution,
+    /// taken → the engine starts it
+    pub to_start: Distribution,
+    /// engine start → completion
+    pub exec: Distribution,
+    /// a group's end → the engine's next group start
+    pub completion_to_next_submit: Distribution,
+}
+
+/// What one run (model or real) is reported as.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// last completion ÷ requests (what gem_exec_nop reports), ns
+    pub per_batch_ns: f64,
+    /// end of prep → completion
+    pub latency: Distribution,
+    /// per stage
+    pub stages: Stages,
+    /// the first events
+    pub timeline: Vec<Moment>,
+}
+
+impl RunReport {
+    /// Summarises requests (times relative to the first prep) and group gaps.
+    pub fn new(requests: &[Request], completion_to_next: &[u64], timeline: Vec<Moment>) -> Self {
+        let mut latency = Distribution::default();
+        let mut stages = Stages {
+            queued: Distribution::default(),
+            to_start: Distribution::default(),
+            exec: Distribution::default(),
+            completion_to_next_submit: Distribution::default(),
+        };
+        for r in requests {
+            latency.record(r.completion.saturating_sub(r.prep_end));
+            stages.queued.record(r.taken.saturating_sub(r.prep_end));
+            stages.to_start.record(r.start.saturating_sub(r.taken));
+            stages.exec.record(r.completion.saturating_sub(r.start));
+        }
+        for &gap in completion_to_next {
+            stages.completion_to_next_submit.record(gap);
+        }
+        let end = requests.iter().map(|r| r.completion).max().unwrap_or(0);
+        let per_batch_ns = if requests.is_empty() {
+            0.0
+        } else {
+            end as f64 / requests.len() as f64
+        };
+        RunReport {
+            per_batch_ns,
+            latency,
+            stages,
+            timeline,
+        }
+    }
+
+    fn stage_list(&self) -> [(&'static str, &'static str, &Distribution); 5] {
+        [
+            ("latency (prep end → completion)", "latency", &self.latency),
+            ("queued (prep end → taken)", "queued", &self.stages.queued),
+            ("taken → engine start", "to_start", &self.stages.to_start),
+            ("engine start → completion", "exec", &self.stages.exec),
+            (
+                "completion → next group start",
+                "completion_to_next_submit",
+                &self.stages.completion_to_next_submit,
+            ),
+        ]
+    }
+}
+
+/// `{"min","p50","p99","max","count"}` in ns (nulls when empty).
+fn summary_json(d: &Distribution) -> Value {
+    let p = d.percentiles();
+    json!({
+        "count": d.count(), "min": d.summary().min(), "p50": p.map(|p| p.p50),
+        "p99": p.map(|p| p.p99), "max": d.summary().max(), "mean": d.summary().mean(),
+    })
+}
+
+/// The terminal report of one run.
+pub fn text(report: &RunReport, unit: Unit) -> String {
+    let mut out = String::new();
+    if !report.timeline.is_empty() {
+        let _ = writeln!(out, "timeline (first {} events):", report.timeline.len());
+        for m in &report.timeline {
+            let _ = writeln!(out, "  {:>12}  {}", unit.format(m.at), m.what);
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "per batch (last completion ÷ requests, what gem_exec_nop reports): {}",
+        format_ns_f(report.per_batch_ns, unit)
+    );
+    let _ = writeln!(
+        out,
+        "\n{:<34} {:>8} {:>12} {:>12} {:>12} {:>12}",
+        "stage", "count", "min", "p50", "p99", "max"
+    );
+    for (label, _, d) in report.stage_list() {
+        let p = d.percentiles();
+        let f = |v: Option<u64>| v.map_or_else(|| "–".to_string(), |v| unit.format(v));
+        let _ = writeln!(
+            out,
+            "{label:<34} {:>8} {:>12} {:>12} {:>12} {:>12}",
+            d.count(),
+            f(d.summary().min()),
+            f(p.map(|p| p.p50)),
+            f(p.map(|p| p.p99)),
+            f(d.summary().max())
+        );
+    }
+    let _ = writeln!(out, "\n@latency ({}):", unit.symbol());
+    out.push_str(&crate::report::log2::render(report.latency.log2(unit)));
+    out
+}
+
+fn format_ns_f(ns: f64, unit: Unit) -> String {
+    format!("{:.4} {}", unit.from_nanos(ns), unit.symbol())
+}
+
+/// The JSON document of one run.
+pub fn json(report: &RunReport, mode: &str, params: Value) -> Value {
+    let mut stages = serde_json::Map::new();
+    for (_, key, d) in report.stage_list().into_iter().skip(1) {
+        stages.insert(key.to_string(), summary_json(d));
+    }
+    json!({
+        "kind": "lab-queue", "unit": "ns", "mode": mode, "params": params,
+        "per_batch_ns": report.per_batch_ns, "latency": summary_json(&report.latency),
+        "stages": stages,
+    })
+}
+
+/// One configuration of a sweep.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// the swept parameters, as `name=value` labels
+    pub labels: Vec<(String, String)>,
+    /// its run
+    pub report: RunReport,
+}
+
+/// Rows of a sweep with the disagreement marks.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    /// one per configuration, in sweep order
+    pub rows: Vec<Row>,
+}
+
+impl Sweep {
+    /// For each row, whether some other row is ranked the other way by per-batch time than by
+    /// median latency (strictly on both).
+    pub fn disagreements(&self) -> Vec<bool> {
+        let key = |r: &Row| {
+            (
+                r.report.per_batch_ns,
+                r.report.latency.percentiles().map_or(0, |p| p.p50),
+            )
+        };
+        self.rows
+            .iter()
+            .map(|a| {
+                let (pa, la) = key(a);
+                self.rows.iter().any(|b| {
+                    let (pb, lb) = key(b);
+                    (pa < pb && la > lb) || (pa > pb && la < lb)
+                })
+            })
+            .collect()
+    }
+
+    /// Each row's rank (1 = best) by per-batch time and by median latency.
+    pub fn ranks(&self) -> Vec<(usize, usize)> {
+        let rank_by = |key: &dyn Fn(&Row) -> f64| -> Vec<usize> {
+            self.rows
+                .iter()
+                .map(|a| 1 + self.rows.iter().filter(|b| key(b) < key(a)).count())
+                .collect()
+        };
+        let per_batch = rank_by(&|r: &Row| r.report.per_batch_ns);
+        let latency =
+            rank_by(&|r: &Row| r.report.latency.percentiles().map_or(0, |p| p.p50) as f64);
+        per_batch.into_iter().zip(latency).collect()
+    }
+
+    /// A table like the seed's, with latency beside per-batch time.
+    pub fn text(&self, unit: Unit) -> String {
+        let marks = self.disagreements();
+        let ranks = self.ranks();
+        let mut out = String::new();
+        for ((row, &mark), (by_batch, by_latency)) in self.rows.iter().zip(&marks).zip(ranks) {
+            let labels: Vec<String> = row.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let l = &row.report.latency;
+            let p = l.percentiles().unwrap_or_default();
+            let f = |v: u64| unit.format(v);
+            let _ = writeln!(
+                out,
+                "Time per batch: {:>14} ({})   latency min {}  p50 {}  p99 {}  max {}   rank #{by_batch} by per-batch, #{by_latency} by latency{}",
+                format_ns_f(row.report.per_batch_ns, unit),
+                labels.join(", "),
+                f(l.summary().min().unwrap_or(0)),
+                f(p.p50),
+                f(p.p99),
+                f(l.summary().max().unwrap_or(0)),
+                if mark { "  ⇅" } else { "" }
+            );
+        }
+        if marks.iter().any(|&m| m) {
+            let _ = writeln!(
+                out,
+                "\n⇅: another row is faster by one measure and slower by the other; \"time ÷ batches\" hides per-request cost when the queue coalesces work."
+            );
+        }
+        out
+    }
+
+    /// A Markdown table.
+    pub fn markdown(&self, unit: Unit) -> String {
+        let marks = self.disagreements();
+        let u = unit.symbol();
+        let ranks = self.ranks();
+        let mut out = format!(
+            "| configuration | per batch [{u}] | latency min [{u}] | p50 [{u}] | p99 [{u}] | max [{u}] | rank by per-batch | rank by latency | disagrees |\n|---|--:|--:|--:|--:|--:|--:|--:|:-:|\n"
+        );
+        for ((row, &mark), (by_batch, by_latency)) in self.rows.iter().zip(&marks).zip(ranks) {
+            let labels: Vec<String> = row.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let l = &row.report.latency;
+            let p = l.percentiles().unwrap_or_default();
+            let n = |v: u64| unit.format_number(v);
+            let _ = writeln!(
+                out,
+                "| {} | {:.4} | {} | {} | {} | {} | {by_batch} | {by_latency} | {} |",
+                labels.join(", "),
+                unit.from_nanos(row.report.per_batch_ns),
+                n(l.summary().min().unwrap_or(0)),
+                n(p.p50),
+                n(p.p99),
+                n(l.summary().max().unwrap_or(0)),
+                if mark { "⇅" } else { "" }
+            );
+        }
+        out
+    }
+
+    /// The rows as JSON (each one run's document plus its labels and mark).
+    pub fn json_rows(&self, mode: &str, params: impl Fn(&Row) -> Value) -> Vec<Value> {
+        let marks = self.disagreements();
+        self.rows
+            .iter()
+            .zip(marks)
+            .map(|(row, mark)| {
+                let mut doc = json(&row.report, mode, params(row));
+                doc["labels"] = json!(
+                    row.labels
+                        .iter()
+                        .map(|(k, v)| (k.clone(), json!(v)))
+                        .collect::<serde_json::Map<_, _>>()
+                );
+                doc["disagrees"] = json!(mark);
+                doc
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::{Params, run};
+    use super::*;
+
+    fn report(p: &Params) -> RunReport {
+        let o = run(p, 0);
+        RunReport::new(&o.requests, &o.completion_to_next, o.timeline)
+    }
+
+    #[test]
+    fn stages_of_the_idle_path_are_exact() {
+        let r = report(&Params {
+            gap: 4_000,
+            batches: 100,
+            ..Params::default()
+        });
+        assert_eq!(r.latency.summary().min(), Some(7_000));
+        assert_eq!(r.latency.summary().max(), Some(7_000));
+        assert_eq!(r.stages.queued.summary().max(), Some(0));
+        assert_eq!(r.stages.to_start.summary().min(), Some(4_000));
+        assert_eq!(r.stages.exec.summary().max(), Some(3_000));
+        assert_eq!(
+            r.stages.completion_to_next_submit.summary().min(),
+            Some(7_000)
+        );
+        assert_eq!(r.stages.completion_to_next_submit.count(), 99);
+    }
+
+    #[test]
+    fn the_sweep_marks_the_rows_where_per_batch_and_latency_disagree() {
+        let rows = [0u64, 4_000]
+            .iter()
+            .map(|&gap| Row {
+                labels: vec![("gap".into(), gap.to_string())],
+                report: report(&Params {
+                    gap,
+                    batches: 1_000,
+                    ..Params::default()
+                }),
+            })
+            .collect();
+        let sweep = Sweep { rows };
+        // gap 0: 3.0 µs per batch but ms latency; gap 4 µs: 10 µs per batch, 7 µs latency.
+        assert_eq!(sweep.disagreements(), [true, true]);
+        assert_eq!(sweep.ranks(), [(1, 2), (2, 1)]);
+        let text = sweep.text(Unit::Us);
+        assert!(text.contains("(gap=0)") && text.contains("⇅"), "{text}");
+    }
+
+    #[test]
+    fn the_json_has_the_issue_shape() {
+        let r = report(&Params {
+            gap: 4_000,
+            batches: 10,
+            ..Params::default()
+        });
+        let doc = json(&r, "model", json!({}));
+        assert_eq!(doc["kind"], "lab-queue");
+        assert_eq!(doc["latency"]["p50"], 7_000);
+        assert_eq!(doc["stages"]["to_start"]["min"], 4_000);
+        assert!(doc["stages"]["completion_to_next_submit"].is_object());
+    }
+}
