@@ -454,9 +454,9 @@ mod tests {
             (r[1].prep_end, r[1].taken, r[1].start),
             (8_000, 9_000, 15_000)
         );
-        for i in 2..6 {
+        for (i, req) in r.iter().enumerate().take(6).skip(2) {
             assert_eq!(
-                (r[i].taken, r[i].start),
+                (req.taken, req.start),
                 (18_000, 24_000 + (i as u64 - 2) * 3_000),
                 "batch {}",
                 i + 1
