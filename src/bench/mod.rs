@@ -4,4 +4,6 @@
 //! [`stats`] is the pure statistical core: medians, bootstrap confidence intervals, the
 //! Mann-Whitney U test and the verdict rule.
 
+pub mod counters;
+pub mod spawn;
 pub mod stats;
