@@ -4,6 +4,8 @@
 //! [`stats`] is the pure statistical core: medians, bootstrap confidence intervals, the
 //! Mann-Whitney U test and the verdict rule.
 
+pub mod analysis;
 pub mod counters;
+pub mod schedule;
 pub mod spawn;
 pub mod stats;

@@ -1,0 +1,360 @@
+//! From measured runs to summaries, comparisons, verdicts, warnings and sentences. Pure.
+
+use super::schedule::BenchCommand;
+use super::spawn::RunMeasure;
+use super::stats::{self, Comparison, Verdict};
+
+/// How a metric's values are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// nanoseconds
+    Time,
+    /// KiB
+    Memory,
+    /// a count of events
+    Count,
+}
+
+/// One metric's values for every command.
+#[derive(Debug, Clone)]
+pub struct Metric {
+    /// `wall`, `user`, `sys`, `max_rss`, or a counter name
+    pub name: String,
+    /// how to show it
+    pub kind: Kind,
+    /// per command, per run
+    pub values: Vec<Vec<f64>>,
+}
+
+/// A command's summary on one metric.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Summary {
+    /// median
+    pub median: f64,
+    /// 95% bootstrap interval of the median
+    pub ci: (f64, f64),
+    /// coefficient of variation (None with fewer than two runs)
+    pub cv: Option<f64>,
+    /// runs
+    pub n: usize,
+}
+
+/// A candidate against the baseline on one metric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricComparison {
+    /// metric name
+    pub metric: String,
+    /// the comparison
+    pub comparison: Comparison,
+}
+
+/// Everything the report shows.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// the metrics, wall time first
+    pub metrics: Vec<Metric>,
+    /// per metric, per command
+    pub summaries: Vec<Vec<Option<Summary>>>,
+    /// per candidate (index ≥ 1), per metric
+    pub comparisons: Vec<(usize, Vec<MetricComparison>)>,
+    /// things to know before trusting the numbers
+    pub warnings: Vec<String>,
+    /// exact instruction counts from callgrind, per command, when measured
+    pub callgrind_instructions: Option<Vec<u64>>,
+}
+
+/// Thresholds of the verdict.
+#[derive(Debug, Clone, Copy)]
+pub struct Thresholds {
+    /// relative noise band for `same` (0.01 = ±1%)
+    pub noise: f64,
+    /// significance level
+    pub alpha: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            noise: 0.01,
+            alpha: 0.05,
+        }
+    }
+}
+
+/// The metrics present in every run of every command.
+pub fn metrics(runs: &[Vec<RunMeasure>]) -> Vec<Metric> {
+    let pick = |f: &dyn Fn(&RunMeasure) -> Option<f64>| -> Option<Vec<Vec<f64>>> {
+        runs.iter()
+            .map(|rs| rs.iter().map(f).collect::<Option<Vec<f64>>>())
+            .collect()
+    };
+    let mut out = Vec::new();
+    let fixed: [(&str, Kind, &dyn Fn(&RunMeasure) -> Option<f64>); 4] = [
+        ("wall", Kind::Time, &|r| Some(r.wall_ns as f64)),
+        ("user", Kind::Time, &|r| Some(r.user_ns as f64)),
+        ("sys", Kind::Time, &|r| Some(r.sys_ns as f64)),
+        ("max_rss", Kind::Memory, &|r| Some(r.max_rss_kb as f64)),
+    ];
+    for (name, kind, f) in fixed {
+        if let Some(values) = pick(f) {
+            out.push(Metric {
+                name: name.to_string(),
+                kind,
+                values,
+            });
+        }
+    }
+    let names: Vec<String> = runs
+        .iter()
+        .flatten()
+        .next()
+        .map(|r| r.counters.iter().map(|(n, _)| n.clone()).collect())
+        .unwrap_or_default();
+    for name in names {
+        let f = |r: &RunMeasure| {
+            r.counters
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| *v as f64)
+        };
+        if let Some(values) = pick(&f) {
+            let kind = if name == "task-clock" || name == "cpu-clock" {
+                Kind::Time
+            } else {
+                Kind::Count
+            };
+            out.push(Metric { name, kind, values });
+        }
+    }
+    out
+}
+
+/// Summarises, compares and warns.
+pub fn analyse(
+    commands: &[BenchCommand],
+    runs: &[Vec<RunMeasure>],
+    callgrind: Option<Vec<u64>>,
+    t: Thresholds,
+) -> Analysis {
+    let metrics = metrics(runs);
+    let summaries: Vec<Vec<Option<Summary>>> = metrics
+        .iter()
+        .map(|m| m.values.iter().map(|v| summary(v)).collect())
+        .collect();
+    let comparisons = (1..commands.len())
+        .map(|c| {
+            let per_metric = metrics
+                .iter()
+                .filter_map(|m| {
+                    let comparison = stats::compare(&m.values[0], &m.values[c], t.noise, t.alpha)?;
+                    Some(MetricComparison {
+                        metric: m.name.clone(),
+                        comparison,
+                    })
+                })
+                .collect();
+            (c, per_metric)
+        })
+        .collect();
+    let mut analysis = Analysis {
+        metrics,
+        summaries,
+        comparisons,
+        warnings: Vec::new(),
+        callgrind_instructions: callgrind,
+    };
+    analysis.warnings = warnings(commands, runs, &analysis);
+    analysis
+}
+
+fn summary(values: &[f64]) -> Option<Summary> {
+    Some(Summary {
+        median: stats::median(values)?,
+        ci: stats::median_ci(values, 0.95)?,
+        cv: stats::coefficient_of_variation(values),
+        n: values.len(),
+    })
+}
+
+impl Analysis {
+    /// The comparison of candidate `c` on metric `name`.
+    pub fn comparison(&self, c: usize, name: &str) -> Option<&Comparison> {
+        self.comparisons
+            .iter()
+            .find(|(i, _)| *i == c)?
+            .1
+            .iter()
+            .find(|m| m.metric == name)
+            .map(|m| &m.comparison)
+    }
+
+    /// Instruction counts per command: callgrind's when measured, else the PMU's medians.
+    pub fn instructions(&self) -> Option<Vec<f64>> {
+        if let Some(exact) = &self.callgrind_instructions {
+            return Some(exact.iter().map(|&v| v as f64).collect());
+        }
+        let i = self.metrics.iter().position(|m| m.name == "instructions")?;
+        self.summaries[i]
+            .iter()
+            .map(|s| s.map(|s| s.median))
+            .collect()
+    }
+}
+
+fn warnings(commands: &[BenchCommand], runs: &[Vec<RunMeasure>], a: &Analysis) -> Vec<String> {
+    let mut out = Vec::new();
+    for (c, cmd) in commands.iter().enumerate() {
+        let walls: Vec<f64> = runs[c].iter().map(|r| r.wall_ns as f64).collect();
+        let Some(median) = stats::median(&walls) else {
+            continue;
+        };
+        if let Some(cv) = stats::coefficient_of_variation(&walls).filter(|cv| *cv > 0.05) {
+            out.push(format!("'{}': wall time varies a lot (coefficient of variation {:.1}%): the machine or the command is noisy; verdicts need more runs", cmd.name, cv * 100.0));
+        }
+        let utilisation: Vec<f64> = runs[c]
+            .iter()
+            .map(|r| (r.user_ns + r.sys_ns) as f64 / r.wall_ns.max(1) as f64)
+            .collect();
+        if let Some(u) = stats::median(&utilisation) {
+            if u < 0.5 {
+                out.push(format!("'{}' used a CPU for only {:.0}% of its wall time: it waits (I/O, sleep, other processes), so its wall time measures that wait as much as its work", cmd.name, u * 100.0));
+            } else if u > 1.5 {
+                out.push(format!("'{}' kept {u:.1} CPUs busy on average: it is parallel, so its wall time depends on what else runs on this machine", cmd.name));
+            }
+        }
+        if let Some(first) = walls
+            .first()
+            .filter(|&&f| walls.len() >= 3 && f > 1.5 * median)
+        {
+            out.push(format!("the first timed run of '{}' took {:.1}× the median: caches or the page cache were cold; use --warmup", cmd.name, first / median));
+        }
+    }
+    out.extend(same_work_different_speed(commands, a));
+    out
+}
+
+/// The SwiftNIO diagnosis: equal instruction counts, significantly different time.
+fn same_work_different_speed(commands: &[BenchCommand], a: &Analysis) -> Vec<String> {
+    let Some(instructions) = a.instructions() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for c in 1..commands.len() {
+        let Some(wall) = a.comparison(c, "wall") else {
+            continue;
+        };
+        let (base, cand) = (instructions[0], instructions[c]);
+        let same_work = base > 0.0 && ((cand - base) / base).abs() <= 0.001;
+        if same_work && matches!(wall.verdict, Verdict::Faster | Verdict::Slower) {
+            out.push(format!(
+                "same work, different speed: '{}' executes the same instructions as '{}' (within 0.1%: {:.4e} vs {:.4e}) yet its wall time differs by {:+.1}%: look at stalls and code alignment — add -e stalled-cycles-frontend,stalled-cycles-backend,cache-misses,branch-misses (or the PMU's named events)",
+                commands[c].name,
+                commands[0].name,
+                cand,
+                base,
+                (wall.ratio - 1.0) * 100.0
+            ));
+        }
+    }
+    out
+}
+
+/// One sentence per candidate on wall time, like hyperfine's, with the interval.
+pub fn sentence(commands: &[BenchCommand], c: usize, wall: &Comparison, noise: f64) -> String {
+    let (a, b) = (&commands[0].name, &commands[c].name);
+    let (lo, hi) = wall.ci;
+    match wall.verdict {
+        Verdict::Faster => format!(
+            "{b} ran {:.3}× ({:.3}–{:.3}) faster than {a}",
+            1.0 / wall.ratio,
+            1.0 / hi,
+            1.0 / lo
+        ),
+        Verdict::Slower => format!(
+            "{b} ran {:.3}× ({lo:.3}–{hi:.3}) slower than {a}",
+            wall.ratio
+        ),
+        Verdict::Same => format!(
+            "{b} and {a} take the same time: the ratio {:.4} ({lo:.4}–{hi:.4}) is within ±{:.1}%",
+            wall.ratio,
+            noise * 100.0
+        ),
+        Verdict::Inconclusive => format!(
+            "{b} vs {a}: inconclusive — ratio {:.4} ({lo:.4}–{hi:.4}), p = {:.3}; more runs (--runs, --min-time) or a quieter machine",
+            wall.ratio, wall.p_value
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(wall_ms: f64, instructions: u64) -> RunMeasure {
+        RunMeasure {
+            wall_ns: (wall_ms * 1e6) as u64,
+            user_ns: (wall_ms * 1e6) as u64,
+            sys_ns: 0,
+            max_rss_kb: 1000,
+            exit_code: Some(0),
+            timed_out: false,
+            counters: vec![("instructions".to_string(), instructions)],
+        }
+    }
+
+    fn cmds(n: usize) -> Vec<BenchCommand> {
+        (0..n)
+            .map(|i| BenchCommand {
+                name: format!("cmd{i}"),
+                argv: vec![],
+                parameters: vec![],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_same_instructions_in_different_time_are_diagnosed_as_stalls() {
+        let a: Vec<RunMeasure> = (0..20)
+            .map(|i| run(100.0 + f64::from(i % 3) * 0.1, 5_900_000_000))
+            .collect();
+        let b: Vec<RunMeasure> = (0..20)
+            .map(|i| run(123.0 + f64::from(i % 3) * 0.1, 5_901_000_000))
+            .collect();
+        let an = analyse(&cmds(2), &[a, b], None, Thresholds::default());
+        assert_eq!(an.comparison(1, "wall").unwrap().verdict, Verdict::Slower);
+        assert!(
+            an.warnings
+                .iter()
+                .any(|w| w.starts_with("same work, different speed")),
+            "{:?}",
+            an.warnings
+        );
+        let s = sentence(&cmds(2), 1, an.comparison(1, "wall").unwrap(), 0.01);
+        assert!(s.starts_with("cmd1 ran 1.230× ("), "{s}");
+        assert!(s.ends_with("slower than cmd0"), "{s}");
+    }
+
+    #[test]
+    fn noisy_first_slow_and_idle_commands_are_warned_about() {
+        let mut a: Vec<RunMeasure> = (0..10)
+            .map(|i| run(100.0 + f64::from(i) * 3.0, 1))
+            .collect();
+        a[0].wall_ns = 400_000_000;
+        for r in &mut a[1..] {
+            r.user_ns /= 10;
+        }
+        let an = analyse(&cmds(1), &[a], None, Thresholds::default());
+        let all = an.warnings.join("\n");
+        assert!(all.contains("coefficient of variation"), "{all}");
+        assert!(all.contains("first timed run"), "{all}");
+        assert!(all.contains("used a CPU for only"), "{all}");
+    }
+
+    #[test]
+    fn callgrind_counts_take_precedence_over_pmu_medians() {
+        let a: Vec<RunMeasure> = (0..5).map(|_| run(10.0, 7)).collect();
+        let an = analyse(&cmds(1), &[a], Some(vec![42]), Thresholds::default());
+        assert_eq!(an.instructions(), Some(vec![42.0]));
+    }
+}
