@@ -82,15 +82,18 @@ impl Default for Thresholds {
     }
 }
 
+/// Reads one metric out of a run (`None`: not measured in that run).
+type Extract<'a> = &'a dyn Fn(&RunMeasure) -> Option<f64>;
+
 /// The metrics present in every run of every command.
 pub fn metrics(runs: &[Vec<RunMeasure>]) -> Vec<Metric> {
-    let pick = |f: &dyn Fn(&RunMeasure) -> Option<f64>| -> Option<Vec<Vec<f64>>> {
+    let pick = |f: Extract<'_>| -> Option<Vec<Vec<f64>>> {
         runs.iter()
             .map(|rs| rs.iter().map(f).collect::<Option<Vec<f64>>>())
             .collect()
     };
     let mut out = Vec::new();
-    let fixed: [(&str, Kind, &dyn Fn(&RunMeasure) -> Option<f64>); 4] = [
+    let fixed: [(&str, Kind, Extract<'_>); 4] = [
         ("wall", Kind::Time, &|r| Some(r.wall_ns as f64)),
         ("user", Kind::Time, &|r| Some(r.user_ns as f64)),
         ("sys", Kind::Time, &|r| Some(r.sys_ns as f64)),
