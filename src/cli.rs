@@ -35,6 +35,102 @@ pub enum Command {
     /// Labs: controlled experiments that make a performance lesson measurable.
     #[command(subcommand)]
     Lab(LabCommand),
+    /// A/B benchmark: run commands interleaved, with CPU counters and a verdict you can trust.
+    #[command(long_about = BENCH_ABOUT, after_help = BENCH_EXAMPLES)]
+    Bench(BenchArgs),
+}
+
+const BENCH_ABOUT: &str = "\
+A/B benchmark commands: the first is the baseline, each other a candidate.
+
+Runs are interleaved in shuffled blocks (each block runs every command once, in a random order),
+so drifts of the machine hit every command alike. Each run is measured for wall time, user and
+system time, peak RSS, and CPU counters opened on the process before it execs (default: task-clock,
+context-switches, cpu-migrations, page-faults, instructions, cycles, branches, branch-misses;
+hardware ones print \"not supported\" on machines without a PMU).
+
+Each metric gets a median with a bootstrap 95% interval; each candidate a ratio of medians with
+its interval, a Mann-Whitney U test, and a verdict: faster, slower, same (the whole interval
+within --noise), or inconclusive. It warns about noisy runs, cold first runs, commands that wait
+rather than compute, and the same instruction count in different time (stalls, alignment).";
+
+const BENCH_EXAMPLES: &str = "\
+Examples:
+  latscope bench './server-old --bench' './server-new --bench'
+  latscope bench --warmup 3 -L size=1024,4096,65536 './upload --mask {size}'
+  latscope bench --instructions=callgrind -e stalled-cycles-frontend ./a ./b
+  latscope bench --format json ./a ./b > run.json; latscope bench --compare old.json run.json";
+
+/// `latscope bench`
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Commands; the first is the baseline.
+    #[arg(value_name = "COMMAND", required_unless_present = "compare")]
+    pub commands: Vec<String>,
+    /// Run the commands through `sh -c` (default: executed directly, split into words).
+    #[arg(long)]
+    pub shell: bool,
+    /// Untimed runs of each command first.
+    #[arg(long, short = 'w', default_value_t = 0)]
+    pub warmup: u32,
+    /// Exactly this many timed runs of each command.
+    #[arg(long, short = 'r')]
+    pub runs: Option<u32>,
+    /// At least this many runs of each command (without --runs).
+    #[arg(long, default_value_t = 10)]
+    pub min_runs: u32,
+    /// Keep running until this much time has passed (without --runs).
+    #[arg(long, default_value = "3s")]
+    pub min_time: String,
+    /// Stop by this time at the latest (without --runs).
+    #[arg(long)]
+    pub max_time: Option<String>,
+    /// Run this before every timed run (untimed).
+    #[arg(long)]
+    pub prepare: Option<String>,
+    /// Kill a run that takes longer.
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// A parameter list NAME=a,b,c substituted for {NAME} (repeat for a cross product).
+    #[arg(short = 'L', long = "parameter-list", value_name = "NAME=VALUES")]
+    pub parameter_list: Vec<String>,
+    /// More counters: perf generic names or raw rNNNN (comma-separated or repeated).
+    #[arg(short = 'e', long = "event", value_delimiter = ',')]
+    pub events: Vec<String>,
+    /// Exact instruction counts by running each command once under valgrind's callgrind.
+    #[arg(long, value_name = "callgrind")]
+    pub instructions: Option<String>,
+    /// Go on when a run exits non-zero or times out.
+    #[arg(long, short = 'i')]
+    pub ignore_failure: bool,
+    /// The band within which a change counts as no change, e.g. 1%.
+    #[arg(long, default_value = "1%")]
+    pub noise: String,
+    /// Compare two saved JSON results (old, new) instead of running anything.
+    #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with = "commands")]
+    pub compare: Option<Vec<PathBuf>>,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = BenchFormat::Text)]
+    pub format: BenchFormat,
+    /// Also write the JSON result to this file.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+    /// Seed of the run order shuffle.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// `latscope bench` output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchFormat {
+    /// tables and sentences
+    Text,
+    /// every run, every counter, summaries and verdicts
+    Json,
+    /// a Markdown table
+    Markdown,
+    /// one line per run
+    Csv,
 }
 
 /// `latscope lab ...`

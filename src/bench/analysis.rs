@@ -150,6 +150,10 @@ pub fn analyse(
             let per_metric = metrics
                 .iter()
                 .filter_map(|m| {
+                    // A ratio to a zero median (no system time, no migrations) means nothing.
+                    if stats::median(&m.values[0])? == 0.0 {
+                        return None;
+                    }
                     let comparison = stats::compare(&m.values[0], &m.values[c], t.noise, t.alpha)?;
                     Some(MetricComparison {
                         metric: m.name.clone(),

@@ -5,6 +5,7 @@
 //! Mann-Whitney U test and the verdict rule.
 
 pub mod analysis;
+pub mod callgrind;
 pub mod counters;
 pub mod schedule;
 pub mod spawn;

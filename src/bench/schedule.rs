@@ -114,6 +114,11 @@ pub fn run(
                 return (m, None);
             }
             if let Err(e) = once(&commands[i], s, &mut m, true).map(|r| m.runs[i].push(r)) {
+                // Ctrl-C in a terminal also kills the child: that is an interruption, not a failure.
+                if cancelled() {
+                    m.interrupted = true;
+                    return (m, None);
+                }
                 return (m, Some(e));
             }
             m.order.push(i);

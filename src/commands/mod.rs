@@ -1,5 +1,6 @@
 //! The subcommands: each turns its arguments into library calls and prints the result.
 
+pub mod bench;
 pub mod demo;
 pub mod lab;
 pub mod live;

@@ -2,6 +2,7 @@
 //! caller decides where it goes. One file per format behind the [`Renderer`] trait; CSV is the
 //! exception because it streams raw samples as they are found ([`csv::CsvSink`]).
 
+pub mod bench;
 pub mod csv;
 pub mod json;
 pub mod linear;

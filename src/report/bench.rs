@@ -1,0 +1,307 @@
+//! Rendering a benchmark: a benchstat-like table per candidate with one hyperfine-like sentence,
+//! a matrix of speedups between every pair of commands (the libkscreen spreadsheet), and the
+//! JSON, Markdown and CSV exports.
+
+use std::fmt::Write;
+
+use serde_json::{Value, json};
+
+use crate::bench::analysis::{Analysis, Kind, Summary, sentence};
+use crate::bench::schedule::{BenchCommand, Measured};
+use crate::stats::Unit;
+
+/// Value with a unit suited to its size.
+fn show(kind: Kind, v: f64) -> String {
+    match kind {
+        Kind::Time => {
+            let unit = [Unit::S, Unit::Ms, Unit::Us]
+                .into_iter()
+                .find(|u| v >= u.nanos() as f64)
+                .unwrap_or(Unit::Ns);
+            if unit == Unit::Ns {
+                format!("{v:.0} ns")
+            } else {
+                format!("{:.3} {}", unit.from_nanos(v), unit.symbol())
+            }
+        }
+        Kind::Memory => format!("{:.1} MiB", v / 1024.0),
+        Kind::Count if v >= 1e6 => format!("{v:.4e}"),
+        Kind::Count => format!("{v:.0}"),
+    }
+}
+
+fn plus_minus(s: &Summary) -> String {
+    if s.median == 0.0 {
+        return String::new();
+    }
+    let half = (s.ci.1 - s.median).max(s.median - s.ci.0) / s.median.abs();
+    format!(" ±{:.1}%", half * 100.0)
+}
+
+/// The terminal report.
+pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -> String {
+    let mut out = String::new();
+    let n: Vec<usize> = m.runs.iter().map(Vec::len).collect();
+    let _ = writeln!(
+        out,
+        "{} commands, {} runs each, interleaved in shuffled blocks{}",
+        commands.len(),
+        n.iter().min().unwrap_or(&0),
+        if m.interrupted { " (interrupted)" } else { "" }
+    );
+    if !m.unsupported.is_empty() {
+        let names: Vec<&str> = m.unsupported.iter().map(|(n, _)| n.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "counters not measured: {} — {}",
+            names.join(", "),
+            m.unsupported[0].1
+        );
+    }
+    for (c, cmd) in commands.iter().enumerate() {
+        let role = if c == 0 { " (baseline)" } else { "" };
+        let _ = writeln!(out, "\n{}{role}: {}", letter(c), cmd.name);
+        let mut parts = Vec::new();
+        for (metric, sums) in a.metrics.iter().zip(&a.summaries) {
+            if let Some(s) = sums[c] {
+                parts.push(format!(
+                    "{} {}{}",
+                    metric.name,
+                    show(metric.kind, s.median),
+                    plus_minus(&s)
+                ));
+            }
+        }
+        if let Some(ins) = &a.callgrind_instructions {
+            parts.push(format!("instructions (callgrind) {}", ins[c]));
+        }
+        for line in parts.chunks(4) {
+            let _ = writeln!(out, "  {}", line.join("   "));
+        }
+    }
+    for (c, comparisons) in &a.comparisons {
+        let _ = writeln!(out, "\n{} vs {}:", letter(*c), letter(0));
+        let _ = writeln!(
+            out,
+            "  {:<18} {:>18} {:>18} {:>9} {:>8} {:>7}  verdict",
+            "metric", "baseline", "candidate", "delta", "p", "n"
+        );
+        for mc in comparisons {
+            let (i, metric) = a
+                .metrics
+                .iter()
+                .enumerate()
+                .find(|(_, m)| m.name == mc.metric)
+                .expect("metric");
+            let (Some(b), Some(k)) = (a.summaries[i][0], a.summaries[i][*c]) else {
+                continue;
+            };
+            let x = &mc.comparison;
+            let _ = writeln!(
+                out,
+                "  {:<18} {:>18} {:>18} {:>+8.2}% {:>8.3} {:>7}  {:?}",
+                metric.name,
+                format!("{}{}", show(metric.kind, b.median), plus_minus(&b)),
+                format!("{}{}", show(metric.kind, k.median), plus_minus(&k)),
+                (x.ratio - 1.0) * 100.0,
+                x.p_value,
+                format!("{}/{}", b.n, k.n),
+                x.verdict
+            );
+        }
+        if let Some(wall) = a.comparison(*c, "wall") {
+            let _ = writeln!(out, "  {}", sentence(commands, *c, wall, noise));
+        }
+    }
+    if commands.len() >= 3 {
+        out.push_str(&matrix(commands, a));
+    }
+    for w in &a.warnings {
+        let _ = writeln!(out, "\nwarning: {w}");
+    }
+    out
+}
+
+fn letter(c: usize) -> String {
+    let letters = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    letters
+        .get(c)
+        .map_or_else(|| format!("#{c}"), |l| (*l as char).to_string())
+}
+
+/// Speedup of each row over each column: median wall(column) ÷ median wall(row).
+pub fn matrix(commands: &[BenchCommand], a: &Analysis) -> String {
+    let Some(i) = a.metrics.iter().position(|m| m.name == "wall") else {
+        return String::new();
+    };
+    let medians: Vec<f64> = a.summaries[i]
+        .iter()
+        .map(|s| s.map_or(f64::NAN, |s| s.median))
+        .collect();
+    let mut out =
+        String::from("\nspeedup of row over column (median wall time of column ÷ row):\n");
+    let label = |c: usize| {
+        let params: Vec<String> = commands[c]
+            .parameters
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if params.is_empty() {
+            letter(c)
+        } else {
+            format!("{} {}", letter(c), params.join(","))
+        }
+    };
+    let width = (0..commands.len())
+        .map(|c| label(c).len())
+        .max()
+        .unwrap_or(1)
+        .max(8);
+    let _ = write!(out, "  {:<width$}", "");
+    for c in 0..commands.len() {
+        let _ = write!(out, " {:>width$}", label(c));
+    }
+    out.push('\n');
+    for r in 0..commands.len() {
+        let _ = write!(out, "  {:<width$}", label(r));
+        for c in 0..commands.len() {
+            let _ = write!(
+                out,
+                " {:>width$}",
+                format!("{:.3}×", medians[c] / medians[r])
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The JSON document.
+pub fn json(commands: &[BenchCommand], m: &Measured, a: &Analysis) -> Value {
+    let wall = a.metrics.iter().position(|x| x.name == "wall");
+    let cmds: Vec<Value> = commands
+        .iter()
+        .enumerate()
+        .map(|(c, cmd)| {
+            let runs: Vec<Value> = m.runs[c]
+                .iter()
+                .map(|r| {
+                    let counters: serde_json::Map<String, Value> = r.counters.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+                    json!({ "wall_ns": r.wall_ns, "user_ns": r.user_ns, "sys_ns": r.sys_ns, "max_rss_kb": r.max_rss_kb, "exit_code": r.exit_code, "counters": counters })
+                })
+                .collect();
+            let metrics: serde_json::Map<String, Value> = a
+                .metrics
+                .iter()
+                .zip(&a.summaries)
+                .filter_map(|(metric, s)| s[c].map(|s| (metric.name.clone(), json!({ "median": s.median, "ci": [s.ci.0, s.ci.1], "cv": s.cv, "n": s.n }))))
+                .collect();
+            let w = wall.and_then(|i| a.summaries[i][c]);
+            json!({
+                "command": cmd.name, "argv": cmd.argv,
+                "parameters": cmd.parameters.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+                "runs": runs, "median_ns": w.map(|s| s.median), "ci_ns": w.map(|s| [s.ci.0, s.ci.1]),
+                "metrics": metrics,
+                "callgrind_instructions": a.callgrind_instructions.as_ref().map(|v| v[c]),
+            })
+        })
+        .collect();
+    let comparisons: Vec<Value> = a
+        .comparisons
+        .iter()
+        .map(|(c, list)| {
+            let wall = a.comparison(*c, "wall");
+            let metrics: serde_json::Map<String, Value> = list
+                .iter()
+                .map(|mc| {
+                    let x = &mc.comparison;
+                    (mc.metric.clone(), json!({ "ratio": x.ratio, "ci": [x.ci.0, x.ci.1], "p_value": x.p_value, "verdict": x.verdict }))
+                })
+                .collect();
+            json!({
+                "baseline": 0, "candidate": c,
+                "ratio": wall.map(|w| w.ratio), "ci": wall.map(|w| [w.ci.0, w.ci.1]),
+                "p_value": wall.map(|w| w.p_value), "verdict": wall.map(|w| w.verdict),
+                "metrics": metrics,
+            })
+        })
+        .collect();
+    let unsupported: serde_json::Map<String, Value> = m
+        .unsupported
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    json!({
+        "kind": "bench", "unit": "ns", "commands": cmds, "comparisons": comparisons,
+        "warnings": a.warnings, "unsupported_counters": unsupported, "interrupted": m.interrupted,
+    })
+}
+
+/// A Markdown table of wall times and verdicts.
+pub fn markdown(commands: &[BenchCommand], a: &Analysis) -> String {
+    let mut out = String::from(
+        "| command | wall median | 95% CI | vs baseline | p | verdict |\n|---|--:|--:|--:|--:|---|\n",
+    );
+    let Some(i) = a.metrics.iter().position(|m| m.name == "wall") else {
+        return out;
+    };
+    for (c, cmd) in commands.iter().enumerate() {
+        let Some(s) = a.summaries[i][c] else { continue };
+        let (ratio, p, verdict) = match a.comparison(c, "wall") {
+            Some(x) => (
+                format!("{:.3}× ({:.3}–{:.3})", x.ratio, x.ci.0, x.ci.1),
+                format!("{:.3}", x.p_value),
+                format!("{:?}", x.verdict).to_lowercase(),
+            ),
+            None => ("baseline".to_string(), String::new(), String::new()),
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} – {} | {ratio} | {p} | {verdict} |",
+            cmd.name.replace('|', "\\|").replace('`', "'"),
+            show(Kind::Time, s.median),
+            show(Kind::Time, s.ci.0),
+            show(Kind::Time, s.ci.1)
+        );
+    }
+    out
+}
+
+/// One line per run.
+pub fn csv(commands: &[BenchCommand], m: &Measured) -> String {
+    let counters: Vec<String> = m
+        .runs
+        .iter()
+        .flatten()
+        .next()
+        .map(|r| r.counters.iter().map(|(n, _)| n.clone()).collect())
+        .unwrap_or_default();
+    let mut out = format!(
+        "command_index,command,run,wall_ns,user_ns,sys_ns,max_rss_kb,exit_code{}\n",
+        counters.iter().map(|c| format!(",{c}")).collect::<String>()
+    );
+    for (c, runs) in m.runs.iter().enumerate() {
+        for (i, r) in runs.iter().enumerate() {
+            let name = format!("\"{}\"", commands[c].name.replace('"', "\"\""));
+            let values: String = counters
+                .iter()
+                .map(|n| {
+                    format!(
+                        ",{}",
+                        r.counters
+                            .iter()
+                            .find(|(k, _)| k == n)
+                            .map_or(String::new(), |(_, v)| v.to_string())
+                    )
+                })
+                .collect();
+            let code = r.exit_code.map_or(String::new(), |c| c.to_string());
+            let _ = writeln!(
+                out,
+                "{c},{name},{i},{},{},{},{},{code}{values}",
+                r.wall_ns, r.user_ns, r.sys_ns, r.max_rss_kb
+            );
+        }
+    }
+    out
+}
