@@ -2,6 +2,7 @@
 
 mod util;
 
+mod bench;
 mod e2e;
 mod golden;
 mod lab;

@@ -67,12 +67,29 @@ pub const DEFAULT_EVENTS: [&str; 8] = [
     "branch-misses",
 ];
 
-/// Parses an event name: a perf generic name, or raw `rNNNN` (hex).
+/// Where the kernel describes its PMUs.
+pub const SYSFS_PMUS: &str = "/sys/bus/event_source/devices";
+
+/// Parses an event name: a perf generic name, a hardware cache event (`L1-dcache-load-misses`),
+/// raw `rNNNN` (hex), or a PMU event from sysfs (`cpu/event=0x3c,umask=0x00/`, or a name listed
+/// in a PMU's `events/` directory).
 pub fn parse_event(name: &str) -> Result<Event, String> {
+    parse_event_with(name, std::path::Path::new(SYSFS_PMUS))
+}
+
+/// [`parse_event`] with the sysfs PMU directory given (for tests).
+pub fn parse_event_with(name: &str, pmus: &std::path::Path) -> Result<Event, String> {
     if let Some(&(n, kind, config)) = NAMED.iter().find(|(n, _, _)| *n == name) {
         return Ok(Event {
             name: n.to_string(),
             kind,
+            config,
+        });
+    }
+    if let Some(config) = cache_event(name) {
+        return Ok(Event {
+            name: name.to_string(),
+            kind: PERF_TYPE_HW_CACHE,
             config,
         });
     }
@@ -85,11 +102,123 @@ pub fn parse_event(name: &str) -> Result<Event, String> {
             config,
         });
     }
+    if let Some(event) = sysfs_event(name, pmus)? {
+        return Ok(event);
+    }
     let names: Vec<&str> = NAMED.iter().map(|(n, _, _)| *n).collect();
     Err(format!(
-        "unknown event '{name}': use one of {} or a raw event rNNNN (hex)",
+        "unknown event '{name}': use one of {}, a cache event like L1-dcache-load-misses, a raw event rNNNN (hex), or a PMU event PMU/event=0x..,umask=0x../ from {SYSFS_PMUS}",
         names.join(", ")
     ))
+}
+
+const PERF_TYPE_HW_CACHE: u32 = 3;
+
+/// `L1-dcache-load-misses` → `cache | op << 8 | result << 16` (perf's hardware cache events).
+fn cache_event(name: &str) -> Option<u64> {
+    const CACHES: [(&str, u64); 7] = [
+        ("L1-dcache", 0),
+        ("L1-icache", 1),
+        ("LLC", 2),
+        ("dTLB", 3),
+        ("iTLB", 4),
+        ("branch", 5),
+        ("node", 6),
+    ];
+    const OPS: [(&str, u64); 3] = [("loads", 0), ("stores", 1), ("prefetches", 2)];
+    const OPS_SINGULAR: [(&str, u64); 3] = [("load", 0), ("store", 1), ("prefetch", 2)];
+    let (cache, id) = CACHES
+        .iter()
+        .find(|(c, _)| name.starts_with(&format!("{c}-")))?;
+    let rest = &name[cache.len() + 1..];
+    if let Some(&(_, op)) = OPS.iter().find(|(o, _)| rest == *o) {
+        return Some(id | op << 8);
+    }
+    let (op_name, result) = rest.split_once('-')?;
+    let &(_, op) = OPS_SINGULAR.iter().find(|(o, _)| *o == op_name)?;
+    (result == "misses").then_some(id | op << 8 | 1 << 16)
+}
+
+/// A PMU event: `PMU/term=value,.../` or a name from some PMU's `events/` directory. `Ok(None)`
+/// when the name is not of that form or names nothing in sysfs.
+fn sysfs_event(name: &str, pmus: &std::path::Path) -> Result<Option<Event>, String> {
+    let (pmu, terms) = match name.strip_suffix('/').and_then(|n| n.split_once('/')) {
+        Some((pmu, terms)) => (pmu.to_string(), terms.to_string()),
+        None => {
+            // A bare name: look for it in every PMU's events directory.
+            let found = std::fs::read_dir(pmus)
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .find(|d| d.path().join("events").join(name).is_file());
+            let Some(dir) = found else { return Ok(None) };
+            let terms = std::fs::read_to_string(dir.path().join("events").join(name))
+                .map_err(|e| e.to_string())?;
+            (
+                dir.file_name().to_string_lossy().into_owned(),
+                terms.trim().to_string(),
+            )
+        }
+    };
+    let dir = pmus.join(&pmu);
+    let kind: u32 = std::fs::read_to_string(dir.join("type"))
+        .map_err(|_| format!("no PMU '{pmu}' in {}", pmus.display()))?
+        .trim()
+        .parse()
+        .map_err(|_| format!("PMU '{pmu}' has an unreadable type"))?;
+    // A term may itself be an event alias of this PMU (`cpu/cpu-cycles/`).
+    let terms = match std::fs::read_to_string(dir.join("events").join(&terms)) {
+        Ok(alias) => alias.trim().to_string(),
+        Err(_) => terms,
+    };
+    let mut config = 0u64;
+    for term in terms.split(',').filter(|t| !t.is_empty()) {
+        let (field, value) = term.split_once('=').unwrap_or((term, "1"));
+        let value =
+            parse_number(value).ok_or_else(|| format!("'{term}' in '{name}': not a number"))?;
+        let format = std::fs::read_to_string(dir.join("format").join(field)).map_err(|_| {
+            format!(
+                "PMU '{pmu}' has no field '{field}' (see {}/format)",
+                dir.display()
+            )
+        })?;
+        config |= place(value, format.trim()).ok_or_else(|| {
+            format!("field '{field}' of PMU '{pmu}' is not a config field: {format}")
+        })?;
+    }
+    Ok(Some(Event {
+        name: name.to_string(),
+        kind,
+        config,
+    }))
+}
+
+fn parse_number(text: &str) -> Option<u64> {
+    match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
+}
+
+/// Places `value` into the bits a sysfs format gives: `config:0-7`, `config:21`, `config:0-7,32-35`.
+fn place(mut value: u64, format: &str) -> Option<u64> {
+    let ranges = format.strip_prefix("config:")?;
+    let mut config = 0;
+    for range in ranges.split(',') {
+        let (lo, hi) = match range.split_once('-') {
+            Some((lo, hi)) => (lo.parse::<u32>().ok()?, hi.parse::<u32>().ok()?),
+            None => (range.parse().ok()?, range.parse().ok()?),
+        };
+        let width = hi - lo + 1;
+        let mask = if width >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << width) - 1
+        };
+        config |= (value & mask) << lo;
+        value = value.checked_shr(width).unwrap_or(0);
+    }
+    Some(config)
 }
 
 /// `struct perf_event_attr`, first version (64 bytes), which every kernel accepts.
@@ -214,6 +343,48 @@ mod tests {
         );
         let err = parse_event("instrs").unwrap_err();
         assert!(err.contains("instructions"), "{err}");
+    }
+
+    #[test]
+    fn cache_events_encode_cache_operation_and_result() {
+        let e = parse_event("L1-dcache-load-misses").unwrap();
+        assert_eq!((e.kind, e.config), (PERF_TYPE_HW_CACHE, 0x1_00_00));
+        assert_eq!(parse_event("LLC-stores").unwrap().config, 2 | 1 << 8);
+        assert_eq!(parse_event("dTLB-load-misses").unwrap().config, 3 | 1 << 16);
+    }
+
+    #[test]
+    fn pmu_events_are_read_from_sysfs_formats() {
+        let root = std::env::temp_dir().join(format!("latscope-pmu-{}", std::process::id()));
+        let cpu = root.join("cpu");
+        std::fs::create_dir_all(cpu.join("format")).unwrap();
+        std::fs::create_dir_all(cpu.join("events")).unwrap();
+        std::fs::write(cpu.join("type"), "4\n").unwrap();
+        std::fs::write(cpu.join("format/event"), "config:0-7\n").unwrap();
+        std::fs::write(cpu.join("format/umask"), "config:8-15\n").unwrap();
+        std::fs::write(cpu.join("format/cmask"), "config:24-31\n").unwrap();
+        std::fs::write(cpu.join("events/topdown-slots"), "event=0x00,umask=0x4\n").unwrap();
+        let e = parse_event_with("cpu/event=0x3c,umask=0x01,cmask=2/", &root).unwrap();
+        assert_eq!((e.kind, e.config), (4, 0x3c | 0x01 << 8 | 2 << 24));
+        assert_eq!(
+            parse_event_with("topdown-slots", &root).unwrap().config,
+            0x4 << 8
+        );
+        assert_eq!(
+            parse_event_with("cpu/topdown-slots/", &root)
+                .unwrap()
+                .config,
+            0x4 << 8
+        );
+        let err = parse_event_with("cpu/bogus=1/", &root).unwrap_err();
+        assert!(err.contains("no field 'bogus'"), "{err}");
+        assert!(
+            parse_event_with("amd/event=1/", &root)
+                .unwrap_err()
+                .contains("no PMU 'amd'")
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(place(0x1ff, "config:0-7,32-35"), Some(0xff | 1 << 32));
     }
 
     #[test]
