@@ -133,7 +133,8 @@ pub fn metrics(runs: &[Vec<RunMeasure>]) -> Vec<Metric> {
     out
 }
 
-/// Summarises, compares and warns.
+/// Summarises, compares and warns. The bootstraps of different metrics are independent and
+/// are computed on all cores.
 pub fn analyse(
     commands: &[BenchCommand],
     runs: &[Vec<RunMeasure>],
@@ -141,27 +142,33 @@ pub fn analyse(
     t: Thresholds,
 ) -> Analysis {
     let metrics = metrics(runs);
-    let summaries: Vec<Vec<Option<Summary>>> = metrics
-        .iter()
-        .map(|m| m.values.iter().map(|v| summary(v)).collect())
-        .collect();
+    let per_metric = parallel_map(&metrics, |m| {
+        let summaries: Vec<Option<Summary>> = m.values.iter().map(|v| summary(v)).collect();
+        let comparisons: Vec<Option<Comparison>> = (1..commands.len())
+            .map(|c| {
+                // A ratio to a zero median (no system time, no migrations) means nothing.
+                if stats::median(&m.values[0])? == 0.0 {
+                    return None;
+                }
+                stats::compare(&m.values[0], &m.values[c], t.noise, t.alpha)
+            })
+            .collect();
+        (summaries, comparisons)
+    });
+    let summaries = per_metric.iter().map(|(s, _)| s.clone()).collect();
     let comparisons = (1..commands.len())
         .map(|c| {
-            let per_metric = metrics
+            let list = metrics
                 .iter()
-                .filter_map(|m| {
-                    // A ratio to a zero median (no system time, no migrations) means nothing.
-                    if stats::median(&m.values[0])? == 0.0 {
-                        return None;
-                    }
-                    let comparison = stats::compare(&m.values[0], &m.values[c], t.noise, t.alpha)?;
+                .zip(&per_metric)
+                .filter_map(|(m, (_, cs))| {
                     Some(MetricComparison {
                         metric: m.name.clone(),
-                        comparison,
+                        comparison: cs[c - 1]?,
                     })
                 })
                 .collect();
-            (c, per_metric)
+            (c, list)
         })
         .collect();
     let mut analysis = Analysis {
@@ -173,6 +180,25 @@ pub fn analyse(
     };
     analysis.warnings = warnings(commands, runs, &analysis);
     analysis
+}
+
+/// `f` over `items` on up to all cores, results in order.
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len())
+        .max(1);
+    let chunk = items.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(|| part.iter().map(&f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("analysis thread"))
+            .collect()
+    })
 }
 
 fn summary(values: &[f64]) -> Option<Summary> {

@@ -93,7 +93,11 @@ pub fn run(
         runs: vec![Vec::new(); commands.len()],
         ..Measured::default()
     };
-    let cancelled = || s.cancel.as_ref().is_some_and(Cancel::is_raised);
+    // Events found unsupported by the first timed run are not tried again (each failed
+    // perf_event_open costs tens of microseconds per run on a machine without a PMU).
+    let mut schedule = s.clone();
+    let s = &mut schedule;
+    let cancelled = |s: &Schedule| s.cancel.as_ref().is_some_and(Cancel::is_raised);
     for _ in 0..s.warmup {
         for c in commands {
             if let Err(e) = once(c, s, &mut m, false) {
@@ -109,18 +113,20 @@ pub fn run(
         let mut order: Vec<usize> = (0..commands.len()).collect();
         order.shuffle(&mut rng);
         for i in order {
-            if cancelled() {
+            if cancelled(s) {
                 m.interrupted = true;
                 return (m, None);
             }
             if let Err(e) = once(&commands[i], s, &mut m, true).map(|r| m.runs[i].push(r)) {
                 // Ctrl-C in a terminal also kills the child: that is an interruption, not a failure.
-                if cancelled() {
+                if cancelled(s) {
                     m.interrupted = true;
                     return (m, None);
                 }
                 return (m, Some(e));
             }
+            s.events
+                .retain(|e| !m.unsupported.iter().any(|(name, _)| *name == e.name));
             m.order.push(i);
             done += 1;
             progress(done);

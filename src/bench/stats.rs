@@ -14,7 +14,7 @@
 
 use rand::Rng;
 use rand::SeedableRng;
-use rand_pcg::Pcg64;
+use rand_pcg::Pcg64Mcg as Pcg64;
 
 /// Resamples in each bootstrap.
 pub const RESAMPLES: usize = 10_000;
@@ -50,10 +50,28 @@ pub fn coefficient_of_variation(xs: &[f64]) -> Option<f64> {
     Some(var.sqrt() / mean)
 }
 
+/// The median of `buf` by selection (O(n), reorders `buf`); NaN when empty.
+fn median_in_place(buf: &mut [f64]) -> f64 {
+    let n = buf.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    let (_, &mut upper, _) = buf.select_nth_unstable_by(n / 2, f64::total_cmp);
+    if n % 2 == 1 {
+        return upper;
+    }
+    // The lower middle is the largest value left of the upper one.
+    let lower = buf[..n / 2]
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max);
+    (lower + upper) / 2.0
+}
+
 fn resample_median(xs: &[f64], rng: &mut Pcg64, buf: &mut Vec<f64>) -> f64 {
     buf.clear();
     buf.extend((0..xs.len()).map(|_| xs[rng.random_range(0..xs.len())]));
-    median(buf).unwrap_or(f64::NAN)
+    median_in_place(buf)
 }
 
 /// The `[lo, hi]` percentiles of `values` for a central interval of `confidence`.
@@ -70,6 +88,10 @@ pub fn median_ci(xs: &[f64], confidence: f64) -> Option<(f64, f64)> {
     if xs.is_empty() {
         return None;
     }
+    // A constant sample (a counter that never moves) has a degenerate interval: skip the work.
+    if xs.iter().all(|&x| x == xs[0]) {
+        return Some((xs[0], xs[0]));
+    }
     let mut rng = Pcg64::seed_from_u64(SEED);
     let mut buf = Vec::with_capacity(xs.len());
     let medians: Vec<f64> = (0..RESAMPLES)
@@ -81,6 +103,10 @@ pub fn median_ci(xs: &[f64], confidence: f64) -> Option<(f64, f64)> {
 /// The ratio of medians `candidate ÷ baseline` with its bootstrap interval at `confidence`.
 pub fn ratio_ci(baseline: &[f64], candidate: &[f64], confidence: f64) -> Option<(f64, (f64, f64))> {
     let ratio = median(candidate)? / median(baseline)?;
+    let constant = |xs: &[f64]| xs.iter().all(|&x| x == xs[0]);
+    if constant(baseline) && constant(candidate) {
+        return Some((ratio, (ratio, ratio)));
+    }
     let mut rng = Pcg64::seed_from_u64(SEED);
     let (mut bb, mut cb) = (Vec::new(), Vec::new());
     let ratios: Vec<f64> = (0..RESAMPLES)
@@ -242,6 +268,18 @@ mod tests {
             0.016165093663850476
         ));
         assert_eq!(coefficient_of_variation(&[1.0]), None);
+    }
+
+    #[test]
+    fn the_selection_median_equals_the_sorting_median() {
+        for n in 1..40 {
+            let xs: Vec<f64> = (0..n).map(|i| f64::from((i * 7919) % 31)).collect();
+            assert_eq!(
+                median_in_place(&mut xs.clone()),
+                median(&xs).unwrap(),
+                "n={n}"
+            );
+        }
     }
 
     #[test]
