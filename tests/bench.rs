@@ -210,8 +210,7 @@ fn ctrl_c_prints_what_was_measured() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    // SAFETY: signalling our own child.
-    unsafe { kill(child.id() as i32, 2) };
+    crate::util::interrupt(child.id());
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -220,8 +219,4 @@ fn ctrl_c_prints_what_was_measured() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("(interrupted)"), "{text}");
-}
-
-unsafe extern "C" {
-    fn kill(pid: i32, signal: i32) -> i32;
 }

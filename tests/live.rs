@@ -43,8 +43,6 @@ fn live_available() -> bool {
 unsafe extern "C" {
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, signal: i32) -> i32;
 }
 
 /// Compiles the USDT test target into `dir`.
@@ -425,8 +423,7 @@ fn ctrl_c_prints_and_saves_the_totals() {
     let (mut target, mut latscope) = trace_pid(t, save, "100000", "2");
     let started = Instant::now();
     std::thread::sleep(Duration::from_millis(3500));
-    // SAFETY: sending a signal to our own child.
-    unsafe { libc_kill(latscope.id() as i32, 2) };
+    crate::util::interrupt(latscope.id());
     let status = latscope.wait().unwrap();
     let _ = target.kill();
     let _ = target.wait();

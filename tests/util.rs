@@ -163,3 +163,12 @@ pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// Sends SIGINT (Ctrl-C) to a process.
+pub fn interrupt(pid: u32) {
+    unsafe extern "C" {
+        fn kill(pid: i32, signal: i32) -> i32;
+    }
+    // SAFETY: kill has no memory-safety preconditions; the tests signal only their children.
+    unsafe { kill(pid as i32, 2) };
+}

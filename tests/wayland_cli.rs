@@ -498,7 +498,7 @@ fn ctrl_c_prints_what_was_read_so_far() {
     stdin.flush().unwrap();
     // The writer stays open, as a live client piping its log would.
     std::thread::sleep(std::time::Duration::from_millis(500));
-    unsafe { libc_kill(child.id() as i32, 2) };
+    crate::util::interrupt(child.id());
     let out = child.wait_with_output().unwrap();
     drop(stdin);
     assert!(
@@ -514,9 +514,4 @@ fn ctrl_c_prints_what_was_read_so_far() {
             .unwrap()
             .starts_with("interrupted")
     );
-}
-
-unsafe extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, signal: i32) -> i32;
 }
