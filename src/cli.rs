@@ -38,6 +38,40 @@ pub enum Command {
     /// A/B benchmark: run commands interleaved, with CPU counters and a verdict you can trust.
     #[command(long_about = BENCH_ABOUT, after_help = BENCH_EXAMPLES)]
     Bench(BenchArgs),
+    /// Compare two saved results (wayland, live or bench JSON): what got faster, slower, or
+    /// moved in opposite directions in the body and the tail.
+    #[command(after_help = COMPARE_EXAMPLES)]
+    Compare(CompareArgs),
+}
+
+const COMPARE_EXAMPLES: &str = "\
+Verdicts: faster, slower, same (within --noise, or within the bucket error for histograms),
+mixed (the median and the p99 moved significantly in opposite directions: a lower median never
+hides a worse tail), inconclusive. The basis is `samples` when the values are known (bench runs,
+the HdrHistogram in latscope wayland results) and `histogram` when only buckets are (live).
+
+Examples:
+  latscope wayland --format json before.log > before.json
+  latscope wayland --format json after.log > after.json
+  latscope compare before.json after.json
+  latscope compare --format markdown old-bench.json new-bench.json";
+
+/// `latscope compare`
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The earlier result.
+    pub before: PathBuf,
+    /// The later result.
+    pub after: PathBuf,
+    /// The band within which a change counts as no change, e.g. 1%.
+    #[arg(long, default_value = "1%")]
+    pub noise: String,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = LabFormat::Text)]
+    pub format: LabFormat,
+    /// Unit for text and Markdown.
+    #[arg(long, value_enum, default_value_t = UnitArg::Us)]
+    pub unit: UnitArg,
 }
 
 const BENCH_ABOUT: &str = "\

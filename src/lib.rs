@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod compare;
 pub mod error;
 pub mod ingest;
 pub mod lab;

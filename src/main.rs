@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         cli::Command::Probes(args) => commands::probes::run(args),
         cli::Command::Live(args) => commands::live::run(args),
         cli::Command::Bench(args) => commands::bench::run(args),
+        cli::Command::Compare(args) => commands::compare::run(args),
         cli::Command::Lab(cli::LabCommand::Queue(args)) => commands::lab::queue(args),
     };
     match result {

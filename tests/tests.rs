@@ -3,6 +3,7 @@
 mod util;
 
 mod bench;
+mod compare;
 mod e2e;
 mod golden;
 mod lab;

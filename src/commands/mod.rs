@@ -1,6 +1,7 @@
 //! The subcommands: each turns its arguments into library calls and prints the result.
 
 pub mod bench;
+pub mod compare;
 pub mod demo;
 pub mod lab;
 pub mod live;

@@ -3,6 +3,7 @@
 //! exception because it streams raw samples as they are found ([`csv::CsvSink`]).
 
 pub mod bench;
+pub mod compare;
 pub mod csv;
 pub mod json;
 pub mod linear;

@@ -1,0 +1,409 @@
+//! Comparing two saved results: which spans or commands got faster, slower, stayed the same,
+//! or moved in opposite directions in the body and the tail.
+//!
+//! Two bases, chosen per item by what the results carry:
+//! * **samples** — the values themselves are known (a `bench` result's runs, or the exact
+//!   HdrHistogram inside a `latscope wayland` result). The body's shift is tested with the
+//!   Mann-Whitney U test; the tail's with a binomial test of how many "after" values exceed the
+//!   "before" p99 (1% expected if nothing changed).
+//! * **histogram** — only buckets are known (`latscope live`). Each percentile is an interval
+//!   (its estimate ± its bucket error); a percentile moved only if the before and after intervals
+//!   do not overlap, so a change smaller than the bucket error is never called a change.
+//!
+//! The verdict is `mixed` when the body and the tail move significantly in opposite
+//! directions: a lower median must never hide a worse tail.
+
+pub mod load;
+
+#[cfg(test)]
+use crate::bench::stats;
+
+/// What an item is compared on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Data {
+    /// distinct values with their counts
+    Samples(Vec<(f64, u64)>),
+    /// percentile estimates with error bounds: (p50, p50 error, p99, p99 error)
+    Histogram {
+        /// median estimate
+        p50: f64,
+        /// its error bound
+        p50_error: f64,
+        /// 99th percentile estimate
+        p99: f64,
+        /// its error bound
+        p99_error: f64,
+    },
+}
+
+/// One span or command of one result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    /// span name or command
+    pub name: String,
+    /// side and group, when any (`client`, `client wl_surface#3a`)
+    pub group: Option<String>,
+    /// the summary figures, in ns
+    pub stats: Figures,
+    /// what the verdict is computed from
+    pub data: Data,
+}
+
+/// The figures shown for each side.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct Figures {
+    /// samples
+    pub count: u64,
+    /// median
+    pub p50: f64,
+    /// 90th percentile
+    pub p90: f64,
+    /// 99th percentile
+    pub p99: f64,
+    /// maximum
+    pub max: f64,
+    /// mean
+    pub mean: f64,
+}
+
+/// The verdict on one item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// lower latency (body, and the tail not worse)
+    Faster,
+    /// higher latency (body or tail, and nothing better)
+    Slower,
+    /// no change beyond the noise threshold (or the bucket error)
+    Same,
+    /// body and tail moved significantly in opposite directions
+    Mixed,
+    /// not enough evidence either way
+    Inconclusive,
+}
+
+/// The comparison of one item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compared {
+    /// the item's name
+    pub name: String,
+    /// its group
+    pub group: Option<String>,
+    /// before
+    pub before: Figures,
+    /// after
+    pub after: Figures,
+    /// the verdict
+    pub verdict: Verdict,
+    /// `samples` or `histogram`
+    pub basis: &'static str,
+    /// the verdict in words, with its evidence
+    pub reason: String,
+}
+
+/// A whole comparison.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Comparison {
+    /// items present on both sides
+    pub items: Vec<Compared>,
+    /// present only before (`name [group]`)
+    pub only_before: Vec<String>,
+    /// present only after
+    pub only_after: Vec<String>,
+}
+
+/// The relative change from `a` to `b`, in percent.
+pub fn change_pct(a: f64, b: f64) -> Option<f64> {
+    (a != 0.0).then(|| (b - a) / a * 100.0)
+}
+
+fn key(item: &Item) -> (String, Option<String>) {
+    (item.name.clone(), item.group.clone())
+}
+
+fn label(item: &Item) -> String {
+    match &item.group {
+        Some(g) => format!("{} [{g}]", item.name),
+        None => item.name.clone(),
+    }
+}
+
+/// Compares every item present in both; `noise` is the relative threshold (0.01 = 1%).
+pub fn compare(before: &[Item], after: &[Item], noise: f64) -> Comparison {
+    let mut out = Comparison::default();
+    for b in before {
+        match after.iter().find(|a| key(a) == key(b)) {
+            Some(a) => out.items.push(compare_item(b, a, noise)),
+            None => out.only_before.push(label(b)),
+        }
+    }
+    out.only_after = after
+        .iter()
+        .filter(|a| !before.iter().any(|b| key(b) == key(a)))
+        .map(label)
+        .collect();
+    out
+}
+
+fn compare_item(b: &Item, a: &Item, noise: f64) -> Compared {
+    let (verdict, basis, reason) = match (&b.data, &a.data) {
+        (Data::Samples(x), Data::Samples(y)) => samples_verdict(x, y, &b.stats, &a.stats, noise),
+        _ => histogram_verdict(b, a),
+    };
+    Compared {
+        name: b.name.clone(),
+        group: b.group.clone(),
+        before: b.stats,
+        after: a.stats,
+        verdict,
+        basis,
+        reason,
+    }
+}
+
+/// Mann-Whitney on weighted distinct values; returns the two-sided p-value.
+fn weighted_mann_whitney(x: &[(f64, u64)], y: &[(f64, u64)]) -> f64 {
+    let mut all: Vec<(f64, u64, u64)> = x
+        .iter()
+        .map(|&(v, c)| (v, c, 0))
+        .chain(y.iter().map(|&(v, c)| (v, 0, c)))
+        .collect();
+    all.sort_by(|p, q| p.0.total_cmp(&q.0));
+    let (n1, n2) = (
+        x.iter().map(|p| p.1).sum::<u64>() as f64,
+        y.iter().map(|p| p.1).sum::<u64>() as f64,
+    );
+    let (mut rank, mut r1, mut ties) = (0.0f64, 0.0f64, 0.0f64);
+    let mut i = 0;
+    while i < all.len() {
+        let j = (i..all.len())
+            .find(|&j| all[j].0 != all[i].0)
+            .unwrap_or(all.len());
+        let (c1, c2): (u64, u64) = all[i..j]
+            .iter()
+            .fold((0, 0), |acc, p| (acc.0 + p.1, acc.1 + p.2));
+        let t = (c1 + c2) as f64;
+        let average = rank + (t + 1.0) / 2.0;
+        r1 += c1 as f64 * average;
+        ties += t * t * t - t;
+        rank += t;
+        i = j;
+    }
+    let n = n1 + n2;
+    let u = r1 - n1 * (n1 + 1.0) / 2.0;
+    let variance = n1 * n2 / 12.0 * ((n + 1.0) - ties / (n * (n - 1.0)));
+    if variance <= 0.0 || n1 == 0.0 || n2 == 0.0 {
+        return 1.0;
+    }
+    let z = ((u - n1 * n2 / 2.0).abs() - 0.5).max(0.0) / variance.sqrt();
+    libm::erfc(z / std::f64::consts::SQRT_2).min(1.0)
+}
+
+/// How many of `y`'s values exceed `threshold`, and the two-sided p-value of that count against
+/// the `expected` share (binomial, normal approximation).
+fn tail_test(y: &[(f64, u64)], threshold: f64, expected: f64) -> f64 {
+    let n = y.iter().map(|p| p.1).sum::<u64>() as f64;
+    let k = y
+        .iter()
+        .filter(|p| p.0 > threshold)
+        .map(|p| p.1)
+        .sum::<u64>() as f64;
+    let sd = (n * expected * (1.0 - expected)).sqrt();
+    if sd == 0.0 {
+        return 1.0;
+    }
+    let z = ((k - n * expected).abs() - 0.5).max(0.0) / sd;
+    libm::erfc(z / std::f64::consts::SQRT_2).min(1.0)
+}
+
+const ALPHA: f64 = 0.05;
+
+fn samples_verdict(
+    x: &[(f64, u64)],
+    y: &[(f64, u64)],
+    b: &Figures,
+    a: &Figures,
+    noise: f64,
+) -> (Verdict, &'static str, String) {
+    let body = change_pct(b.p50, a.p50).unwrap_or(0.0) / 100.0;
+    let tail = change_pct(b.p99, a.p99).unwrap_or(0.0) / 100.0;
+    let p_body = weighted_mann_whitney(x, y);
+    // The share of "after" values above the "before" p99 is 1% if the tail did not move.
+    let p_tail = tail_test(y, b.p99, 0.01);
+    let body_moved = p_body < ALPHA && body.abs() > noise;
+    let tail_moved = p_tail < ALPHA && tail.abs() > noise;
+    let verdict = match (body_moved, tail_moved) {
+        (true, true) if body.signum() != tail.signum() => Verdict::Mixed,
+        (true, _) if body < 0.0 => Verdict::Faster,
+        (true, _) => Verdict::Slower,
+        (false, true) if tail > 0.0 => Verdict::Slower,
+        (false, true) => Verdict::Faster,
+        (false, false) if body.abs() <= noise && tail.abs() <= noise => Verdict::Same,
+        (false, false) => Verdict::Inconclusive,
+    };
+    let reason = format!(
+        "median {:+.1}% (Mann-Whitney p={p_body:.3}), p99 {:+.1}% (tail test p={p_tail:.3}){}",
+        body * 100.0,
+        tail * 100.0,
+        if verdict == Verdict::Mixed {
+            ": the body and the tail moved in opposite directions"
+        } else {
+            ""
+        }
+    );
+    (verdict, "samples", reason)
+}
+
+fn histogram_verdict(b: &Item, a: &Item) -> (Verdict, &'static str, String) {
+    let bounds = |d: &Data, f: &Figures| match d {
+        Data::Histogram {
+            p50,
+            p50_error,
+            p99,
+            p99_error,
+        } => (*p50, *p50_error, *p99, *p99_error),
+        Data::Samples(_) => (f.p50, 0.0, f.p99, 0.0),
+    };
+    let (b50, be50, b99, be99) = bounds(&b.data, &b.stats);
+    let (a50, ae50, a99, ae99) = bounds(&a.data, &a.stats);
+    // A percentile moved only if [v − e, v + e] before and after do not overlap.
+    let moved = |bv: f64, be: f64, av: f64, ae: f64| -> f64 {
+        if av - ae > bv + be {
+            1.0
+        } else if av + ae < bv - be {
+            -1.0
+        } else {
+            0.0
+        }
+    };
+    let (body, tail) = (moved(b50, be50, a50, ae50), moved(b99, be99, a99, ae99));
+    let verdict = match (body, tail) {
+        (x, y) if x * y < 0.0 => Verdict::Mixed,
+        (x, y) if x > 0.0 || y > 0.0 => Verdict::Slower,
+        (x, y) if x < 0.0 || y < 0.0 => Verdict::Faster,
+        _ => Verdict::Same,
+    };
+    let reason = format!(
+        "p50 {b50:.0}±{be50:.0} → {a50:.0}±{ae50:.0} ns, p99 {b99:.0}±{be99:.0} → {a99:.0}±{ae99:.0} ns; a change within the bucket error is no change"
+    );
+    (verdict, "histogram", reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(values: &[(f64, u64)]) -> Item {
+        let mut flat: Vec<f64> = values
+            .iter()
+            .flat_map(|&(v, c)| std::iter::repeat_n(v, c as usize))
+            .collect();
+        flat.sort_by(f64::total_cmp);
+        let q = |p: f64| flat[((p * flat.len() as f64).ceil() as usize).max(1) - 1];
+        let stats = Figures {
+            count: flat.len() as u64,
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            max: *flat.last().unwrap(),
+            mean: flat.iter().sum::<f64>() / flat.len() as f64,
+        };
+        Item {
+            name: "span".into(),
+            group: None,
+            stats,
+            data: Data::Samples(values.to_vec()),
+        }
+    }
+
+    #[test]
+    fn weighted_mann_whitney_equals_the_unweighted_test_on_expanded_samples() {
+        let x = [(1.0, 2), (2.0, 1), (3.0, 3)];
+        let y = [(2.0, 2), (4.0, 3)];
+        let expand = |v: &[(f64, u64)]| -> Vec<f64> {
+            v.iter()
+                .flat_map(|&(v, c)| std::iter::repeat_n(v, c as usize))
+                .collect()
+        };
+        let p = stats::mann_whitney(&expand(&x), &expand(&y)).unwrap().p;
+        assert!((weighted_mann_whitney(&x, &y) - p).abs() < 1e-12);
+    }
+
+    #[test]
+    fn identical_distributions_are_the_same() {
+        let v: Vec<(f64, u64)> = (1..=200).map(|i| (f64::from(i) * 10.0, 5)).collect();
+        let c = compare(&[item(&v)], &[item(&v)], 0.01);
+        assert_eq!(c.items[0].verdict, Verdict::Same);
+    }
+
+    #[test]
+    fn a_shift_of_the_whole_distribution_is_slower() {
+        let before: Vec<(f64, u64)> = (1..=200).map(|i| (f64::from(i) * 10.0, 5)).collect();
+        let after: Vec<(f64, u64)> = before.iter().map(|&(v, c)| (v * 1.3, c)).collect();
+        let c = compare(&[item(&before)], &[item(&after)], 0.01);
+        assert_eq!(c.items[0].verdict, Verdict::Slower, "{}", c.items[0].reason);
+    }
+
+    #[test]
+    fn a_lower_median_with_a_worse_tail_is_mixed() {
+        // Before: 1000 values around 1000. After: the body 20% lower, but 5% of values at 10×.
+        let before: Vec<(f64, u64)> = (0..100).map(|i| (1000.0 + f64::from(i), 10)).collect();
+        let mut after: Vec<(f64, u64)> = (0..100).map(|i| (800.0 + f64::from(i), 10)).collect();
+        after.push((10_000.0, 50));
+        let c = compare(&[item(&before)], &[item(&after)], 0.01);
+        assert_eq!(c.items[0].verdict, Verdict::Mixed, "{}", c.items[0].reason);
+        assert!(c.items[0].reason.contains("opposite directions"));
+    }
+
+    #[test]
+    fn histogram_changes_within_the_bucket_error_are_not_changes() {
+        let hist = |p50: f64, p99: f64, e: f64| Item {
+            name: "s".into(),
+            group: None,
+            stats: Figures {
+                p50,
+                p99,
+                ..Figures::default()
+            },
+            data: Data::Histogram {
+                p50,
+                p50_error: e,
+                p99,
+                p99_error: e,
+            },
+        };
+        let c = compare(
+            &[hist(100.0, 200.0, 10.0)],
+            &[hist(115.0, 210.0, 10.0)],
+            0.01,
+        );
+        assert_eq!(c.items[0].verdict, Verdict::Same);
+        assert_eq!(c.items[0].basis, "histogram");
+        let c = compare(
+            &[hist(100.0, 200.0, 10.0)],
+            &[hist(130.0, 210.0, 10.0)],
+            0.01,
+        );
+        assert_eq!(c.items[0].verdict, Verdict::Slower);
+        let c = compare(
+            &[hist(100.0, 200.0, 10.0)],
+            &[hist(70.0, 300.0, 10.0)],
+            0.01,
+        );
+        assert_eq!(c.items[0].verdict, Verdict::Mixed);
+    }
+
+    #[test]
+    fn items_on_one_side_only_are_listed() {
+        let mut a = item(&[(1.0, 1)]);
+        let mut b = item(&[(1.0, 1)]);
+        a.name = "gone".into();
+        b.name = "new".into();
+        let c = compare(&[a], &[b], 0.01);
+        assert!(c.items.is_empty());
+        assert_eq!(
+            (c.only_before.as_slice(), c.only_after.as_slice()),
+            (&["gone".to_string()][..], &["new".to_string()][..])
+        );
+    }
+}

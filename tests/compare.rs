@@ -1,0 +1,173 @@
+//! `latscope compare` on real results: glmark2 on weston, normal and throttled; bench results;
+//! a histogram-only result.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::util::{self, run, stderr, stdout, write};
+
+fn spans_json(dir: &Path, log: &str, name: &str) -> String {
+    let out = run(&[
+        "wayland",
+        "--format",
+        "json",
+        util::root()
+            .join("tests/data/compare")
+            .join(log)
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(out.status.success());
+    write(dir, name, &out.stdout).to_str().unwrap().to_string()
+}
+
+fn compare_json(before: &str, after: &str) -> Value {
+    let out = run(&["compare", "--format", "json", before, after]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn item<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {doc}"))
+}
+
+#[test]
+fn a_throttled_client_is_slower_and_its_sync_round_trips_are_mixed() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = spans_json(
+        dir.path(),
+        "glmark2-weston.before.client.log",
+        "before.json",
+    );
+    let after = spans_json(
+        dir.path(),
+        "glmark2-weston.throttled.client.log",
+        "after.json",
+    );
+    let doc = compare_json(&before, &after);
+    assert_eq!(doc["kind"], "compare");
+    let cr = item(&doc, "commit_to_release");
+    assert_eq!(
+        (cr["verdict"].as_str(), cr["basis"].as_str()),
+        (Some("slower"), Some("samples"))
+    );
+    assert_eq!(cr["group"], "client");
+    assert_eq!(cr["before"]["p50"], 1_886_000.0);
+    assert_eq!(cr["after"]["p50"], 6_151_000.0);
+    assert!(cr["change_pct"]["p50"].as_f64().unwrap() > 200.0);
+    // The median improves while the tail gets much worse: never summarised as faster.
+    let sync = item(&doc, "sync_to_done");
+    assert_eq!(sync["verdict"], "mixed", "{sync}");
+    assert!(
+        sync["change_pct"]["p50"].as_f64().unwrap() < 0.0
+            && sync["change_pct"]["p99"].as_f64().unwrap() > 0.0
+    );
+    let text = stdout(&run(&["compare", &before, &after]));
+    assert!(
+        text.contains("sync_to_done [client]: mixed (samples)")
+            && text.contains("opposite directions"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_result_compared_with_itself_is_the_same_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = spans_json(
+        dir.path(),
+        "glmark2-weston.before.client.log",
+        "before.json",
+    );
+    let doc = compare_json(&before, &before);
+    assert!(
+        doc["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["verdict"] == "same"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn bench_results_compare_command_by_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let spin = dir.path().join("spin");
+    assert!(
+        std::process::Command::new("cc")
+            .args(["-O2", "-o"])
+            .arg(&spin)
+            .arg(util::root().join("tests/targets/spin.c"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let save = |n: &str, file: &str| {
+        let path = dir.path().join(file);
+        let out = run(&[
+            "bench",
+            "--runs",
+            "10",
+            "--save",
+            path.to_str().unwrap(),
+            &format!("{} {n}", spin.display()),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        path.to_str().unwrap().to_string()
+    };
+    let _heavy = util::heavy();
+    let (old, new) = (save("2000000", "old.json"), save("4000000", "new.json"));
+    let doc = compare_json(&old, &new);
+    let wall = item(&doc, "wall time of command 1");
+    assert_eq!(wall["verdict"], "slower", "{wall}");
+}
+
+#[test]
+fn histogram_only_results_respect_the_bucket_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = |p50: f64, p99: f64| {
+        json!({"kind": "spans", "unit": "ns", "spans": [{
+            "name": "req", "side": null, "group": null, "count": 1000, "p50": p50, "p90": p50, "p99": p99,
+            "max": p99, "mean": p50,
+            "histogram": {"scheme": "log-linear-8", "percentile_error_bounds": {"p50": 3000, "p99": 60000}}
+        }]})
+        .to_string()
+    };
+    let a = write(dir.path(), "a.json", live(52_000.0, 1_000_000.0));
+    let b = write(dir.path(), "b.json", live(54_000.0, 1_020_000.0));
+    let doc = compare_json(a.to_str().unwrap(), b.to_str().unwrap());
+    assert_eq!(
+        (
+            doc["items"][0]["verdict"].as_str(),
+            doc["items"][0]["basis"].as_str()
+        ),
+        (Some("same"), Some("histogram"))
+    );
+}
+
+#[test]
+fn unreadable_or_different_kinds_of_results_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(dir.path(), "bad.json", "not json");
+    let out = run(&["compare", bad.to_str().unwrap(), bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("bad.json is not JSON"),
+        "{}",
+        stderr(&out)
+    );
+    let spans = write(dir.path(), "s.json", r#"{"kind":"spans","spans":[]}"#);
+    let bench = write(dir.path(), "b.json", r#"{"kind":"bench","commands":[]}"#);
+    let out = run(&["compare", spans.to_str().unwrap(), bench.to_str().unwrap()]);
+    assert!(
+        stderr(&out).contains("cannot compare a spans result with a bench result"),
+        "{}",
+        stderr(&out)
+    );
+}
