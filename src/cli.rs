@@ -42,6 +42,53 @@ pub enum Command {
     /// moved in opposite directions in the body and the tail.
     #[command(after_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
+    /// Plot saved results as SVG: a histogram on a log latency axis, or a percentile plot.
+    Plot(PlotArgs),
+    /// One self-contained HTML report of saved results (stats, plots, and the comparison of two).
+    Report(ReportArgs),
+}
+
+/// `latscope plot`
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Saved results (wayland, live or bench JSON), overlaid.
+    #[arg(required = true, value_name = "RESULT")]
+    pub results: Vec<PathBuf>,
+    /// The SVG file to write.
+    #[arg(long, short = 'o')]
+    pub output: PathBuf,
+    /// What to draw.
+    #[arg(long, value_enum, default_value_t = PlotKind::Histogram)]
+    pub kind: PlotKind,
+    /// The span (or command item) to plot, by name (default: the first).
+    #[arg(long)]
+    pub span: Option<String>,
+}
+
+/// `latscope plot --kind`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlotKind {
+    /// share of samples per bucket, log latency axis
+    Histogram,
+    /// latency against percentile, 1/(1−p) axis
+    Percentiles,
+}
+
+/// `latscope report`
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Saved results (wayland, live or bench JSON); two of one kind are also compared.
+    #[arg(required = true, value_name = "RESULT")]
+    pub results: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(long, short = 'o', default_value = "report.html")]
+    pub output: PathBuf,
+    /// The band within which a change counts as no change, e.g. 1%.
+    #[arg(long, default_value = "1%")]
+    pub noise: String,
+    /// Unit for the tables.
+    #[arg(long, value_enum, default_value_t = UnitArg::Us)]
+    pub unit: UnitArg,
 }
 
 const COMPARE_EXAMPLES: &str = "\

@@ -18,6 +18,8 @@ fn main() -> ExitCode {
         cli::Command::Live(args) => commands::live::run(args),
         cli::Command::Bench(args) => commands::bench::run(args),
         cli::Command::Compare(args) => commands::compare::run(args),
+        cli::Command::Plot(args) => commands::plot::plot(args),
+        cli::Command::Report(args) => commands::plot::report(args),
         cli::Command::Lab(cli::LabCommand::Queue(args)) => commands::lab::queue(args),
     };
     match result {

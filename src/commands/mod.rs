@@ -5,6 +5,7 @@ pub mod compare;
 pub mod demo;
 pub mod lab;
 pub mod live;
+pub mod plot;
 pub mod probes;
 pub mod wayland;
 

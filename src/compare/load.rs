@@ -73,9 +73,17 @@ fn spans(doc: &Value) -> Vec<Item> {
             mean: f(&s["mean"]),
         };
         let h = &s["histogram"];
+        let buckets: Vec<(f64, u64)> = h["buckets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| Some((b["min"].as_f64()?, b["count"].as_u64()?)))
+            .collect();
         let data = match decode_hdr(h["hdr"]["data"].as_str()) {
             Some(values) => Data::Samples(values),
+            None if h["percentile_error_bounds"].is_null() => Data::Samples(buckets),
             None => Data::Histogram {
+                buckets,
                 p50: stats.p50,
                 p50_error: f(&h["percentile_error_bounds"]["p50"]),
                 p99: stats.p99,

@@ -23,8 +23,10 @@ use crate::bench::stats;
 pub enum Data {
     /// distinct values with their counts
     Samples(Vec<(f64, u64)>),
-    /// percentile estimates with error bounds: (p50, p50 error, p99, p99 error)
+    /// percentile estimates with error bounds, and the buckets (lower bound, count) for plots
     Histogram {
+        /// (lower bound, count) of each non-empty bucket
+        buckets: Vec<(f64, u64)>,
         /// median estimate
         p50: f64,
         /// its error bound
@@ -115,6 +117,23 @@ pub struct Comparison {
 /// The relative change from `a` to `b`, in percent.
 pub fn change_pct(a: f64, b: f64) -> Option<f64> {
     (a != 0.0).then(|| (b - a) / a * 100.0)
+}
+
+impl Item {
+    /// The points to plot: exact values, or bucket lower bounds, with counts.
+    pub fn points(&self) -> &[(f64, u64)] {
+        match &self.data {
+            Data::Samples(points)
+            | Data::Histogram {
+                buckets: points, ..
+            } => points,
+        }
+    }
+
+    /// `name [group]`
+    pub fn label(&self) -> String {
+        label(self)
+    }
 }
 
 fn key(item: &Item) -> (String, Option<String>) {
@@ -261,6 +280,7 @@ fn histogram_verdict(b: &Item, a: &Item) -> (Verdict, &'static str, String) {
             p50_error,
             p99,
             p99_error,
+            ..
         } => (*p50, *p50_error, *p99, *p99_error),
         Data::Samples(_) => (f.p50, 0.0, f.p99, 0.0),
     };
@@ -366,6 +386,7 @@ mod tests {
                 ..Figures::default()
             },
             data: Data::Histogram {
+                buckets: Vec::new(),
                 p50,
                 p50_error: e,
                 p99,

@@ -5,11 +5,13 @@
 pub mod bench;
 pub mod compare;
 pub mod csv;
+pub mod html;
 pub mod json;
 pub mod linear;
 pub mod live;
 pub mod log2;
 pub mod markdown;
+pub mod plot;
 pub mod text;
 
 use crate::span::{Aggregator, Counters, Group, Series, Side};

@@ -1,0 +1,88 @@
+//! `latscope plot` and `latscope report`: saved results to SVG and to one HTML file.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use crate::cli::{PlotArgs, PlotKind, ReportArgs};
+use latscope::compare::{self, Item, load};
+use latscope::report::html;
+use latscope::report::plot::{Curve, histogram_svg, percentile_svg};
+
+fn read(path: &Path) -> Result<(String, Vec<Item>)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(load::items(&path.display().to_string(), &text)?)
+}
+
+/// Runs `latscope plot`.
+pub fn plot(args: &PlotArgs) -> Result<()> {
+    let loaded = args
+        .results
+        .iter()
+        .map(|p| read(p))
+        .collect::<Result<Vec<_>>>()?;
+    let first = loaded
+        .iter()
+        .flat_map(|(_, items)| items)
+        .next()
+        .context("the results hold no spans or commands")?;
+    let wanted = args.span.clone().unwrap_or_else(|| first.name.clone());
+    let mut curves = Vec::new();
+    let mut title = wanted.clone();
+    for (path, (_, items)) in args.results.iter().zip(&loaded) {
+        if let Some(item) = items.iter().find(|i| i.name == wanted) {
+            title = item.label();
+            curves.push(Curve {
+                label: path.display().to_string(),
+                points: item.points().to_vec(),
+            });
+        }
+    }
+    if curves.is_empty() {
+        bail!("no span or command named '{wanted}' in the results");
+    }
+    let svg = match args.kind {
+        PlotKind::Histogram => histogram_svg(&title, &curves),
+        PlotKind::Percentiles => percentile_svg(&title, &curves),
+    };
+    std::fs::write(&args.output, svg)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    eprintln!("latscope: wrote {}", args.output.display());
+    Ok(())
+}
+
+/// Runs `latscope report`.
+pub fn report(args: &ReportArgs) -> Result<()> {
+    let noise = args
+        .noise
+        .trim()
+        .trim_end_matches('%')
+        .parse::<f64>()
+        .with_context(|| format!("--noise: '{}'", args.noise))?
+        / 100.0;
+    let loaded = args
+        .results
+        .iter()
+        .map(|p| read(p))
+        .collect::<Result<Vec<_>>>()?;
+    let comparison = match &loaded[..] {
+        [(kb, before), (ka, after)] if kb == ka => Some(compare::compare(before, after, noise)),
+        _ => None,
+    };
+    let results: Vec<(String, Vec<Item>)> = args
+        .results
+        .iter()
+        .zip(loaded)
+        .map(|(p, (_, items))| (p.display().to_string(), items))
+        .collect();
+    let page = html::report(&results, comparison.as_ref(), args.unit.unit());
+    std::fs::write(&args.output, &page)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    eprintln!(
+        "latscope: wrote {} ({} KiB)",
+        args.output.display(),
+        page.len().div_ceil(1024)
+    );
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! One self-contained HTML report: per span or metric, the statistics of every result, its
+//! histogram and percentile plots inline as SVG, and the comparison when two results are
+//! given. No scripts, no external files, no fonts: it opens offline. Every string that comes
+//! from an input is escaped.
+
+use std::fmt::Write;
+
+use crate::compare::{Comparison, Item, change_pct};
+use crate::report::plot::{Curve, histogram_svg, percentile_svg};
+use crate::stats::Unit;
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\
+table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
+th:first-child,td:first-child{text-align:left}.verdict{font-weight:bold}.mixed,.slower{color:#b00}\
+.faster{color:#070}.plots{display:flex;flex-wrap:wrap;gap:8px}.plots svg{max-width:100%;height:auto}";
+
+/// The report for `results` (file name, items), with `comparison` of the first two if given.
+pub fn report(
+    results: &[(String, Vec<Item>)],
+    comparison: Option<&Comparison>,
+    unit: Unit,
+) -> String {
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>latscope report</title><style>{STYLE}</style></head><body>\n<h1>latscope report</h1>\n<ul>"
+    );
+    for (file, items) in results {
+        let _ = write!(out, "<li>{} ({} items)</li>", escape(file), items.len());
+    }
+    out.push_str("</ul>\n");
+    let mut labels: Vec<String> = Vec::new();
+    for (_, items) in results {
+        for item in items {
+            if !labels.contains(&item.label()) {
+                labels.push(item.label());
+            }
+        }
+    }
+    for label in labels {
+        section(&mut out, &label, results, comparison, unit);
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn section(
+    out: &mut String,
+    label: &str,
+    results: &[(String, Vec<Item>)],
+    comparison: Option<&Comparison>,
+    unit: Unit,
+) {
+    let _ = write!(
+        out,
+        "<section><h2>{}</h2>\n<table><tr><th>result</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>mean</th></tr>",
+        escape(label)
+    );
+    let n = |v: f64| escape(&unit.format(v.round().max(0.0) as u64));
+    let mut curves = Vec::new();
+    for (file, items) in results {
+        let Some(item) = items.iter().find(|i| i.label() == label) else {
+            continue;
+        };
+        let f = item.stats;
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(file),
+            f.count,
+            n(f.p50),
+            n(f.p90),
+            n(f.p99),
+            n(f.max),
+            n(f.mean)
+        );
+        curves.push(Curve {
+            label: file.clone(),
+            points: item.points().to_vec(),
+        });
+    }
+    out.push_str("</table>\n");
+    if let Some(c) = comparison.and_then(|c| {
+        c.items.iter().find(|i| {
+            i.group
+                .as_ref()
+                .map_or(i.name.clone(), |g| format!("{} [{g}]", i.name))
+                == label
+        })
+    }) {
+        let verdict = format!("{:?}", c.verdict).to_lowercase();
+        let pct =
+            |a: f64, b: f64| change_pct(a, b).map_or_else(|| "–".into(), |p| format!("{p:+.1}%"));
+        let _ = write!(
+            out,
+            "<p>Comparison: <span class=\"verdict {verdict}\">{verdict}</span> ({}): p50 {}, p99 {}. {}</p>\n",
+            c.basis,
+            pct(c.before.p50, c.after.p50),
+            pct(c.before.p99, c.after.p99),
+            escape(&c.reason)
+        );
+    }
+    if curves.iter().any(|c| !c.points.is_empty()) {
+        // The SVG backend escapes the labels it writes.
+        let _ = write!(
+            out,
+            "<div class=\"plots\">{}{}</div>\n",
+            histogram_svg(label, &curves),
+            percentile_svg(label, &curves)
+        );
+    }
+    out.push_str("</section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::{Data, Figures};
+
+    #[test]
+    fn input_strings_are_escaped_everywhere() {
+        let item = Item {
+            name: "<script>alert(1)</script>".into(),
+            group: Some("\"quoted\" & 'single'".into()),
+            stats: Figures {
+                count: 2,
+                p50: 1000.0,
+                ..Figures::default()
+            },
+            data: Data::Samples(vec![(1000.0, 1), (2000.0, 1)]),
+        };
+        let html = report(&[("<b>file</b>.json".into(), vec![item])], None, Unit::Us);
+        assert!(
+            !html.contains("<script>"),
+            "an input's <script> reached the page"
+        );
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("&lt;b&gt;file&lt;/b&gt;.json"));
+        assert!(html.contains("&quot;quoted&quot; &amp; &#39;single&#39;"));
+        assert!(
+            !html.contains("<link") && !html.contains("src=\"http"),
+            "the report must be self-contained"
+        );
+        assert_eq!(html.matches("<svg").count(), 2);
+    }
+}
