@@ -105,9 +105,9 @@ fn section(
         let verdict = format!("{:?}", c.verdict).to_lowercase();
         let pct =
             |a: f64, b: f64| change_pct(a, b).map_or_else(|| "–".into(), |p| format!("{p:+.1}%"));
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<p>Comparison: <span class=\"verdict {verdict}\">{verdict}</span> ({}): p50 {}, p99 {}. {}</p>\n",
+            "<p>Comparison: <span class=\"verdict {verdict}\">{verdict}</span> ({}): p50 {}, p99 {}. {}</p>",
             c.basis,
             pct(c.before.p50, c.after.p50),
             pct(c.before.p99, c.after.p99),
@@ -116,9 +116,9 @@ fn section(
     }
     if curves.iter().any(|c| !c.points.is_empty()) {
         // The SVG backend escapes the labels it writes.
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<div class=\"plots\">{}{}</div>\n",
+            "<div class=\"plots\">{}{}</div>",
             histogram_svg(label, &curves),
             percentile_svg(label, &curves)
         );
