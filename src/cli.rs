@@ -501,7 +501,7 @@ pub enum UnitArg {
 }
 
 /// Options shared by everything that reports spans.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
@@ -520,6 +520,9 @@ pub struct OutputArgs {
     /// Indent JSON output.
     #[arg(long)]
     pub pretty: bool,
+    /// Also write an HTML report (stats and plots) to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
 }
 
 /// `latscope wayland`

@@ -8,4 +8,5 @@ mod e2e;
 mod golden;
 mod lab;
 mod live;
+mod report;
 mod wayland_cli;

@@ -17,5 +17,9 @@ pub fn run(args: &DemoArgs) -> Result<()> {
          headless, bundled with latscope; on your own log: latscope wayland FILE"
     );
     let input = Input::Embedded("glmark2-weston.client.log (bundled)", DEMO_LOG);
-    analyse_and_print(&[input], SpanOptions::default(), false, &args.output)
+    let mut output = args.output.clone();
+    if output.report.is_none() {
+        output.report = Some(std::env::temp_dir().join("latscope-demo-report.html"));
+    }
+    analyse_and_print(&[input], SpanOptions::default(), false, &output)
 }

@@ -108,7 +108,21 @@ pub fn analyse_and_print(
     };
     // Whatever was read is printed, even when reading failed part-way.
     crate::commands::print(&render(&report, output))?;
+    if let Some(path) = &output.report {
+        write_report(&report, path)?;
+    }
     error.map_or(Ok(()), Err)
+}
+
+/// Writes the HTML report of `report` (stats and plots) to `path`.
+fn write_report(report: &SpansReport<'_>, path: &std::path::Path) -> Result<()> {
+    let json = Json::default().render(report);
+    let (_, items) = latscope::compare::load::items("this run", &json)?;
+    let page =
+        latscope::report::html::report(&[("this run".to_string(), items)], None, report.unit);
+    std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("latscope: report written to {}", path.display());
+    Ok(())
 }
 
 fn render(report: &SpansReport<'_>, output: &OutputArgs) -> String {

@@ -57,7 +57,7 @@ fn binned(curves: &[Curve]) -> (Vec<f64>, Vec<Vec<f64>>) {
     } else {
         (1.0, 10.0)
     };
-    let per_decade = 8.0;
+    let per_decade = 16.0;
     let n = (((hi / lo).log10() * per_decade).ceil() as usize).clamp(1, 400);
     let edges: Vec<f64> = (0..=n)
         .map(|i| lo * 10f64.powf(i as f64 / per_decade))
@@ -91,17 +91,20 @@ pub fn histogram_svg(title: &str, curves: &[Curve]) -> String {
         let root = SVGBackend::with_string(&mut svg, (720, 360)).into_drawing_area();
         let _ = root.fill(&WHITE);
         let x_range = (edges[0] / 1e3)..(edges[edges.len() - 1] / 1e3);
+        let keys = one_two_five(x_range.start, x_range.end);
         let chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(50)
-            .build_cartesian_2d(x_range.log_scale(), 0.0..ymax);
+            .build_cartesian_2d(x_range.log_scale().with_key_points(keys), 0.0..ymax);
         let Ok(mut chart) = chart else {
             return String::new();
         };
         let _ = chart
             .configure_mesh()
+            .x_labels(12)
+            .x_label_formatter(&|x| compact(*x))
             .x_desc("latency (µs, log scale)")
             .y_desc("share of samples (%)")
             .draw();
@@ -127,6 +130,36 @@ pub fn histogram_svg(title: &str, curves: &[Curve]) -> String {
         let _ = root.present();
     }
     svg
+}
+
+/// Axis marks at 1, 2 and 5 times the powers of ten within `[lo, hi]`.
+fn one_two_five(lo: f64, hi: f64) -> Vec<f64> {
+    let mut keys = Vec::new();
+    let mut decade = 10f64.powi(lo.max(1e-9).log10().floor() as i32);
+    while decade <= hi {
+        keys.extend(
+            [1.0, 2.0, 5.0]
+                .iter()
+                .map(|m| m * decade)
+                .filter(|k| (lo..=hi).contains(k)),
+        );
+        decade *= 10.0;
+    }
+    keys
+}
+
+/// A short label for an axis value: `1500`, `2.5`, `12000` → `12k`.
+fn compact(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
 }
 
 /// The percentile plot, as SVG text.

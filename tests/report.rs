@@ -1,0 +1,193 @@
+//! `latscope plot` and `latscope report` on real results; the HTML report opened in headless
+//! Chromium when it is installed (the test command installs it).
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::{self, run, stderr, write};
+
+fn results(dir: &Path) -> (String, String) {
+    let json = |log: &str, name: &str| {
+        let out = run(&[
+            "wayland",
+            "--format",
+            "json",
+            util::root()
+                .join("tests/data/compare")
+                .join(log)
+                .to_str()
+                .unwrap(),
+        ]);
+        write(dir, name, &out.stdout).to_str().unwrap().to_string()
+    };
+    (
+        json("glmark2-weston.before.client.log", "before.json"),
+        json("glmark2-weston.throttled.client.log", "throttled.json"),
+    )
+}
+
+#[test]
+fn the_report_holds_stats_plots_and_the_comparison_of_two_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let (before, after) = results(dir.path());
+    let html = dir.path().join("report.html");
+    let out = run(&["report", &before, &after, "-o", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert_eq!(
+        page.matches("<section>").count(),
+        2,
+        "commit_to_release and sync_to_done"
+    );
+    assert_eq!(page.matches("<svg").count(), 4);
+    assert!(
+        page.contains("<span class=\"verdict mixed\">mixed</span>"),
+        "sync_to_done is mixed"
+    );
+    assert!(page.contains("<span class=\"verdict slower\">slower</span>"));
+    // Self-contained: no scripts, nothing loaded (the SVG namespace URI is a name, not a fetch).
+    assert!(!page.contains("<script"), "no scripts");
+    assert!(
+        !page.contains("src=")
+            && !page.contains("href=")
+            && !page.contains("@import")
+            && !page.contains("url("),
+        "nothing loaded"
+    );
+}
+
+#[test]
+fn an_event_name_with_a_script_tag_renders_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let evil = r#"{"kind":"spans","unit":"ns","spans":[{"name":"<script>alert(1)</script>","side":null,"group":null,"count":2,"p50":1000,"p90":2000,"p99":2000,"max":2000,"mean":1500,"histogram":{"buckets":[{"min":1000,"max":1023,"count":1},{"min":2000,"max":2047,"count":1}]}}]}"#;
+    let input = write(dir.path(), "<evil>.json", evil);
+    let html = dir.path().join("report.html");
+    let out = run(&[
+        "report",
+        input.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(!page.contains("<script>alert(1)</script>"));
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(page.contains("&lt;evil&gt;.json"));
+}
+
+#[test]
+fn plots_are_written_as_svg_with_both_results_overlaid() {
+    let dir = tempfile::tempdir().unwrap();
+    let (before, after) = results(dir.path());
+    for kind in ["histogram", "percentiles"] {
+        let svg = dir.path().join(format!("{kind}.svg"));
+        let out = run(&[
+            "plot",
+            &before,
+            &after,
+            "--kind",
+            kind,
+            "--span",
+            "commit_to_release",
+            "-o",
+            svg.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(
+            text.starts_with("<svg") && text.contains("commit_to_release [client]"),
+            "{kind}"
+        );
+        assert!(
+            text.contains("before.json") && text.contains("throttled.json"),
+            "{kind}: legend"
+        );
+    }
+    let out = run(&["plot", &before, "--span", "nope", "-o", "/dev/null"]);
+    assert!(stderr(&out).contains("no span or command named 'nope'"));
+}
+
+/// Opens the report in headless Chromium inside a harness page that measures every SVG
+/// (the report itself has no scripts), and takes a screenshot.
+#[test]
+fn the_report_renders_its_plots_in_headless_chromium() {
+    let chromium = ["chromium", "chromium-browser"].into_iter().find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let Some(chromium) = chromium else {
+        assert!(
+            std::env::var_os("LATSCOPE_REQUIRE_STACK").is_none(),
+            "chromium is missing but LATSCOPE_REQUIRE_STACK is set"
+        );
+        eprintln!("skipping: chromium is not installed");
+        return;
+    };
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let (before, after) = results(dir.path());
+    let html = dir.path().join("report.html");
+    assert!(
+        run(&["report", &before, &after, "-o", html.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let harness = write(
+        dir.path(),
+        "harness.html",
+        "<!DOCTYPE html><html><body><iframe id=f src=\"report.html\" width=1200 height=3000></iframe><pre id=out>pending</pre><script>\
+         document.getElementById('f').onload=function(){var d=this.contentDocument,s=d.querySelectorAll('svg'),r=[];\
+         for(var i=0;i<s.length;i++){var b=s[i].getBoundingClientRect();r.push(Math.round(b.width)+'x'+Math.round(b.height));}\
+         document.getElementById('out').textContent='svgs:'+r.join(',')+';text:'+d.body.innerText.length;};</script></body></html>",
+    );
+    let profile = dir.path().join("profile");
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--allow-file-access-from-files",
+        "--virtual-time-budget=5000",
+    ];
+    let out = Command::new(chromium)
+        .args(common)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", harness.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let measured = dom
+        .split("svgs:")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .unwrap_or_else(|| panic!("no measurement in {dom}"));
+    let sizes: Vec<&str> = measured.split(',').collect();
+    assert_eq!(sizes.len(), 4, "{measured}");
+    assert!(
+        sizes
+            .iter()
+            .all(|s| !s.starts_with("0x") && !s.ends_with("x0")),
+        "an SVG rendered with zero size: {measured}"
+    );
+    let shot = dir.path().join("report.png");
+    let out = Command::new(chromium)
+        .args(common)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg("--window-size=1200,1600")
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    assert!(shot.exists(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        std::fs::metadata(&shot).unwrap().len() > 20_000,
+        "the screenshot looks empty"
+    );
+}
