@@ -46,6 +46,30 @@ pub enum Command {
     Plot(PlotArgs),
     /// One self-contained HTML report of saved results (stats, plots, and the comparison of two).
     Report(ReportArgs),
+    /// Export a saved latency result as an HdrHistogram interval log or bpftrace-style JSON.
+    Export(ExportArgs),
+}
+
+/// `latscope export`
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A saved result (wayland, live, bench JSON; bpftrace JSON; .hlog).
+    pub result: PathBuf,
+    /// The format to write.
+    #[arg(long, value_enum)]
+    pub to: ExportFormat,
+    /// The file to write (`-`: standard output).
+    #[arg(long, short = 'o', default_value = "-")]
+    pub output: PathBuf,
+}
+
+/// `latscope export --to`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// HdrHistogram interval log, one tag per span (values in ns)
+    Hlog,
+    /// bpftrace `-f json` histogram lines (log2 buckets)
+    Bpftrace,
 }
 
 /// `latscope plot`

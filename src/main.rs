@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         cli::Command::Compare(args) => commands::compare::run(args),
         cli::Command::Plot(args) => commands::plot::plot(args),
         cli::Command::Report(args) => commands::plot::report(args),
+        cli::Command::Export(args) => commands::plot::export(args),
         cli::Command::Lab(cli::LabCommand::Queue(args)) => commands::lab::queue(args),
     };
     match result {

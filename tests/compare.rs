@@ -171,3 +171,83 @@ fn unreadable_or_different_kinds_of_results_are_refused() {
         stderr(&out)
     );
 }
+
+#[test]
+fn bpftrace_json_from_the_same_probe_compares_on_its_buckets() {
+    let data = util::root().join("tests/data/compare");
+    let doc = compare_json(
+        data.join("bpftrace-usdt-waits.json").to_str().unwrap(),
+        data.join("bpftrace-usdt-nowait.json").to_str().unwrap(),
+    );
+    let lat = item(&doc, "@latency_ns");
+    assert_eq!(
+        (lat["verdict"].as_str(), lat["basis"].as_str()),
+        (Some("faster"), Some("histogram"))
+    );
+    assert_eq!(
+        (
+            lat["before"]["count"].as_u64(),
+            lat["after"]["count"].as_u64()
+        ),
+        (Some(500), Some(500))
+    );
+}
+
+#[test]
+fn results_exported_as_hlog_and_bpftrace_json_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = spans_json(
+        dir.path(),
+        "glmark2-weston.before.client.log",
+        "before.json",
+    );
+    let hlog = dir.path().join("before.hlog");
+    assert!(
+        run(&[
+            "export",
+            &before,
+            "--to",
+            "hlog",
+            "-o",
+            hlog.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    let text = std::fs::read_to_string(&hlog).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("Tag=commit_to_release__client,")),
+        "{text}"
+    );
+    // The interval log keeps the distribution to HdrHistogram precision (0.1%).
+    let doc = compare_json(&before, &before);
+    let exact = item(&doc, "commit_to_release")["before"].clone();
+    let doc = compare_json(hlog.to_str().unwrap(), hlog.to_str().unwrap());
+    let back = &item(&doc, "commit_to_release__client")["before"];
+    assert_eq!(back["count"], exact["count"]);
+    for p in ["p50", "p99"] {
+        let (a, b) = (exact[p].as_f64().unwrap(), back[p].as_f64().unwrap());
+        assert!((a - b).abs() <= a * 0.001, "{p}: {a} vs {b}");
+    }
+    let bt = dir.path().join("before.bt.json");
+    let out = run(&[
+        "export",
+        &before,
+        "--to",
+        "bpftrace",
+        "-o",
+        bt.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let doc = compare_json(bt.to_str().unwrap(), bt.to_str().unwrap());
+    let cr = item(&doc, "@commit_to_release__client");
+    assert_eq!(
+        (
+            cr["before"]["count"].as_u64(),
+            cr["basis"].as_str(),
+            cr["verdict"].as_str()
+        ),
+        (Some(1052), Some("histogram"), Some("same"))
+    );
+}

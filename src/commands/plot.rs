@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-use crate::cli::{PlotArgs, PlotKind, ReportArgs};
+use crate::cli::{ExportArgs, ExportFormat, PlotArgs, PlotKind, ReportArgs};
 use latscope::compare::{self, Item, load};
 use latscope::report::html;
 use latscope::report::plot::{Curve, histogram_svg, percentile_svg};
@@ -84,5 +84,21 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         args.output.display(),
         page.len().div_ceil(1024)
     );
+    Ok(())
+}
+
+/// Runs `latscope export`.
+pub fn export(args: &ExportArgs) -> Result<()> {
+    let (_, items) = read(&args.result)?;
+    let text = match args.to {
+        ExportFormat::Hlog => latscope::report::export::hlog(&items).map_err(anyhow::Error::msg)?,
+        ExportFormat::Bpftrace => latscope::report::export::bpftrace(&items),
+    };
+    if args.output.as_os_str() == "-" {
+        return crate::commands::print(&text);
+    }
+    std::fs::write(&args.output, text)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    eprintln!("latscope: wrote {}", args.output.display());
     Ok(())
 }

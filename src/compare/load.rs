@@ -29,8 +29,20 @@ pub enum LoadError {
     },
 }
 
-/// The kind and items of a saved result.
+/// The kind and items of a saved result: a latscope JSON document (`spans`, `bench`),
+/// bpftrace's `-f json` output (kind `bpftrace`), or an HdrHistogram interval log (`hlog`).
 pub fn items(file: &str, text: &str) -> Result<(String, Vec<Item>), LoadError> {
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if first.starts_with("#[") || first.starts_with("Tag=") || file.ends_with(".hlog") {
+        return Ok(("hlog".to_string(), hlog(text)));
+    }
+    if first.starts_with('{') && first.contains("\"type\"") && !first.contains("\"kind\"") {
+        return Ok(("bpftrace".to_string(), bpftrace(text)));
+    }
     let doc: Value = serde_json::from_str(text).map_err(|e| LoadError::Json {
         file: file.into(),
         reason: e.to_string(),
@@ -98,6 +110,148 @@ fn spans(doc: &Value) -> Vec<Item> {
         }
     })
     .collect()
+}
+
+/// Figures of distinct values with counts (nearest-rank percentiles).
+fn figures(points: &[(f64, u64)]) -> Figures {
+    let count: u64 = points.iter().map(|p| p.1).sum();
+    let q = |p: f64| {
+        let rank = ((p * count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        points
+            .iter()
+            .find(|v| {
+                seen += v.1;
+                seen >= rank
+            })
+            .map_or(0.0, |v| v.0)
+    };
+    let sum: f64 = points.iter().map(|&(v, c)| v * c as f64).sum();
+    Figures {
+        count,
+        p50: q(0.5),
+        p90: q(0.9),
+        p99: q(0.99),
+        max: points.last().map_or(0.0, |p| p.0),
+        mean: if count > 0 { sum / count as f64 } else { 0.0 },
+    }
+}
+
+/// An HdrHistogram interval log: the intervals of each tag merged into one distribution.
+fn hlog(text: &str) -> Vec<Item> {
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    let mut tags: Vec<(String, Histogram<u64>)> = Vec::new();
+    for entry in IntervalLogIterator::new(text.as_bytes()).flatten() {
+        let LogEntry::Interval(interval) = entry else {
+            continue;
+        };
+        let name = interval.tag().map_or("hlog", |t| t.as_str()).to_string();
+        let Ok(bytes) =
+            base64::engine::general_purpose::STANDARD.decode(interval.encoded_histogram())
+        else {
+            continue;
+        };
+        let Ok(h) = Deserializer::new().deserialize::<u64, _>(&mut &bytes[..]) else {
+            continue;
+        };
+        match tags.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, total)) => {
+                let _ = total.add(&h);
+            }
+            None => tags.push((name, h)),
+        }
+    }
+    tags.into_iter()
+        .map(|(name, h)| {
+            let points: Vec<(f64, u64)> = h
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to() as f64, v.count_at_value()))
+                .collect();
+            Item {
+                name,
+                group: None,
+                stats: figures(&points),
+                data: Data::Samples(points),
+            }
+        })
+        .collect()
+}
+
+/// A bpftrace map name and key.
+type MapKey = (String, Option<String>);
+/// `(lower bound, upper bound inclusive, count)`
+type Bucket = (f64, f64, u64);
+
+/// bpftrace `-f json` output: the last printed state of every `hist()`/`lhist()` map (keys as
+/// groups). Only buckets are known, so percentiles are bucket estimates with their error.
+fn bpftrace(text: &str) -> Vec<Item> {
+    let mut maps: Vec<(MapKey, Vec<Bucket>)> = Vec::new();
+    for line in text.lines() {
+        let Ok(doc) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if doc["type"] != "hist" {
+            continue;
+        }
+        for (name, value) in doc["data"].as_object().into_iter().flatten() {
+            let groups: Vec<(Option<String>, &Value)> = match value {
+                Value::Object(keys) => keys.iter().map(|(k, v)| (Some(k.clone()), v)).collect(),
+                other => vec![(None, other)],
+            };
+            for (group, buckets) in groups {
+                let parsed: Vec<(f64, f64, u64)> = buckets
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|b| {
+                        let count = b["count"].as_u64()?;
+                        let lo = b["min"].as_f64().unwrap_or(0.0).max(0.0);
+                        let hi = b["max"].as_f64().unwrap_or(lo * 2.0).max(lo);
+                        Some((lo, hi, count))
+                    })
+                    .filter(|b| b.2 > 0)
+                    .collect();
+                let key = (name.clone(), group);
+                match maps.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, b)) => *b = parsed,
+                    None => maps.push((key, parsed)),
+                }
+            }
+        }
+    }
+    maps.into_iter()
+        .map(|((name, group), buckets)| bucket_item(name, group, &buckets))
+        .collect()
+}
+
+/// An item known by `(lo, hi_inclusive, count)` buckets: estimates at bucket midpoints, with
+/// half the bucket width as their error.
+fn bucket_item(name: String, group: Option<String>, buckets: &[(f64, f64, u64)]) -> Item {
+    let mids: Vec<(f64, u64)> = buckets
+        .iter()
+        .map(|&(lo, hi, c)| ((lo + hi) / 2.0, c))
+        .collect();
+    let mut stats = figures(&mids);
+    stats.max = buckets.last().map_or(0.0, |b| b.1);
+    let error_at = |v: f64| {
+        buckets
+            .iter()
+            .find(|b| (b.0 + b.1) / 2.0 == v)
+            .map_or(0.0, |b| (b.1 - b.0 + 1.0) / 2.0)
+    };
+    let data = Data::Histogram {
+        buckets: buckets.iter().map(|&(lo, _, c)| (lo, c)).collect(),
+        p50: stats.p50,
+        p50_error: error_at(stats.p50),
+        p99: stats.p99,
+        p99_error: error_at(stats.p99),
+    };
+    Item {
+        name,
+        group,
+        stats,
+        data,
+    }
 }
 
 /// The distinct values and counts of a base64 V2 HdrHistogram.

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod compare;
 pub mod csv;
+pub mod export;
 pub mod html;
 pub mod json;
 pub mod linear;

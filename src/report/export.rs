@@ -1,0 +1,80 @@
+//! Exporting latency results for other tools: an HdrHistogram interval log (`.hlog`, one tag
+//! per span) and bpftrace-style JSON (`{"type":"hist","data":{"@name":[{"min","max","count"}]}}`,
+//! log2 buckets), both read back by [`crate::compare::load`].
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use serde_json::{Value, json};
+
+use crate::compare::Item;
+use crate::stats::Log2Counts;
+
+/// A tag or map name for an item: letters, digits and `_` only.
+pub fn tag(item: &Item) -> String {
+    item.label()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_matches('_')
+        .to_string()
+}
+
+/// The items as an HdrHistogram interval log (values in ns; bucket lower bounds for results
+/// that only have buckets). Each item is one interval of unknown time: start 0, length 0.
+pub fn hlog(items: &[Item]) -> Result<String, String> {
+    let mut out = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    {
+        let mut builder = IntervalLogWriterBuilder::new();
+        builder.add_comment("written by latscope export: one interval per span, values in ns");
+        let mut writer = builder
+            .begin_log_with(&mut out, &mut serializer)
+            .map_err(|e| e.to_string())?;
+        for item in items {
+            let mut h = Histogram::<u64>::new(3).map_err(|e| format!("{e:?}"))?;
+            for &(value, count) in item.points() {
+                // record_n grows the histogram; saturating_record_n would clamp to its range.
+                h.record_n(value.max(0.0) as u64, count)
+                    .map_err(|e| format!("{e:?}"))?;
+            }
+            let name = tag(item);
+            writer
+                .write_histogram(&h, Duration::ZERO, Duration::ZERO, Tag::new(&name))
+                .map_err(|_| format!("cannot write the histogram of {}", item.label()))?;
+        }
+    }
+    String::from_utf8(out).map_err(|e| e.to_string())
+}
+
+/// The items as bpftrace `-f json` histogram lines (log2 buckets, `max` inclusive).
+pub fn bpftrace(items: &[Item]) -> String {
+    let mut out = String::new();
+    for item in items {
+        let mut log2 = Log2Counts::default();
+        for &(value, count) in item.points() {
+            log2.record_n(value.max(0.0) as u64, count);
+        }
+        let buckets: Vec<Value> = log2
+            .occupied()
+            .into_iter()
+            .flatten()
+            .map(|i| {
+                let (lo, hi) = Log2Counts::bounds(i);
+                json!({ "min": lo, "max": hi.map_or(u64::MAX, |h| h - 1), "count": log2.counts()[i] })
+            })
+            .collect();
+        let doc = json!({ "type": "hist", "data": { format!("@{}", tag(item)): buckets } });
+        out.push_str(&doc.to_string());
+        out.push('\n');
+    }
+    out
+}
