@@ -251,3 +251,36 @@ fn results_exported_as_hlog_and_bpftrace_json_read_back() {
         (Some(1052), Some("histogram"), Some("same"))
     );
 }
+
+#[test]
+fn lab_queue_results_compare_stage_by_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = |gap: &str, name: &str| {
+        let out = run(&[
+            "lab",
+            "queue",
+            "--format",
+            "json",
+            "--batches",
+            "1000",
+            "--gap",
+            gap,
+        ]);
+        write(dir.path(), name, &out.stdout)
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let (fast, slow) = (save("0", "gap0.json"), save("4us", "gap4.json"));
+    let doc = compare_json(&fast, &slow);
+    // A slower submitter makes per-request latency far lower: "faster", on the summary basis.
+    assert_eq!(item(&doc, "latency")["verdict"], "faster");
+    assert_eq!(item(&doc, "latency")["basis"], "summary");
+    assert!(
+        doc["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["name"] == "to_start")
+    );
+}

@@ -141,7 +141,10 @@ fn the_report_renders_its_plots_in_headless_chromium() {
         "<!DOCTYPE html><html><body><iframe id=f src=\"report.html\" width=1200 height=3000></iframe><pre id=out>pending</pre><script>\
          document.getElementById('f').onload=function(){var d=this.contentDocument,s=d.querySelectorAll('svg'),r=[];\
          for(var i=0;i<s.length;i++){var b=s[i].getBoundingClientRect();r.push(Math.round(b.width)+'x'+Math.round(b.height));}\
-         document.getElementById('out').textContent='svgs:'+r.join(',')+';text:'+d.body.innerText.length;};</script></body></html>",
+         document.getElementById('out').textContent='svgs:'+r.join(',')+';text:'+d.body.innerText.length;};</script>\
+         <iframe id=g src=\"evil.html\"></iframe><pre id=evil>pending</pre><script>document.getElementById('g').onload=function(){\
+         var d=this.contentDocument;document.getElementById('evil').textContent='scripts:'+d.querySelectorAll('script').length+\
+         ';shown:'+(d.body.innerText.indexOf('<script>alert(1)</script>')>=0);};</script></body></html>",
     );
     let profile = dir.path().join("profile");
     let common = [

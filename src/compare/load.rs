@@ -20,7 +20,9 @@ pub enum LoadError {
         reason: String,
     },
     /// A kind this command does not compare.
-    #[error("{file}: cannot compare results of kind {kind} (expected spans or bench)")]
+    #[error(
+        "{file}: cannot compare results of kind {kind} (expected spans, bench, lab-queue, bpftrace JSON or .hlog)"
+    )]
     Kind {
         /// file
         file: String,
@@ -51,6 +53,7 @@ pub fn items(file: &str, text: &str) -> Result<(String, Vec<Item>), LoadError> {
     let items = match kind.as_str() {
         "spans" => spans(&doc),
         "bench" => bench(&doc),
+        "lab-queue" => lab_queue(&doc),
         _ => {
             return Err(LoadError::Kind {
                 file: file.into(),
@@ -110,6 +113,53 @@ fn spans(doc: &Value) -> Vec<Item> {
         }
     })
     .collect()
+}
+
+/// A `lab-queue` result: its latency and each stage (only summaries are saved), per sweep row.
+fn lab_queue(doc: &Value) -> Vec<Item> {
+    let rows: Vec<&Value> = match doc["rows"].as_array() {
+        Some(rows) => rows.iter().collect(),
+        None => vec![doc],
+    };
+    let mut items = Vec::new();
+    for row in rows {
+        let labels: Vec<String> = row["labels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+            .collect();
+        let group = (!labels.is_empty()).then(|| labels.join(","));
+        let stages = row["stages"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v));
+        for (name, s) in std::iter::once(("latency".to_string(), &row["latency"])).chain(stages) {
+            let stats = Figures {
+                count: s["count"].as_u64().unwrap_or(0),
+                p50: f(&s["p50"]),
+                p90: f(&s["p50"]),
+                p99: f(&s["p99"]),
+                max: f(&s["max"]),
+                mean: f(&s["mean"]),
+            };
+            let data = Data::Histogram {
+                buckets: Vec::new(),
+                p50: stats.p50,
+                p50_error: 0.0,
+                p99: stats.p99,
+                p99_error: 0.0,
+            };
+            items.push(Item {
+                name,
+                group: group.clone(),
+                stats,
+                data,
+            });
+        }
+    }
+    items
 }
 
 /// Figures of distinct values with counts (nearest-rank percentiles).

@@ -1,14 +1,17 @@
 //! Comparing two saved results: which spans or commands got faster, slower, stayed the same,
 //! or moved in opposite directions in the body and the tail.
 //!
-//! Two bases, chosen per item by what the results carry:
+//! Three bases, chosen per item by what the results carry:
 //! * **samples** — the values themselves are known (a `bench` result's runs, or the exact
 //!   HdrHistogram inside a `latscope wayland` result). The body's shift is tested with the
 //!   Mann-Whitney U test; the tail's with a binomial test of how many "after" values exceed the
 //!   "before" p99 (1% expected if nothing changed).
-//! * **histogram** — only buckets are known (`latscope live`). Each percentile is an interval
-//!   (its estimate ± its bucket error); a percentile moved only if the before and after intervals
-//!   do not overlap, so a change smaller than the bucket error is never called a change.
+//! * **histogram** — only buckets are known (`latscope live`, bpftrace JSON). Each percentile
+//!   is an interval (its estimate ± its bucket error); a percentile moved only if the before and
+//!   after intervals do not overlap, so a change smaller than the bucket error is never called a
+//!   change.
+//! * **summary** — only percentiles are known (`lab-queue`): any change of p50 or p99 counts
+//!   (the model is exact; a real run is one measurement, so read it as such).
 //!
 //! The verdict is `mixed` when the body and the tail move significantly in opposite
 //! directions: a lower median must never hide a worse tail.
@@ -306,7 +309,15 @@ fn histogram_verdict(b: &Item, a: &Item) -> (Verdict, &'static str, String) {
     let reason = format!(
         "p50 {b50:.0}±{be50:.0} → {a50:.0}±{ae50:.0} ns, p99 {b99:.0}±{be99:.0} → {a99:.0}±{ae99:.0} ns; a change within the bucket error is no change"
     );
-    (verdict, "histogram", reason)
+    // Results that carry only summaries (lab-queue) have no buckets and no error bound.
+    let summary_only = matches!((&b.data, &a.data), (Data::Histogram { buckets: x, .. }, Data::Histogram { buckets: y, .. }) if x.is_empty() && y.is_empty())
+        && be50 == 0.0
+        && ae50 == 0.0;
+    (
+        verdict,
+        if summary_only { "summary" } else { "histogram" },
+        reason,
+    )
 }
 
 #[cfg(test)]
