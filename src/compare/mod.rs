@@ -104,6 +104,8 @@ pub struct Compared {
     pub basis: &'static str,
     /// the verdict in words, with its evidence
     pub reason: String,
+    /// 95% bootstrap intervals of the p50 and p99 change in percent (samples basis only)
+    pub change_ci_pct: Option<[(f64, f64); 2]>,
 }
 
 /// A whole comparison.
@@ -168,10 +170,27 @@ pub fn compare(before: &[Item], after: &[Item], noise: f64) -> Comparison {
 }
 
 fn compare_item(b: &Item, a: &Item, noise: f64) -> Compared {
-    let (verdict, basis, reason) = match (&b.data, &a.data) {
-        (Data::Samples(x), Data::Samples(y)) => samples_verdict(x, y, &b.stats, &a.stats, noise),
-        _ => histogram_verdict(b, a),
+    let (verdict, basis, mut reason, change_ci_pct) = match (&b.data, &a.data) {
+        (Data::Samples(x), Data::Samples(y)) => {
+            let (v, basis, reason) = samples_verdict(x, y, &b.stats, &a.stats, noise);
+            (
+                v,
+                basis,
+                reason,
+                Some([0.5, 0.99].map(|q| change_ci(x, y, q))),
+            )
+        }
+        _ => {
+            let (v, basis, reason) = histogram_verdict(b, a);
+            (v, basis, reason, None)
+        }
     };
+    if let Some([p50, p99]) = change_ci_pct {
+        reason.push_str(&format!(
+            "; 95% intervals of the change: p50 {:+.1}%…{:+.1}%, p99 {:+.1}%…{:+.1}%",
+            p50.0, p50.1, p99.0, p99.1
+        ));
+    }
     Compared {
         name: b.name.clone(),
         group: b.group.clone(),
@@ -180,7 +199,67 @@ fn compare_item(b: &Item, a: &Item, noise: f64) -> Compared {
         verdict,
         basis,
         reason,
+        change_ci_pct,
     }
+}
+
+/// Resamples in the percentile bootstraps, and the largest resample drawn. A resample smaller
+/// than the data can only widen the interval, never narrow it.
+const RESAMPLES: usize = 500;
+const MAX_DRAWS: u64 = 5_000;
+
+/// Quantile `q` of a resample of weighted values.
+fn resampled_quantile(
+    points: &[(f64, u64)],
+    cumulative: &[u64],
+    q: f64,
+    rng: &mut rand_pcg::Pcg64Mcg,
+) -> f64 {
+    use rand::Rng;
+    let total = *cumulative.last().unwrap_or(&0);
+    let m = total.min(MAX_DRAWS) as usize;
+    let mut draws: Vec<f64> = (0..m)
+        .map(|_| {
+            let r = rng.random_range(0..total);
+            points[cumulative.partition_point(|&c| c <= r)].0
+        })
+        .collect();
+    let rank = ((q * m as f64).ceil() as usize).clamp(1, m.max(1)) - 1;
+    let (_, v, _) = draws.select_nth_unstable_by(rank, f64::total_cmp);
+    *v
+}
+
+/// The 95% percentile-bootstrap interval of the change of quantile `q`, in percent.
+fn change_ci(x: &[(f64, u64)], y: &[(f64, u64)], q: f64) -> (f64, f64) {
+    use rand::SeedableRng;
+    let cum = |p: &[(f64, u64)]| {
+        p.iter()
+            .scan(0u64, |s, v| {
+                *s += v.1;
+                Some(*s)
+            })
+            .collect::<Vec<u64>>()
+    };
+    let (cx, cy) = (cum(x), cum(y));
+    if cx.last().copied().unwrap_or(0) == 0 || cy.last().copied().unwrap_or(0) == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(0x1a75_c09e);
+    let mut changes: Vec<f64> = (0..RESAMPLES)
+        .filter_map(|_| {
+            let before = resampled_quantile(x, &cx, q, &mut rng);
+            let after = resampled_quantile(y, &cy, q, &mut rng);
+            change_pct(before, after)
+        })
+        .collect();
+    if changes.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    changes.sort_by(f64::total_cmp);
+    let at = |p: f64| {
+        changes[((p * (changes.len() - 1) as f64).round() as usize).min(changes.len() - 1)]
+    };
+    (at(0.025), at(0.975))
 }
 
 /// Mann-Whitney on weighted distinct values; returns the two-sided p-value.
@@ -384,6 +463,17 @@ mod tests {
         let c = compare(&[item(&before)], &[item(&after)], 0.01);
         assert_eq!(c.items[0].verdict, Verdict::Mixed, "{}", c.items[0].reason);
         assert!(c.items[0].reason.contains("opposite directions"));
+    }
+
+    #[test]
+    fn the_change_interval_contains_the_observed_change_and_excludes_zero_for_a_clear_shift() {
+        let before: Vec<(f64, u64)> = (1..=200).map(|i| (f64::from(i) * 10.0, 5)).collect();
+        let after: Vec<(f64, u64)> = before.iter().map(|&(v, c)| (v * 1.3, c)).collect();
+        let (lo, hi) = change_ci(&before, &after, 0.5);
+        assert!(lo <= 30.0 && 30.0 <= hi, "{lo}..{hi}");
+        assert!(lo > 0.0, "a 30% shift must exclude 0: {lo}..{hi}");
+        let (lo, hi) = change_ci(&before, &before, 0.5);
+        assert!(lo <= 0.0 && 0.0 <= hi, "{lo}..{hi}");
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub fn json(c: &Comparison, before: &str, after: &str) -> Value {
                     "p99": change_pct(i.before.p99, i.after.p99),
                     "mean": change_pct(i.before.mean, i.after.mean),
                 },
+                "change_ci_pct": i.change_ci_pct.map(|[p50, p99]| json!({ "p50": [p50.0, p50.1], "p99": [p99.0, p99.1] })),
                 "verdict": i.verdict, "basis": i.basis, "reason": i.reason,
             })
         })
