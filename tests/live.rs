@@ -482,7 +482,7 @@ fn mir_commits_counted_by_its_probe_match_the_clients_own_log_and_frames_are_spa
         diff <= 0.02,
         "probe counted {glmark2} commits, the client logged {logged}"
     );
-    // One span sample per composited frame (a frame may straddle the start or the end).
+    // One span sample per composited frame.
     let frames: u64 = doc["spans"]
         .as_array()
         .unwrap()
@@ -496,8 +496,11 @@ fn mir_commits_counted_by_its_probe_match_the_clients_own_log_and_frames_are_spa
         .filter(|r| r["probe"].as_str().unwrap().ends_with("finished_frame"))
         .map(|r| r["count"].as_u64().unwrap())
         .sum();
+    // A frame may straddle the start, and bpftrace prints the final maps one after another
+    // while Mir keeps compositing (~38 frames/s here), so a map printed later may include a
+    // frame or two more: allow 3 (about 2.5% of the ~120 frames).
     assert!(
-        frames > 10 && frames.abs_diff(finished) <= 1,
+        frames > 10 && frames.abs_diff(finished) <= 3,
         "{frames} frame spans, {finished} finished frames"
     );
 }
