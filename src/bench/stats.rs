@@ -134,35 +134,47 @@ pub struct MannWhitney {
 /// Two-sided Mann-Whitney U test of `a` against `b`, normal approximation with tie correction
 /// and continuity correction. `None` when a sample is empty.
 pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
-    let (n1, n2) = (a.len() as f64, b.len() as f64);
-    if a.is_empty() || b.is_empty() {
+    let weighted = |xs: &[f64]| xs.iter().map(|&x| (x, 1)).collect::<Vec<(f64, u64)>>();
+    mann_whitney_weighted(&weighted(a), &weighted(b))
+}
+
+/// [`mann_whitney`] on values given with their counts (`(value, count)`, any order, repeats
+/// allowed), without expanding them: the cost depends on the distinct values only.
+pub fn mann_whitney_weighted(a: &[(f64, u64)], b: &[(f64, u64)]) -> Option<MannWhitney> {
+    let n1 = a.iter().map(|p| p.1).sum::<u64>() as f64;
+    let n2 = b.iter().map(|p| p.1).sum::<u64>() as f64;
+    if n1 == 0.0 || n2 == 0.0 {
         return None;
     }
-    let mut all: Vec<(f64, bool)> = a
+    let mut all: Vec<(f64, u64, u64)> = a
         .iter()
-        .map(|&x| (x, true))
-        .chain(b.iter().map(|&x| (x, false)))
+        .map(|&(v, c)| (v, c, 0))
+        .chain(b.iter().map(|&(v, c)| (v, 0, c)))
         .collect();
-    all.sort_by(|x, y| x.0.total_cmp(&y.0));
-    let n = all.len();
-    let (mut rank_sum_a, mut tie_term) = (0.0, 0.0);
+    all.sort_by(|p, q| p.0.total_cmp(&q.0));
+    let (mut below, mut rank_sum_a, mut tie_term) = (0.0f64, 0.0f64, 0.0f64);
     let mut i = 0;
-    while i < n {
-        let j = (i..n).find(|&j| all[j].0 != all[i].0).unwrap_or(n);
-        let average_rank = (i + 1 + j) as f64 / 2.0; // ranks i+1 ..= j
-        let t = (j - i) as f64;
+    while i < all.len() {
+        let j = (i..all.len())
+            .find(|&j| all[j].0 != all[i].0)
+            .unwrap_or(all.len());
+        let (in_a, in_b) = all[i..j]
+            .iter()
+            .fold((0u64, 0u64), |acc, p| (acc.0 + p.1, acc.1 + p.2));
+        let t = (in_a + in_b) as f64;
+        // Tied values share the average of the ranks below+1 ..= below+t.
+        rank_sum_a += in_a as f64 * (below + (t + 1.0) / 2.0);
         tie_term += t * t * t - t;
-        rank_sum_a += all[i..j].iter().filter(|x| x.1).count() as f64 * average_rank;
+        below += t;
         i = j;
     }
+    let n = n1 + n2;
     let u = rank_sum_a - n1 * (n1 + 1.0) / 2.0;
-    let mean = n1 * n2 / 2.0;
-    let nf = n as f64;
-    let variance = n1 * n2 / 12.0 * ((nf + 1.0) - tie_term / (nf * (nf - 1.0)));
+    let variance = n1 * n2 / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
     if variance <= 0.0 {
         return Some(MannWhitney { u, p: 1.0 });
     }
-    let z = ((u - mean).abs() - 0.5).max(0.0) / variance.sqrt();
+    let z = ((u - n1 * n2 / 2.0).abs() - 0.5).max(0.0) / variance.sqrt();
     let p = libm::erfc(z / std::f64::consts::SQRT_2).min(1.0);
     Some(MannWhitney { u, p })
 }

@@ -18,7 +18,6 @@
 
 pub mod load;
 
-#[cfg(test)]
 use crate::bench::stats;
 
 /// What an item is compared on.
@@ -264,40 +263,7 @@ fn change_ci(x: &[(f64, u64)], y: &[(f64, u64)], q: f64) -> (f64, f64) {
 
 /// Mann-Whitney on weighted distinct values; returns the two-sided p-value.
 fn weighted_mann_whitney(x: &[(f64, u64)], y: &[(f64, u64)]) -> f64 {
-    let mut all: Vec<(f64, u64, u64)> = x
-        .iter()
-        .map(|&(v, c)| (v, c, 0))
-        .chain(y.iter().map(|&(v, c)| (v, 0, c)))
-        .collect();
-    all.sort_by(|p, q| p.0.total_cmp(&q.0));
-    let (n1, n2) = (
-        x.iter().map(|p| p.1).sum::<u64>() as f64,
-        y.iter().map(|p| p.1).sum::<u64>() as f64,
-    );
-    let (mut rank, mut r1, mut ties) = (0.0f64, 0.0f64, 0.0f64);
-    let mut i = 0;
-    while i < all.len() {
-        let j = (i..all.len())
-            .find(|&j| all[j].0 != all[i].0)
-            .unwrap_or(all.len());
-        let (c1, c2): (u64, u64) = all[i..j]
-            .iter()
-            .fold((0, 0), |acc, p| (acc.0 + p.1, acc.1 + p.2));
-        let t = (c1 + c2) as f64;
-        let average = rank + (t + 1.0) / 2.0;
-        r1 += c1 as f64 * average;
-        ties += t * t * t - t;
-        rank += t;
-        i = j;
-    }
-    let n = n1 + n2;
-    let u = r1 - n1 * (n1 + 1.0) / 2.0;
-    let variance = n1 * n2 / 12.0 * ((n + 1.0) - ties / (n * (n - 1.0)));
-    if variance <= 0.0 || n1 == 0.0 || n2 == 0.0 {
-        return 1.0;
-    }
-    let z = ((u - n1 * n2 / 2.0).abs() - 0.5).max(0.0) / variance.sqrt();
-    libm::erfc(z / std::f64::consts::SQRT_2).min(1.0)
+    stats::mann_whitney_weighted(x, y).map_or(1.0, |r| r.p)
 }
 
 /// How many of `y`'s values exceed `threshold`, and the two-sided p-value of that count against
