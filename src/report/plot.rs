@@ -108,28 +108,42 @@ pub fn histogram_svg(title: &str, curves: &[Curve]) -> String {
             .x_desc("latency (µs, log scale)")
             .y_desc("share of samples (%)")
             .draw();
-        for (i, (curve, share)) in curves.iter().zip(&shares).enumerate() {
-            let colour = COLOURS[i % COLOURS.len()];
-            // A step line: each bin is a flat segment at its share.
-            let steps: Vec<(f64, f64)> = share
-                .iter()
-                .enumerate()
-                .flat_map(|(b, &s)| [(edges[b] / 1e3, s), (edges[b + 1] / 1e3, s)])
-                .collect();
-            if let Ok(series) = chart.draw_series(LineSeries::new(steps, colour.stroke_width(2))) {
-                series.label(curve.label.clone()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
-            }
-        }
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw();
+        // A step line per curve: each bin is a flat segment at its share.
+        let lines = shares
+            .iter()
+            .map(|share| {
+                share
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(b, &s)| [(edges[b] / 1e3, s), (edges[b + 1] / 1e3, s)])
+                    .collect()
+            })
+            .collect();
+        overlay(&mut chart, curves, lines);
         let _ = root.present();
     }
     svg
+}
+
+/// Draws one line per curve in its colour, labelled for the legend, and the legend.
+fn overlay<'a, DB: DrawingBackend + 'a, X: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+    curves: &[Curve],
+    lines: Vec<Vec<(f64, f64)>>,
+) {
+    for (i, (curve, line)) in curves.iter().zip(lines).enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        if let Ok(series) = chart.draw_series(LineSeries::new(line, colour.stroke_width(2))) {
+            series.label(curve.label.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+            });
+        }
+    }
+    let _ = chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw();
 }
 
 /// Axis marks at 1, 2 and 5 times the powers of ten within `[lo, hi]`.
@@ -194,19 +208,7 @@ pub fn percentile_svg(title: &str, curves: &[Curve]) -> String {
             .y_desc("latency (µs)")
             .x_label_formatter(&|x| format!("{}%", 100.0 - 100.0 / x))
             .draw();
-        for (i, (curve, line)) in curves.iter().zip(lines).enumerate() {
-            let colour = COLOURS[i % COLOURS.len()];
-            if let Ok(series) = chart.draw_series(LineSeries::new(line, colour.stroke_width(2))) {
-                series.label(curve.label.clone()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
-            }
-        }
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw();
+        overlay(&mut chart, curves, lines);
         let _ = root.present();
     }
     svg
