@@ -100,7 +100,15 @@ pub fn run(
     let cancelled = |s: &Schedule| s.cancel.as_ref().is_some_and(Cancel::is_raised);
     for _ in 0..s.warmup {
         for c in commands {
+            if cancelled(s) {
+                m.interrupted = true;
+                return (m, None);
+            }
             if let Err(e) = once(c, s, &mut m, false) {
+                if cancelled(s) {
+                    m.interrupted = true;
+                    return (m, None);
+                }
                 return (m, Some(e));
             }
         }

@@ -34,12 +34,12 @@ pub struct RunMeasure {
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     /// The program does not exist or cannot be executed.
-    #[error("cannot run '{program}': {source}")]
+    #[error("cannot run '{program}': {reason}")]
     Exec {
         /// program name
         program: String,
-        /// the exec error
-        source: io::Error,
+        /// the exec error (not a `source`: it is already in the message)
+        reason: io::Error,
     },
     /// fork, pipe or wait failed.
     #[error("cannot start a process: {0}")]
@@ -73,6 +73,13 @@ pub fn run(
     timeout: Option<Duration>,
     show_output: bool,
 ) -> Result<(RunMeasure, Vec<(String, String)>), SpawnError> {
+    if argv.is_empty() {
+        let source = io::Error::other("empty command");
+        return Err(SpawnError::Exec {
+            program: String::new(),
+            reason: source,
+        });
+    }
     let args = cstrings(argv)?;
     let mut pointers: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     pointers.push(std::ptr::null());
@@ -112,14 +119,18 @@ pub fn run(
     }
     let exec_error = read_exec_error(err_r);
     let watchdog = timeout.map(|t| watchdog(pid, t));
-    let (status, usage) = wait(pid)?;
+    // Wait for the exit without reaping, so the watchdog can never signal a reused PID; stop
+    // the watchdog; only then reap (and read the resource usage).
+    let exited = wait_exit(pid);
     let wall_ns = start.elapsed().as_nanos() as u64;
     let timed_out = watchdog.is_some_and(|w| w.finish());
+    exited?;
+    let (status, usage) = wait(pid)?;
     if let Some(errno) = exec_error {
         let program = argv.first().cloned().unwrap_or_default();
         return Err(SpawnError::Exec {
             program,
-            source: io::Error::from_raw_os_error(errno),
+            reason: io::Error::from_raw_os_error(errno),
         });
     }
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
@@ -160,6 +171,9 @@ unsafe fn child(
                 libc::dup2(null, 0);
                 libc::dup2(null, 1);
                 libc::dup2(null, 2);
+                if null > 2 {
+                    libc::close(null);
+                }
             }
         }
         libc::execvp(argv[0], argv.as_ptr());
@@ -202,6 +216,30 @@ fn read_exec_error(err_r: i32) -> Option<i32> {
     (n == std::mem::size_of::<i32>() as isize).then_some(errno)
 }
 
+/// Blocks until `pid` has exited, leaving it unreaped (`waitid` with `WNOWAIT`).
+fn wait_exit(pid: i32) -> io::Result<()> {
+    loop {
+        // SAFETY: info is plain old data filled in by the kernel.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid pointer to info.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 fn wait(pid: i32) -> io::Result<(i32, libc::rusage)> {
     let mut status = 0;
     // SAFETY: rusage is plain old data filled in by the kernel.
@@ -237,7 +275,8 @@ fn watchdog(pid: i32, timeout: Duration) -> Watchdog {
         while !d.load(Ordering::Relaxed) {
             if Instant::now() >= deadline {
                 f.store(true, Ordering::Relaxed);
-                // SAFETY: the child is not reaped until this thread is joined.
+                // SAFETY: the child is not reaped until this thread is joined (the parent waits
+                // with WNOWAIT first), so the PID cannot have been reused.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
                 return;
             }

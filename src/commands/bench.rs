@@ -18,6 +18,15 @@ use latscope::stats::{Unit, parse_duration};
 
 /// Runs `latscope bench`.
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if args.runs == Some(0) {
+        use clap::CommandFactory;
+        crate::cli::Cli::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                "--runs must be at least 1",
+            )
+            .exit();
+    }
     let thresholds = Thresholds {
         noise: percent(&args.noise)?,
         ..Thresholds::default()
@@ -110,12 +119,21 @@ fn parameter_lists(specs: &[String]) -> Result<Vec<(String, Vec<String>)>> {
 fn build_schedule(args: &BenchArgs) -> Result<Schedule> {
     let mut names: Vec<String> = DEFAULT_EVENTS.iter().map(|s| s.to_string()).collect();
     names.extend(args.events.iter().filter(|e| !e.is_empty()).cloned());
-    names.dedup();
-    let events = names
+    let parsed = names
         .iter()
         .map(|n| parse_event(n))
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::msg)?;
+    // One counter per event: `-e task-clock` or an alias (`cycles`/`cpu-cycles`) adds nothing.
+    let mut events: Vec<latscope::bench::counters::Event> = Vec::new();
+    for e in parsed {
+        if !events
+            .iter()
+            .any(|x| x.kind == e.kind && x.config == e.config)
+        {
+            events.push(e);
+        }
+    }
     let prepare = match &args.prepare {
         Some(p) if args.shell => Some(vec!["sh".into(), "-c".into(), p.clone()]),
         Some(p) => Some(shell_words::split(p).with_context(|| format!("--prepare '{p}'"))?),

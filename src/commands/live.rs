@@ -129,12 +129,17 @@ fn plan(args: &LiveArgs) -> Result<Plan, SpecError> {
         .map(|s| s.parse::<ValueSpec>())
         .collect::<Result<Vec<_>, _>>()?;
     let by = args.by.as_deref().map(parse_group).transpose()?;
-    let end_without_arguments = spans.iter().find(|s| !s.end.has_arguments());
-    if let (Some(Field::Arg(_)), Some(span)) = (by, end_without_arguments) {
+    // `--by argN` is read at each span's end probe and at each rate's probe.
+    let without_arguments = spans
+        .iter()
+        .map(|s| (s.name.clone(), &s.end))
+        .chain(rates.iter().map(|r| (r.to_string(), r)))
+        .find(|(_, probe)| !probe.has_arguments());
+    if let (Some(Field::Arg(_)), Some((span, probe))) = (by, without_arguments) {
         return Err(SpecError::NoArguments {
-            span: span.name.clone(),
+            span,
             what: "--by",
-            probe: span.end.to_string(),
+            probe: probe.to_string(),
         });
     }
     let target = match (args.pid, args.command.is_empty()) {

@@ -94,14 +94,20 @@ pub fn run(opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io::Re
     let errors = thread::spawn(move || forward_stderr(stderr));
     let mut state = Stream::new(opts.empty);
     if let Some(stdout) = stdout {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            state.line(&line, &mut on_event);
+        // Read bytes, not UTF-8 lines: the traced command shares bpftrace's stdout and may
+        // print anything; stopping on bad UTF-8 would leave bpftrace blocked on a full pipe.
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        while reader.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+            let text = String::from_utf8_lossy(&line);
+            state.line(text.trim_end_matches(['\n', '\r']), &mut on_event);
+            line.clear();
         }
     }
-    let status = child.wait()?;
+    // Stop the watcher before reaping bpftrace, so it can never signal a reused PID.
     done.store(true, Ordering::Relaxed);
     let _ = watcher.join();
+    let status = child.wait()?;
     let error_text = errors.join().unwrap_or_default();
     let failed = !status.success() && !state.finished;
     let watched = *stopped_by.lock().unwrap();

@@ -96,10 +96,13 @@ impl Bucketed {
 
     /// The nearest-rank percentile at quantile `q`, interpolated within its bucket.
     pub fn percentile(&self, q: f64) -> Option<Estimate> {
-        if self.count == 0 {
+        // The rank comes from the buckets themselves: bpftrace prints the histogram and the
+        // count one after another, so under load `count` can be ahead of the buckets.
+        let total: u64 = self.counts.iter().sum();
+        if total == 0 {
             return None;
         }
-        let rank = ((q.min(1.0) * self.count as f64).ceil() as u64).max(1);
+        let rank = ((q.min(1.0) * total as f64).ceil() as u64).max(1);
         let mut before = 0;
         for (i, &n) in self.counts.iter().enumerate() {
             if n == 0 || before + n < rank {
@@ -221,6 +224,14 @@ mod tests {
             assert!(e.error_bound() as f64 <= truth as f64 * 0.125 + 1.0);
         }
         assert_eq!(b.percentile(1.0).unwrap().value, exact[999]);
+    }
+
+    #[test]
+    fn a_count_ahead_of_the_buckets_does_not_lose_the_top_percentiles() {
+        let mut b = Bucketed::default();
+        (0..100).for_each(|v| b.record(1000 + v));
+        b.count += 5; // as when `stats` is printed after more events than `hist` saw
+        assert!(b.percentile(0.999).is_some());
     }
 
     #[test]
