@@ -515,3 +515,29 @@ fn ctrl_c_prints_what_was_read_so_far() {
             .starts_with("interrupted")
     );
 }
+
+#[test]
+fn a_disabled_presented_span_does_not_appear() {
+    let log = "\
+[1.000]  -> wp_presentation@9.feedback(wl_surface@3, new id wp_presentation_feedback@20)
+[1.000]  -> wl_surface@3.attach(wl_buffer@7, 0, 0)
+[1.000]  -> wl_surface@3.commit()
+[1.002] wl_buffer@7.release()
+";
+    let doc = json_of(log, &["--span", "commit-release"]);
+    let names: Vec<String> = spans_by_name(&doc).into_keys().collect();
+    assert_eq!(names, ["commit_to_release/client"]);
+}
+
+#[test]
+fn a_line_printed_late_across_the_counter_wrap_does_not_invent_a_period() {
+    let log = "\
+[      0.005]  -> wl_surface@3.attach(wl_buffer@7, 0, 0)
+[      0.005]  -> wl_surface@3.commit()
+[4294967.292] wl_pointer@5.motion(1, 2.0, 3.0)
+[      0.020] wl_buffer@7.release()
+";
+    let doc = json_of(log, &[]);
+    assert_eq!(span(&doc, "commit_to_release/client")["max"], 15_000);
+    assert_eq!(doc["input"]["clock_wraps"], 0);
+}

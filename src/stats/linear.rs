@@ -65,8 +65,10 @@ impl LinearSpec {
 
     /// Bounds `[lo, hi)` of bucket `i`.
     pub fn bucket_bounds(&self, i: usize) -> (u64, u64) {
-        let lo = self.min + i as u64 * self.step;
-        (lo, (lo + self.step).min(self.max))
+        let lo = self
+            .min
+            .saturating_add((i as u64).saturating_mul(self.step));
+        (lo, lo.saturating_add(self.step).min(self.max))
     }
 }
 

@@ -110,7 +110,12 @@ impl Bucketed {
                 continue;
             }
             let (lo, hi) = bounds(i);
-            let (low, high) = (lo.max(self.min), (hi - 1).min(self.max));
+            // The exact min and max narrow the bucket, unless they disagree with it (bpftrace
+            // prints the maps one after another, so under load they may).
+            let (low, high) = match (lo.max(self.min), hi.saturating_sub(1).min(self.max)) {
+                (low, high) if low <= high => (low, high),
+                _ => (lo, hi.saturating_sub(1).max(lo)),
+            };
             // The rank-th value is the (rank − before)-th of n values spread over [low, high].
             let fraction = (rank - before) as f64 / n as f64;
             let value = low + ((high - low) as f64 * fraction).round() as u64;
@@ -231,7 +236,17 @@ mod tests {
         let mut b = Bucketed::default();
         (0..100).for_each(|v| b.record(1000 + v));
         b.count += 5; // as when `stats` is printed after more events than `hist` saw
-        assert!(b.percentile(0.999).is_some());
+        let p = b.percentile(0.999).unwrap();
+        assert!((1000..=1099).contains(&p.value), "{p:?}");
+    }
+
+    #[test]
+    fn a_max_that_disagrees_with_the_buckets_does_not_panic() {
+        let mut b = Bucketed::default();
+        [1000u64, 1000, 5000].iter().for_each(|&v| b.record(v));
+        b.max = 1000; // printed before the last value arrived
+        let p = b.percentile(0.99).unwrap();
+        assert!(p.low <= p.value && p.value <= p.high, "{p:?}");
     }
 
     #[test]

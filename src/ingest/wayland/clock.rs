@@ -12,11 +12,15 @@ const MICROS32_PERIOD: u64 = 1 << 32;
 const DAY_MICROS: u64 = 86_400 * 1_000_000;
 
 /// Unwraps one stream of stamps. One per input file.
+///
+/// Each stamp moves the clock by the shortest signed step from the previous one (modulo the
+/// period), so a line printed late across a wrap steps back a little instead of adding a whole
+/// period.
 #[derive(Debug, Clone, Default)]
 pub struct Clock {
     last: Option<(bool, u64)>, // (is time of day, raw µs)
-    offset: u64,
-    wraps: u64,
+    now: i128,                 // unwrapped µs
+    wraps: i64,
 }
 
 impl Clock {
@@ -34,21 +38,29 @@ impl Clock {
         };
         match self.last {
             Some((kind, last)) if kind == time_of_day => {
-                if raw < last && last - raw > period / 2 {
-                    self.offset += period;
-                    self.wraps += 1;
+                let p = i128::from(period);
+                let mut step = (i128::from(raw) - i128::from(last)).rem_euclid(p);
+                if step > p / 2 {
+                    step -= p;
                 }
+                // Crossing zero forwards is a wrap; crossing it backwards undoes one.
+                if step > 0 && raw < last {
+                    self.wraps += 1;
+                } else if step < 0 && raw > last {
+                    self.wraps -= 1;
+                }
+                self.now += step;
             }
             // The first stamp, or a switch of format (two logs concatenated): start afresh.
-            _ => self.offset = 0,
+            _ => self.now = i128::from(raw),
         }
         self.last = Some((time_of_day, raw));
-        (raw + self.offset) * 1_000
+        (self.now.max(0) as u64) * 1_000
     }
 
     /// How many times the clock wrapped.
     pub fn wraps(&self) -> u64 {
-        self.wraps
+        self.wraps.max(0) as u64
     }
 }
 
@@ -83,6 +95,16 @@ mod tests {
         let a = c.nanos(Stamp::Micros32(1_000_000));
         let b = c.nanos(Stamp::Micros32(999_000));
         assert!(b < a);
+        assert_eq!(c.wraps(), 0);
+    }
+
+    #[test]
+    fn a_line_printed_late_across_a_wrap_steps_back_instead_of_adding_a_period() {
+        let mut c = Clock::new();
+        let commit = c.nanos(Stamp::Micros32(5)); // just after the wrap
+        c.nanos(Stamp::Micros32(u32::MAX - 3)); // another thread's line from just before it
+        let release = c.nanos(Stamp::Micros32(20));
+        assert_eq!(release - commit, 15_000);
         assert_eq!(c.wraps(), 0);
     }
 

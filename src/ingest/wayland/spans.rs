@@ -319,7 +319,8 @@ impl SpanTracker {
                     self.stats.unknown_callbacks += 1;
                 }
             }
-            Known::Feedback => on_feedback(conn, msg),
+            Known::Feedback if self.options.on(SpanKind::Presented) => on_feedback(conn, msg),
+            Known::Feedback => {}
             Known::Presented => on_presented(conn, &ctx, msg.id, None, sink),
             Known::Discarded => on_presented(conn, &ctx, msg.id, Some(Outcome::Discarded), sink),
             Known::Other => {}
