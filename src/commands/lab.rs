@@ -64,6 +64,9 @@ fn base_params(args: &QueueArgs) -> Result<Params> {
     if args.batches == 0 {
         bail!("--batches must be at least 1");
     }
+    if args.ring == Some(0) {
+        bail!("--ring must be at least 1 (a ring of 0 slots can never take a request)");
+    }
     Ok(Params {
         prep: duration("prep", &args.prep)?,
         submit: duration("submit", &args.submit)?,

@@ -39,7 +39,7 @@ pub fn items(file: &str, text: &str) -> Result<(String, Vec<Item>), LoadError> {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("");
-    if first.starts_with("#[") || first.starts_with("Tag=") || file.ends_with(".hlog") {
+    if first.starts_with('#') || first.starts_with("Tag=") || file.ends_with(".hlog") {
         return Ok(("hlog".to_string(), hlog(text)));
     }
     if first.starts_with('{') && first.contains("\"type\"") && !first.contains("\"kind\"") {
@@ -139,7 +139,7 @@ fn lab_queue(doc: &Value) -> Vec<Item> {
             let stats = Figures {
                 count: s["count"].as_u64().unwrap_or(0),
                 p50: f(&s["p50"]),
-                p90: f(&s["p50"]),
+                p90: f(&s["p90"]),
                 p99: f(&s["p99"]),
                 max: f(&s["max"]),
                 mean: f(&s["mean"]),
@@ -206,6 +206,8 @@ fn hlog(text: &str) -> Vec<Item> {
         };
         match tags.iter_mut().find(|(n, _)| *n == name) {
             Some((_, total)) => {
+                // Deserialized histograms have fixed bounds: let this one grow to fit later ones.
+                total.auto(true);
                 let _ = total.add(&h);
             }
             None => tags.push((name, h)),

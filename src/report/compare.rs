@@ -116,7 +116,10 @@ pub fn markdown(c: &Comparison, unit: Unit) -> String {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            name.replace('|', "\\|"),
+            name.replace('|', "\\|")
+                .replace(['\n', '\r'], " ")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;"),
             n(i.before.p50),
             n(i.after.p50),
             n(i.before.p99),

@@ -40,7 +40,7 @@ fn quantile(points: &[(f64, u64)], q: f64) -> f64 {
     points.last().map_or(0.0, |p| p.0)
 }
 
-/// Log-spaced bins (8 per decade) over the curves' range, as the share of each curve's samples.
+/// Log-spaced bins (16 per decade) over the curves' range, as the share of each curve's samples.
 fn binned(curves: &[Curve]) -> (Vec<f64>, Vec<Vec<f64>>) {
     let lo = curves
         .iter()

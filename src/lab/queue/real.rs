@@ -90,7 +90,7 @@ pub fn run(p: &Params) -> RealOutcome {
         let (groups_tx, groups_rx) = channel::<Vec<usize>>();
         let (ends_tx, ends_rx) = channel::<u64>();
         let s = shared.clone();
-        threads.push(thread::spawn(move || worker(&s, e, groups_rx, ends_tx)));
+        threads.push(thread::spawn(move || worker(&s, groups_rx, ends_tx)));
         let s = shared.clone();
         let tx = groups_tx.clone();
         threads.push(thread::spawn(move || handler(&s, e, ends_rx, tx)));
@@ -133,6 +133,14 @@ fn submitter(s: &Shared, workers: &[Sender<Vec<usize>>]) {
         let prep_start = now(&s.clock);
         work(&s.clock, p.prep);
         let prep_end = now(&s.clock);
+        // The record is written before the request can be seen in a queue: a handler taking it
+        // sets `taken`, which must not be overwritten afterwards.
+        s.requests.lock().unwrap()[i] = Request {
+            engine: e as u64,
+            prep_start,
+            prep_end,
+            ..Request::default()
+        };
         let direct = {
             let mut engine = s.engines[e].lock().unwrap();
             let direct = engine.idle;
@@ -143,16 +151,7 @@ fn submitter(s: &Shared, workers: &[Sender<Vec<usize>>]) {
             }
             direct
         };
-        {
-            let mut all = s.requests.lock().unwrap();
-            all[i] = Request {
-                engine: e as u64,
-                prep_start,
-                prep_end,
-                direct,
-                ..Request::default()
-            };
-        }
+        s.requests.lock().unwrap()[i].direct = direct;
         if direct {
             let _bkl = s.bkl.lock().unwrap();
             s.requests.lock().unwrap()[i].taken = now(&s.clock);
@@ -162,7 +161,7 @@ fn submitter(s: &Shared, workers: &[Sender<Vec<usize>>]) {
     }
 }
 
-fn worker(s: &Shared, e: usize, groups: Receiver<Vec<usize>>, ends: Sender<u64>) {
+fn worker(s: &Shared, groups: Receiver<Vec<usize>>, ends: Sender<u64>) {
     let mut last_end: Option<u64> = None;
     for group in groups {
         if group.is_empty() {
@@ -188,7 +187,6 @@ fn worker(s: &Shared, e: usize, groups: Receiver<Vec<usize>>, ends: Sender<u64>)
             return;
         }
     }
-    let _ = e;
 }
 
 fn handler(s: &Shared, e: usize, ends: Receiver<u64>, worker: Sender<Vec<usize>>) {

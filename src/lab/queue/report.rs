@@ -89,7 +89,7 @@ impl RunReport {
 fn summary_json(d: &Distribution) -> Value {
     let p = d.percentiles();
     json!({
-        "count": d.count(), "min": d.summary().min(), "p50": p.map(|p| p.p50),
+        "count": d.count(), "min": d.summary().min(), "p50": p.map(|p| p.p50), "p90": p.map(|p| p.p90),
         "p99": p.map(|p| p.p99), "max": d.summary().max(), "mean": d.summary().mean(),
     })
 }
