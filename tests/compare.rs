@@ -1,26 +1,9 @@
 //! `latscope compare` on real results: glmark2 on weston, normal and throttled; bench results;
 //! a histogram-only result.
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 
 use crate::util::{self, run, stderr, stdout, write};
-
-fn spans_json(dir: &Path, log: &str, name: &str) -> String {
-    let out = run(&[
-        "wayland",
-        "--format",
-        "json",
-        util::root()
-            .join("tests/data/compare")
-            .join(log)
-            .to_str()
-            .unwrap(),
-    ]);
-    assert!(out.status.success());
-    write(dir, name, &out.stdout).to_str().unwrap().to_string()
-}
 
 fn compare_json(before: &str, after: &str) -> Value {
     let out = run(&["compare", "--format", "json", before, after]);
@@ -40,12 +23,12 @@ fn item<'a>(doc: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn a_throttled_client_is_slower_and_its_sync_round_trips_are_mixed() {
     let dir = tempfile::tempdir().unwrap();
-    let before = spans_json(
+    let before = util::compare_input(
         dir.path(),
         "glmark2-weston.before.client.log",
         "before.json",
     );
-    let after = spans_json(
+    let after = util::compare_input(
         dir.path(),
         "glmark2-weston.throttled.client.log",
         "after.json",
@@ -79,7 +62,7 @@ fn a_throttled_client_is_slower_and_its_sync_round_trips_are_mixed() {
 #[test]
 fn a_result_compared_with_itself_is_the_same_everywhere() {
     let dir = tempfile::tempdir().unwrap();
-    let before = spans_json(
+    let before = util::compare_input(
         dir.path(),
         "glmark2-weston.before.client.log",
         "before.json",
@@ -124,8 +107,14 @@ fn bench_results_compare_command_by_command() {
     let _heavy = util::heavy();
     let (old, new) = (save("2000000", "old.json"), save("4000000", "new.json"));
     let doc = compare_json(&old, &new);
-    let wall = item(&doc, "wall time of command 1");
+    // Different command lines (2M and 4M iterations): paired by position.
+    let wall = item(&doc, &format!("wall time of `{} 2000000`", spin.display()));
     assert_eq!(wall["verdict"], "slower", "{wall}");
+    // The same command in both: paired by its command line, nothing left over.
+    let again = save("2000000", "again.json");
+    let doc = compare_json(&old, &again);
+    assert_eq!(doc["items"].as_array().unwrap().len(), 1, "{doc}");
+    assert!(doc["only_before"].as_array().unwrap().is_empty(), "{doc}");
 }
 
 #[test]
@@ -196,7 +185,7 @@ fn bpftrace_json_from_the_same_probe_compares_on_its_buckets() {
 #[test]
 fn results_exported_as_hlog_and_bpftrace_json_read_back() {
     let dir = tempfile::tempdir().unwrap();
-    let before = spans_json(
+    let before = util::compare_input(
         dir.path(),
         "glmark2-weston.before.client.log",
         "before.json",

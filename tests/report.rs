@@ -7,22 +7,9 @@ use std::process::Command;
 use crate::util::{self, run, stderr, write};
 
 fn results(dir: &Path) -> (String, String) {
-    let json = |log: &str, name: &str| {
-        let out = run(&[
-            "wayland",
-            "--format",
-            "json",
-            util::root()
-                .join("tests/data/compare")
-                .join(log)
-                .to_str()
-                .unwrap(),
-        ]);
-        write(dir, name, &out.stdout).to_str().unwrap().to_string()
-    };
     (
-        json("glmark2-weston.before.client.log", "before.json"),
-        json("glmark2-weston.throttled.client.log", "throttled.json"),
+        util::compare_input(dir, "glmark2-weston.before.client.log", "before.json"),
+        util::compare_input(dir, "glmark2-weston.throttled.client.log", "throttled.json"),
     )
 }
 

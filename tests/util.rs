@@ -172,3 +172,12 @@ pub fn interrupt(pid: u32) {
     // SAFETY: kill has no memory-safety preconditions; the tests signal only their children.
     unsafe { kill(pid as i32, 2) };
 }
+
+/// Runs `latscope wayland --format json` on a log under tests/data/compare and saves the result
+/// as `dir/name`; returns its path.
+pub fn compare_input(dir: &Path, log: &str, name: &str) -> String {
+    let log = root().join("tests/data/compare").join(log);
+    let out = run(&["wayland", "--format", "json", log.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    write(dir, name, &out.stdout).to_str().unwrap().to_string()
+}

@@ -21,9 +21,14 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         Ok(load::items(&path.display().to_string(), &text)?)
     };
     let (kind_b, before) = read(&args.before)?;
-    let (kind_a, after) = read(&args.after)?;
+    let (kind_a, mut after) = read(&args.after)?;
     if kind_b != kind_a {
         bail!("cannot compare a {kind_b} result with a {kind_a} result");
+    }
+    if kind_b == "bench"
+        && let Some(note) = load::pair_bench_by_position(&before, &mut after)
+    {
+        eprintln!("latscope: {note}");
     }
     let c = compare::compare(&before, &after, noise);
     let (b, a) = (

@@ -6,7 +6,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use serde_json::Value;
 
-use super::{Data, Figures, Item};
+use super::{Data, Figures, Item, quantile};
 
 /// Why a result cannot be compared.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +68,18 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(0.0)
 }
 
+/// `{"count","p50","p90","p99","max","mean"}` as [`Figures`] (missing values are 0).
+fn figures_json(s: &Value) -> Figures {
+    Figures {
+        count: s["count"].as_u64().unwrap_or(0),
+        p50: f(&s["p50"]),
+        p90: f(&s["p90"]),
+        p99: f(&s["p99"]),
+        max: f(&s["max"]),
+        mean: f(&s["mean"]),
+    }
+}
+
 fn spans(doc: &Value) -> Vec<Item> {
     let list = doc["spans"]
         .as_array()
@@ -79,14 +91,7 @@ fn spans(doc: &Value) -> Vec<Item> {
             .into_iter()
             .flatten()
             .collect();
-        let stats = Figures {
-            count: s["count"].as_u64().unwrap_or(0),
-            p50: f(&s["p50"]),
-            p90: f(&s["p90"]),
-            p99: f(&s["p99"]),
-            max: f(&s["max"]),
-            mean: f(&s["mean"]),
-        };
+        let stats = figures_json(s);
         let h = &s["histogram"];
         let buckets: Vec<(f64, u64)> = h["buckets"]
             .as_array()
@@ -136,14 +141,7 @@ fn lab_queue(doc: &Value) -> Vec<Item> {
             .flatten()
             .map(|(k, v)| (k.clone(), v));
         for (name, s) in std::iter::once(("latency".to_string(), &row["latency"])).chain(stages) {
-            let stats = Figures {
-                count: s["count"].as_u64().unwrap_or(0),
-                p50: f(&s["p50"]),
-                p90: f(&s["p90"]),
-                p99: f(&s["p99"]),
-                max: f(&s["max"]),
-                mean: f(&s["mean"]),
-            };
+            let stats = figures_json(s);
             let data = Data::Histogram {
                 buckets: Vec::new(),
                 p50: stats.p50,
@@ -165,23 +163,12 @@ fn lab_queue(doc: &Value) -> Vec<Item> {
 /// Figures of distinct values with counts (nearest-rank percentiles).
 fn figures(points: &[(f64, u64)]) -> Figures {
     let count: u64 = points.iter().map(|p| p.1).sum();
-    let q = |p: f64| {
-        let rank = ((p * count as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        points
-            .iter()
-            .find(|v| {
-                seen += v.1;
-                seen >= rank
-            })
-            .map_or(0.0, |v| v.0)
-    };
     let sum: f64 = points.iter().map(|&(v, c)| v * c as f64).sum();
     Figures {
         count,
-        p50: q(0.5),
-        p90: q(0.9),
-        p99: q(0.99),
+        p50: quantile(points, 0.5),
+        p90: quantile(points, 0.9),
+        p99: quantile(points, 0.99),
         max: points.last().map_or(0.0, |p| p.0),
         mean: if count > 0 { sum / count as f64 } else { 0.0 },
     }
@@ -324,8 +311,7 @@ fn bench(doc: &Value) -> Vec<Item> {
         .as_array()
         .into_iter()
         .flatten()
-        .enumerate()
-        .map(|(i, c)| {
+        .map(|c| {
             let mut walls: Vec<f64> = c["runs"]
                 .as_array()
                 .into_iter()
@@ -333,33 +319,44 @@ fn bench(doc: &Value) -> Vec<Item> {
                 .map(|r| f(&r["wall_ns"]))
                 .collect();
             walls.sort_by(f64::total_cmp);
-            let q = |p: f64| {
-                walls
-                    .get(((p * walls.len() as f64).ceil() as usize).max(1) - 1)
-                    .copied()
-                    .unwrap_or(0.0)
-            };
-            let stats = Figures {
-                count: walls.len() as u64,
-                p50: q(0.5),
-                p90: q(0.9),
-                p99: q(0.99),
-                max: walls.last().copied().unwrap_or(0.0),
-                mean: walls.iter().sum::<f64>() / walls.len().max(1) as f64,
-            };
             let mut values: Vec<(f64, u64)> = Vec::new();
-            for w in &walls {
+            for w in walls {
                 match values.last_mut() {
-                    Some((v, n)) if v == w => *n += 1,
-                    _ => values.push((*w, 1)),
+                    Some((v, n)) if *v == w => *n += 1,
+                    _ => values.push((w, 1)),
                 }
             }
+            // Matched by the command itself, so a reordered benchmark still pairs the right ones.
+            let name = format!("wall time of `{}`", c["command"].as_str().unwrap_or("?"));
             Item {
-                name: format!("wall time of command {}", i + 1),
+                name,
                 group: None,
-                stats,
+                stats: figures(&values),
                 data: Data::Samples(values),
             }
         })
         .collect()
+}
+
+/// Two bench results pair their commands by command line; when they have none in common (an
+/// A/B of two builds: `./old` against `./new`), by position instead. Renames the `after` items
+/// to their partners' names in that case and says so; returns `None` when nothing changed.
+pub fn pair_bench_by_position(before: &[Item], after: &mut [Item]) -> Option<String> {
+    if before
+        .iter()
+        .any(|b| after.iter().any(|a| a.name == b.name))
+    {
+        return None;
+    }
+    let mut pairs = Vec::new();
+    for (b, a) in before.iter().zip(after.iter_mut()) {
+        pairs.push(format!("{} ↔ {}", b.name, a.name));
+        a.name = b.name.clone();
+    }
+    (!pairs.is_empty()).then(|| {
+        format!(
+            "no command in common: paired by position ({})",
+            pairs.join(", ")
+        )
+    })
 }

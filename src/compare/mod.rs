@@ -118,6 +118,33 @@ pub struct Comparison {
     pub only_after: Vec<String>,
 }
 
+/// `name [group]`, or `name` when there is no group: how items are shown everywhere.
+pub fn label_of(name: &str, group: Option<&str>) -> String {
+    match group {
+        Some(g) => format!("{name} [{g}]"),
+        None => name.to_string(),
+    }
+}
+
+/// The change from `a` to `b` as text: `+12.3%`, or `–` when `a` is 0.
+pub fn change_text(a: f64, b: f64) -> String {
+    change_pct(a, b).map_or_else(|| "–".to_string(), |p| format!("{p:+.1}%"))
+}
+
+/// The nearest-rank value at quantile `q` of ascending `(value, count)` points (0 when empty).
+pub fn quantile(points: &[(f64, u64)], q: f64) -> f64 {
+    let total: u64 = points.iter().map(|p| p.1).sum();
+    let rank = ((q * total as f64).ceil() as u64).max(1);
+    let mut seen = 0;
+    points
+        .iter()
+        .find(|p| {
+            seen += p.1;
+            seen >= rank
+        })
+        .map_or(0.0, |p| p.0)
+}
+
 /// The relative change from `a` to `b`, in percent.
 pub fn change_pct(a: f64, b: f64) -> Option<f64> {
     (a != 0.0).then(|| (b - a) / a * 100.0)
@@ -140,15 +167,19 @@ impl Item {
     }
 }
 
+impl Compared {
+    /// `name [group]`
+    pub fn label(&self) -> String {
+        label_of(&self.name, self.group.as_deref())
+    }
+}
+
 fn key(item: &Item) -> (String, Option<String>) {
     (item.name.clone(), item.group.clone())
 }
 
 fn label(item: &Item) -> String {
-    match &item.group {
-        Some(g) => format!("{} [{g}]", item.name),
-        None => item.name.clone(),
-    }
+    label_of(&item.name, item.group.as_deref())
 }
 
 /// Compares every item present in both; `noise` is the relative threshold (0.01 = 1%).

@@ -272,7 +272,30 @@ mod tests {
 
     #[test]
     fn the_bucket_index_code_matches_the_scheme() {
-        // Evaluate the generated index arithmetic (shifts and adds) the way BPF would.
+        // Read the shifts and the index formula out of the generated program, then evaluate
+        // them the way BPF would: a typo in the emitted code makes this fail.
+        let text = program(&plan());
+        let shifts: Vec<u64> = text
+            .lines()
+            .filter_map(|l| {
+                l.trim()
+                    .strip_prefix("if ($x >> ")?
+                    .split(')')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        // One block per aggregate (here a span and a value), each with the same shifts.
+        assert_eq!(shifts.len(), 12, "{text}");
+        assert!(
+            shifts.chunks(6).all(|c| c == [32, 16, 8, 4, 2, 1]),
+            "{shifts:?}"
+        );
+        let shifts = &shifts[..6];
+        assert!(
+            text.contains("if ($d >= 16) { $i = 16 + ($m - 4) * 8 + (($d >> ($m - 3)) & 7); }")
+        );
         for d in [
             0u64,
             1,
@@ -286,14 +309,11 @@ mod tests {
             u64::MAX / 3,
         ] {
             let (mut x, mut m) = (d, 0u64);
-            for s in [32, 16, 8, 4, 2] {
+            for &s in shifts {
                 if x >> s != 0 {
                     x >>= s;
                     m += s;
                 }
-            }
-            if x >> 1 != 0 {
-                m += 1;
             }
             let i = if d >= 16 {
                 16 + (m - 4) * 8 + ((d >> (m - 3)) & 7)

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use serde_json::{Value, json};
 
-use crate::compare::{Comparison, Figures, change_pct};
+use crate::compare::{Comparison, Figures, change_pct, change_text};
 use crate::stats::Unit;
 
 fn figures_json(f: &Figures) -> Value {
@@ -43,13 +43,9 @@ pub fn text(c: &Comparison, before: &str, after: &str, unit: Unit) -> String {
             unit.symbol()
         )
     };
-    let pct =
-        |a: f64, b: f64| change_pct(a, b).map_or_else(|| "–".to_string(), |p| format!("{p:+.1}%"));
+    let pct = change_text;
     for i in &c.items {
-        let title = match &i.group {
-            Some(g) => format!("{} [{g}]", i.name),
-            None => i.name.clone(),
-        };
+        let title = i.label();
         let _ = writeln!(
             out,
             "\n{title}: {} ({})",
@@ -106,13 +102,9 @@ pub fn markdown(c: &Comparison, unit: Unit) -> String {
         "| item | p50 before [{u}] | p50 after [{u}] | p99 before [{u}] | p99 after [{u}] | Δp50 | Δp99 | verdict | basis |\n|---|--:|--:|--:|--:|--:|--:|---|---|\n"
     );
     let n = |v: f64| unit.format_number(v.round().max(0.0) as u64);
-    let pct =
-        |a: f64, b: f64| change_pct(a, b).map_or_else(|| "–".to_string(), |p| format!("{p:+.1}%"));
+    let pct = change_text;
     for i in &c.items {
-        let name = match &i.group {
-            Some(g) => format!("{} [{g}]", i.name),
-            None => i.name.clone(),
-        };
+        let name = i.label();
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::compare::{Comparison, Item, change_pct};
+use crate::compare::{Comparison, Item, change_text};
 use crate::report::plot::{Curve, histogram_svg, percentile_svg};
 use crate::stats::Unit;
 
@@ -94,17 +94,9 @@ fn section(
         });
     }
     out.push_str("</table>\n");
-    if let Some(c) = comparison.and_then(|c| {
-        c.items.iter().find(|i| {
-            i.group
-                .as_ref()
-                .map_or(i.name.clone(), |g| format!("{} [{g}]", i.name))
-                == label
-        })
-    }) {
+    if let Some(c) = comparison.and_then(|c| c.items.iter().find(|i| i.label() == label)) {
         let verdict = format!("{:?}", c.verdict).to_lowercase();
-        let pct =
-            |a: f64, b: f64| change_pct(a, b).map_or_else(|| "–".into(), |p| format!("{p:+.1}%"));
+        let pct = change_text;
         let _ = writeln!(
             out,
             "<p>Comparison: <span class=\"verdict {verdict}\">{verdict}</span> ({}): p50 {}, p99 {}. {}</p>",

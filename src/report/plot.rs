@@ -9,6 +9,8 @@
 
 use plotters::prelude::*;
 
+use crate::compare::quantile;
+
 /// A distribution to draw: `(value_ns, count)` points, ascending. Exact values from an
 /// HdrHistogram, or bucket lower bounds from a histogram.
 #[derive(Debug, Clone)]
@@ -25,20 +27,6 @@ const COLOURS: [RGBColor; 4] = [
     RGBColor(44, 160, 44),
     RGBColor(148, 103, 189),
 ];
-
-/// Nearest-rank value at quantile `q` of a curve.
-fn quantile(points: &[(f64, u64)], q: f64) -> f64 {
-    let total: u64 = points.iter().map(|p| p.1).sum();
-    let rank = ((q * total as f64).ceil() as u64).max(1);
-    let mut seen = 0;
-    for &(v, c) in points {
-        seen += c;
-        if seen >= rank {
-            return v;
-        }
-    }
-    points.last().map_or(0.0, |p| p.0)
-}
 
 /// Log-spaced bins (16 per decade) over the curves' range, as the share of each curve's samples.
 fn binned(curves: &[Curve]) -> (Vec<f64>, Vec<Vec<f64>>) {

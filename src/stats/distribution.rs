@@ -322,6 +322,29 @@ mod tests {
     }
 
     #[test]
+    fn merging_many_distinct_values_gives_the_percentiles_of_one_distribution() {
+        // More distinct values than EXACT_DISTINCT_LIMIT: the merge goes through the HDR path.
+        let values = skewed_values(EXACT_DISTINCT_LIMIT as u64 * 2);
+        let (mut a, mut b, mut all) = (
+            Distribution::default(),
+            Distribution::default(),
+            Distribution::default(),
+        );
+        for (i, &v) in values.iter().enumerate() {
+            if i % 2 == 0 {
+                a.record(v)
+            } else {
+                b.record(v)
+            }
+            all.record(v);
+        }
+        a.merge(&b);
+        assert!(!a.percentiles_exact());
+        assert_eq!(a.summary(), all.summary());
+        assert_eq!(a.percentiles(), all.percentiles());
+    }
+
+    #[test]
     fn hdr_payload_round_trips_through_the_standard_deserializer() {
         let mut d = Distribution::default();
         [5u64, 50, 500_000].iter().for_each(|&v| d.record(v));
