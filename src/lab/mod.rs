@@ -1,6 +1,9 @@
 //! Labs: small, controlled experiments that make a performance lesson measurable.
 //!
+//! [`ipc`] measures what each IPC transport costs per message, as distributions.
+//!
 //! [`queue`] models and runs a submission pipeline whose queue coalesces work, where
 //! "total time ÷ batches" and per-request latency disagree (the i915 gem_exec_nop critique).
 
+pub mod ipc;
 pub mod queue;

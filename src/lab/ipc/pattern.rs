@@ -1,0 +1,639 @@
+//! Patterns: what the client sends when, how the peer reacts, and what latency means.
+//!
+//! * ping-pong: send a message, wait for its echo; latency is the round trip.
+//! * stream: messages one way, buffered by the writer and written once `flush_bytes` are
+//!   buffered (Xlib/XCB flush a 4 KiB buffer); latency is one way.
+//! * burst: `n` messages, then the peer acknowledges the burst; one way.
+//! * segments: each payload goes into one of `k` shared-memory segments and is announced by a
+//!   16-byte note over the transport; when all `k` are used the writer syncs (a round trip)
+//!   before reusing them (Java2D's MIT-SHM mask upload); one way.
+//! * open-loop: ping-pong on a fixed schedule; latency is measured from each message's
+//!   *intended* send time (coordinated omission corrected, as wrk2 does), and also from its
+//!   actual send time.
+//!
+//! One-way latency runs from the moment the writer starts sending a message (so it includes
+//! waiting for buffer space, a flush or a sync) to the moment the peer holds all of it. The
+//! writer records its start times and the peer its arrival times (into [`Record`]); the two
+//! are paired by sequence number afterwards, so nothing but the payload crosses the transport.
+//!
+//! USDT probes (provider `latscope_ipc`) mark each message: `send(seq, len)` and
+//! `recv(seq, len)` on the client, `peer_recv(seq, len)` and `peer_send(seq, len)` on the peer,
+//! so `latscope live` can measure the same exchange from the kernel.
+
+use std::io;
+
+use probe::probe;
+
+use super::clock::{Clock, tighten_timer_slack};
+use super::peer::Record;
+use super::shared::Mapping;
+use super::transport::{Endpoint, recv_exact};
+use super::usage::Usage;
+use super::wire::{check_full, check_quick, fill_body, first_difference, stamp};
+use super::{Config, Pattern, Settings};
+use crate::ingest::Cancel;
+
+/// The first word of a segments note that asks for a sync.
+pub const SYNC: u64 = u64::MAX;
+/// Bytes of a segments note: segment index (or [`SYNC`]) and sequence number.
+pub const NOTE_BYTES: usize = 16;
+/// Bytes of an acknowledgement: the number of messages the peer has received.
+pub const ACK_BYTES: usize = 8;
+
+/// The largest unit the client writes at once.
+pub fn largest_unit(config: &Config) -> usize {
+    match config.pattern {
+        Pattern::Stream { flush_bytes } => flush_bytes.max(config.payload),
+        Pattern::Segments { .. } => NOTE_BYTES,
+        _ => config.payload,
+    }
+}
+
+/// The largest unit the peer writes back.
+pub fn reply_unit(config: &Config) -> usize {
+    match config.pattern {
+        Pattern::PingPong | Pattern::OpenLoop { .. } => config.payload,
+        _ => ACK_BYTES,
+    }
+}
+
+/// Why the client stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// every planned message was sent
+    Done,
+    /// `max_time` passed first
+    TimeUp,
+    /// Ctrl-C
+    Interrupted,
+    /// the exchange failed (the peer died, or bytes arrived wrong)
+    Failed(String),
+}
+
+/// What the client measured.
+#[derive(Debug, Clone, Default)]
+pub struct ClientRun {
+    /// round-trip patterns: the latency of each measured message; one-way patterns: the start
+    /// time of every message, indexed by sequence number (warm-up included)
+    pub samples: Vec<u64>,
+    /// open-loop only: latency from the actual (not intended) send time
+    pub uncorrected: Vec<u64>,
+    /// messages sent, warm-up included
+    pub sent: u64,
+    /// clock at the start of the measured phase
+    pub measured_start: Option<u64>,
+    /// clock at the end of the client's last measured message
+    pub measured_end: u64,
+    /// the client's CPU time and context switches during the measured phase
+    pub usage: Usage,
+    /// why it stopped (`None` while running)
+    pub stop: Option<Stop>,
+}
+
+/// Everything the client side needs.
+pub struct Client<'a> {
+    /// its end of the transport
+    pub ep: &'a mut dyn Endpoint,
+    /// the configuration
+    pub config: Config,
+    /// counts and limits
+    pub settings: &'a Settings,
+    /// the clock shared with the peer
+    pub clock: &'a dyn Clock,
+    /// the segments, for the segments pattern
+    pub segments: Option<&'a Mapping>,
+    /// Ctrl-C
+    pub cancel: &'a Cancel,
+    /// the client side's usage so far
+    pub usage: &'a dyn Fn() -> Usage,
+}
+
+/// The phase bookkeeping shared by every driver.
+struct Phase<'s> {
+    settings: &'s Settings,
+    cancel: &'s Cancel,
+    usage: &'s dyn Fn() -> Usage,
+    usage_start: Usage,
+    run: ClientRun,
+}
+
+impl Phase<'_> {
+    /// Whether to send message `seq`; `last` is the latest clock reading.
+    fn proceed(&mut self, seq: u64, last: u64) -> bool {
+        let s = self.settings;
+        if seq == s.warmup {
+            self.usage_start = (self.usage)();
+        }
+        if self.cancel.is_raised() {
+            self.run.stop = Some(Stop::Interrupted);
+            return false;
+        }
+        if seq >= s.warmup + s.count {
+            self.run.stop = Some(Stop::Done);
+            return false;
+        }
+        if let Some(start) = self.run.measured_start {
+            if seq > s.warmup && last.saturating_sub(start) >= s.max_time_ns {
+                self.run.stop = Some(Stop::TimeUp);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Notes the start time of the first measured message.
+    fn started(&mut self, seq: u64, t: u64) {
+        if seq == self.settings.warmup {
+            self.run.measured_start = Some(t);
+        }
+    }
+
+    fn finish(mut self, result: io::Result<()>, sent: u64, end: u64) -> ClientRun {
+        if let Err(e) = result {
+            self.run.stop = Some(Stop::Failed(e.to_string()));
+        }
+        if sent > self.settings.warmup {
+            self.run.usage = (self.usage)().since(&self.usage_start);
+        }
+        self.run.sent = sent;
+        self.run.measured_end = end;
+        self.run
+    }
+}
+
+fn corrupted(who: &str, msg: &[u8], seq: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{who}: message {seq} ({} bytes) arrived wrong from byte {}",
+            msg.len(),
+            first_difference(msg, seq).unwrap_or(0)
+        ),
+    )
+}
+
+fn check(verify: bool, msg: &[u8], seq: u64) -> bool {
+    if verify {
+        check_full(msg, seq)
+    } else {
+        check_quick(msg, seq)
+    }
+}
+
+fn closed() -> io::Error {
+    super::transport::gone("the peer closed the connection")
+}
+
+impl Client<'_> {
+    /// Runs the pattern to the end (or to the first error) and closes the client's side.
+    pub fn run(self) -> ClientRun {
+        let Client {
+            ep,
+            config,
+            settings,
+            clock,
+            segments,
+            cancel,
+            usage,
+        } = self;
+        let mut phase = Phase {
+            settings,
+            cancel,
+            usage,
+            usage_start: Usage::default(),
+            run: ClientRun::default(),
+        };
+        let mut sent = 0;
+        let mut end = 0;
+        let result = match config.pattern {
+            Pattern::PingPong => ping_pong(ep, &config, clock, &mut phase, &mut sent, &mut end),
+            Pattern::Stream { flush_bytes } => stream(
+                ep,
+                &config,
+                flush_bytes,
+                clock,
+                &mut phase,
+                &mut sent,
+                &mut end,
+            ),
+            Pattern::Burst { n } => burst(ep, &config, n, clock, &mut phase, &mut sent, &mut end),
+            Pattern::Segments { k } => match segments {
+                Some(map) => segmented(ep, &config, k, map, clock, &mut phase, &mut sent, &mut end),
+                None => Err(io::Error::other(
+                    "the segments pattern needs its shared segments",
+                )),
+            },
+            Pattern::OpenLoop { rate } => {
+                open_loop(ep, &config, rate, clock, &mut phase, &mut sent, &mut end)
+            }
+        };
+        let close = ep.close();
+        phase.finish(result.and(close), sent, end)
+    }
+}
+
+fn message(payload: usize) -> Vec<u8> {
+    let mut m = vec![0; payload];
+    fill_body(&mut m);
+    m
+}
+
+/// One round trip of message `seq`; returns (start, end).
+fn round_trip(
+    ep: &mut dyn Endpoint,
+    clock: &dyn Clock,
+    msg: &[u8],
+    reply: &mut [u8],
+    seq: u64,
+    verify: bool,
+) -> io::Result<(u64, u64)> {
+    let t0 = clock.now();
+    probe!(latscope_ipc, send, seq as isize, msg.len() as isize);
+    ep.send(msg)?;
+    if !recv_exact(ep, reply)? {
+        return Err(closed());
+    }
+    let t1 = clock.now();
+    probe!(latscope_ipc, recv, seq as isize, reply.len() as isize);
+    if !check(verify, reply, seq) {
+        return Err(corrupted("echo", reply, seq));
+    }
+    Ok((t0, t1))
+}
+
+fn ping_pong(
+    ep: &mut dyn Endpoint,
+    config: &Config,
+    clock: &dyn Clock,
+    phase: &mut Phase<'_>,
+    sent: &mut u64,
+    end: &mut u64,
+) -> io::Result<()> {
+    let mut msg = message(config.payload);
+    let mut reply = vec![0; config.payload];
+    let verify = phase.settings.verify;
+    let warmup = phase.settings.warmup;
+    for seq in 0.. {
+        if !phase.proceed(seq, *end) {
+            break;
+        }
+        stamp(&mut msg, seq);
+        let (t0, t1) = round_trip(ep, clock, &msg, &mut reply, seq, verify)?;
+        *sent = seq + 1;
+        phase.started(seq, t0);
+        *end = t1;
+        if seq >= warmup {
+            phase.run.samples.push(t1 - t0);
+        }
+    }
+    Ok(())
+}
+
+fn stream(
+    ep: &mut dyn Endpoint,
+    config: &Config,
+    flush_bytes: usize,
+    clock: &dyn Clock,
+    phase: &mut Phase<'_>,
+    sent: &mut u64,
+    end: &mut u64,
+) -> io::Result<()> {
+    let mut msg = message(config.payload);
+    let mut buffer = Vec::with_capacity(largest_unit(config));
+    for seq in 0.. {
+        if !phase.proceed(seq, *end) {
+            break;
+        }
+        let t = clock.now();
+        phase.started(seq, t);
+        phase.run.samples.push(t);
+        *end = t;
+        if !buffer.is_empty() && buffer.len() + msg.len() > flush_bytes {
+            ep.send(&buffer)?;
+            buffer.clear();
+        }
+        stamp(&mut msg, seq);
+        probe!(latscope_ipc, send, seq as isize, msg.len() as isize);
+        buffer.extend_from_slice(&msg);
+        *sent = seq + 1;
+        if buffer.len() >= flush_bytes {
+            ep.send(&buffer)?;
+            buffer.clear();
+        }
+    }
+    if !buffer.is_empty() {
+        ep.send(&buffer)?;
+    }
+    Ok(())
+}
+
+fn expect_ack(ep: &mut dyn Endpoint, expected: u64) -> io::Result<()> {
+    let mut ack = [0u8; ACK_BYTES];
+    if !recv_exact(ep, &mut ack)? {
+        return Err(closed());
+    }
+    let got = u64::from_le_bytes(ack);
+    if got != expected {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the peer acknowledged {got} messages, {expected} were sent"),
+        ));
+    }
+    Ok(())
+}
+
+fn burst(
+    ep: &mut dyn Endpoint,
+    config: &Config,
+    n: u64,
+    clock: &dyn Clock,
+    phase: &mut Phase<'_>,
+    sent: &mut u64,
+    end: &mut u64,
+) -> io::Result<()> {
+    let mut msg = message(config.payload);
+    for seq in 0.. {
+        if seq % n == 0 && !phase.proceed(seq, *end) {
+            break;
+        }
+        let t = clock.now();
+        phase.started(seq, t);
+        phase.run.samples.push(t);
+        *end = t;
+        stamp(&mut msg, seq);
+        probe!(latscope_ipc, send, seq as isize, msg.len() as isize);
+        ep.send(&msg)?;
+        *sent = seq + 1;
+        if (seq + 1) % n == 0 {
+            expect_ack(ep, seq + 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// A segments note: `[segment or SYNC, seq]`.
+pub fn note(first: u64, seq: u64) -> [u8; NOTE_BYTES] {
+    let mut n = [0u8; NOTE_BYTES];
+    n[..8].copy_from_slice(&first.to_le_bytes());
+    n[8..].copy_from_slice(&seq.to_le_bytes());
+    n
+}
+
+#[allow(clippy::too_many_arguments)]
+fn segmented(
+    ep: &mut dyn Endpoint,
+    config: &Config,
+    k: usize,
+    segments: &Mapping,
+    clock: &dyn Clock,
+    phase: &mut Phase<'_>,
+    sent: &mut u64,
+    end: &mut u64,
+) -> io::Result<()> {
+    let mut msg = message(config.payload);
+    let k = k as u64;
+    for seq in 0.. {
+        if !phase.proceed(seq, *end) {
+            break;
+        }
+        let t = clock.now();
+        phase.started(seq, t);
+        phase.run.samples.push(t);
+        *end = t;
+        if seq > 0 && seq % k == 0 {
+            // Every segment is in use: wait until the peer has consumed them all.
+            ep.send(&note(SYNC, seq))?;
+            expect_ack(ep, seq)?;
+        }
+        let segment = seq % k;
+        stamp(&mut msg, seq);
+        let offset = segment as usize * config.payload;
+        // SAFETY: the peer reads segment `segment` only after the note below, and never again
+        // after the sync that precedes its reuse.
+        unsafe { segments.slice_mut(offset, config.payload) }.copy_from_slice(&msg);
+        probe!(latscope_ipc, send, seq as isize, msg.len() as isize);
+        ep.send(&note(segment, seq))?;
+        *sent = seq + 1;
+    }
+    Ok(())
+}
+
+fn open_loop(
+    ep: &mut dyn Endpoint,
+    config: &Config,
+    rate: u64,
+    clock: &dyn Clock,
+    phase: &mut Phase<'_>,
+    sent: &mut u64,
+    end: &mut u64,
+) -> io::Result<()> {
+    let mut msg = message(config.payload);
+    let mut reply = vec![0; config.payload];
+    let verify = phase.settings.verify;
+    let warmup = phase.settings.warmup;
+    tighten_timer_slack();
+    let mut anchor = 0;
+    for seq in 0.. {
+        if seq == warmup {
+            anchor = clock.now();
+            phase.run.measured_start = Some(anchor);
+        }
+        // The schedule, not the last reply, decides when time is up.
+        let intended =
+            anchor + ((seq.saturating_sub(warmup)) as u128 * 1_000_000_000 / rate as u128) as u64;
+        if !phase.proceed(seq, if seq > warmup { intended } else { *end }) {
+            break;
+        }
+        stamp(&mut msg, seq);
+        if seq >= warmup {
+            clock.sleep_until(intended);
+        }
+        let (t0, t1) = round_trip(ep, clock, &msg, &mut reply, seq, verify)?;
+        *sent = seq + 1;
+        *end = t1;
+        if seq >= warmup {
+            phase.run.samples.push(t1 - intended);
+            phase.run.uncorrected.push(t1 - t0);
+        }
+    }
+    Ok(())
+}
+
+/// The peer's side of a pattern: frames what arrives into messages, checks them, records
+/// arrival times, and answers (echoes, acknowledgements).
+pub struct PeerLogic<'a> {
+    config: Config,
+    verify: bool,
+    warmup: u64,
+    record: &'a Record,
+    segments: Option<&'a Mapping>,
+    usage: &'a dyn Fn() -> Usage,
+    unit: usize,
+    partial: Vec<u8>,
+    scratch: Vec<u8>,
+    received: u64,
+}
+
+impl<'a> PeerLogic<'a> {
+    /// The peer of `config`, recording into `record`.
+    pub fn new(
+        config: Config,
+        settings: &Settings,
+        record: &'a Record,
+        segments: Option<&'a Mapping>,
+        usage: &'a dyn Fn() -> Usage,
+    ) -> Self {
+        let unit = match config.pattern {
+            Pattern::Segments { .. } => NOTE_BYTES,
+            _ => config.payload,
+        };
+        PeerLogic {
+            config,
+            verify: settings.verify,
+            warmup: settings.warmup,
+            record,
+            segments,
+            usage,
+            unit,
+            partial: Vec::with_capacity(unit),
+            scratch: vec![0; config.payload],
+            received: 0,
+        }
+    }
+
+    /// Whether arrival times are recorded (so the caller reads the clock per receive).
+    pub fn needs_time(&self) -> bool {
+        self.config.pattern.one_way()
+    }
+
+    /// Messages received so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Handles `bytes` that arrived at `now`; `reply` sends a unit back.
+    pub fn on_bytes(
+        &mut self,
+        mut bytes: &[u8],
+        now: u64,
+        reply: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if !self.partial.is_empty() {
+            let take = (self.unit - self.partial.len()).min(bytes.len());
+            self.partial.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.partial.len() < self.unit {
+                return Ok(());
+            }
+            let whole = std::mem::take(&mut self.partial);
+            let result = self.on_message(&whole, now, reply);
+            self.partial = whole;
+            self.partial.clear();
+            result?;
+        }
+        while bytes.len() >= self.unit {
+            let (msg, rest) = bytes.split_at(self.unit);
+            self.on_message(msg, now, reply)?;
+            bytes = rest;
+        }
+        self.partial.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// The stream ended: records the peer's usage at the end.
+    pub fn finish(&mut self) {
+        self.record.set_end((self.usage)());
+    }
+
+    fn arrived(&mut self, seq: u64, now: Option<u64>) {
+        if seq == self.warmup {
+            self.record.set_start((self.usage)());
+        }
+        if let Some(t) = now {
+            self.record.set_arrival(seq, t);
+        }
+        probe!(
+            latscope_ipc,
+            peer_recv,
+            seq as isize,
+            self.config.payload as isize
+        );
+        self.received = seq + 1;
+        self.record.set_received(self.received);
+    }
+
+    fn check(&self, msg: &[u8], seq: u64) -> io::Result<()> {
+        if check(self.verify, msg, seq) {
+            Ok(())
+        } else {
+            Err(corrupted("peer", msg, seq))
+        }
+    }
+
+    fn on_message(
+        &mut self,
+        msg: &[u8],
+        now: u64,
+        reply: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let seq = self.received;
+        match self.config.pattern {
+            Pattern::PingPong | Pattern::OpenLoop { .. } => {
+                self.check(msg, seq)?;
+                self.arrived(seq, None);
+                probe!(latscope_ipc, peer_send, seq as isize, msg.len() as isize);
+                reply(msg)
+            }
+            Pattern::Stream { .. } => {
+                self.check(msg, seq)?;
+                self.arrived(seq, Some(now));
+                Ok(())
+            }
+            Pattern::Burst { n } => {
+                self.check(msg, seq)?;
+                self.arrived(seq, Some(now));
+                if (seq + 1) % n == 0 {
+                    reply(&(seq + 1).to_le_bytes())?;
+                }
+                Ok(())
+            }
+            Pattern::Segments { k } => self.on_note(msg, seq, k, now, reply),
+        }
+    }
+
+    fn on_note(
+        &mut self,
+        msg: &[u8],
+        seq: u64,
+        k: usize,
+        now: u64,
+        reply: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let word = |i: usize| u64::from_le_bytes(msg[i..i + 8].try_into().unwrap_or([0; 8]));
+        let (first, note_seq) = (word(0), word(8));
+        if first == SYNC {
+            return reply(&self.received.to_le_bytes());
+        }
+        if note_seq != seq || first >= k as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "peer: note for message {note_seq} in segment {first}, expected message {seq}"
+                ),
+            ));
+        }
+        let Some(segments) = self.segments else {
+            return Err(io::Error::other("peer: no segments mapped"));
+        };
+        let offset = first as usize * self.config.payload;
+        // SAFETY: the writer does not touch this segment again before the next sync.
+        self.scratch
+            .copy_from_slice(unsafe { segments.slice(offset, self.config.payload) });
+        let data = std::mem::take(&mut self.scratch);
+        let checked = self.check(&data, seq);
+        self.scratch = data;
+        checked?;
+        self.arrived(seq, Some(now));
+        Ok(())
+    }
+}
