@@ -23,7 +23,8 @@ pub enum Command {
     /// Latency distributions from WAYLAND_DEBUG logs (commit→release, frame→done, ...).
     #[command(long_about = WAYLAND_ABOUT, after_help = WAYLAND_EXAMPLES)]
     Wayland(WaylandArgs),
-    /// Analyse a bundled real log (glmark2 on weston headless): a first look, no setup.
+    /// A first look, no setup: a short IPC matrix, a bundled real WAYLAND_DEBUG log (glmark2
+    /// on weston headless) and the coalescing-queue lesson, each with the command for your own.
     Demo(DemoArgs),
     /// List the USDT probes of executables and libraries, or of everything a process has mapped.
     #[command(after_help = PROBES_EXAMPLES)]
@@ -245,6 +246,128 @@ pub enum LabCommand {
     /// "total time ÷ batches" misleads.
     #[command(long_about = QUEUE_ABOUT, after_help = QUEUE_EXAMPLES)]
     Queue(QueueArgs),
+    /// What each IPC transport costs per message, side by side, as distributions: in-process
+    /// call, channel, pipe, Unix sockets, TCP, shared-memory rings, D-Bus.
+    #[command(long_about = IPC_ABOUT, after_help = IPC_EXAMPLES)]
+    Ipc(IpcArgs),
+    /// The peer program of a D-Bus process peer (started by `latscope lab ipc`).
+    #[command(hide = true)]
+    IpcPeer(IpcPeerArgs),
+}
+
+const IPC_ABOUT: &str = "\
+What each IPC transport costs per message, measured side by side as distributions.
+
+Every message is timed with CLOCK_MONOTONIC (its own cost is measured first and printed). Each
+configuration (transport × peer × pattern × payload) reports min, p50, p99, p99.9 and max of
+every measured message, throughput apart from latency, and the CPU time and context switches
+per message of the client, the peer and the broker (dbus-daemon) together.
+
+Transports (--transport, default: all that can run here):
+  inproc          a direct call in the same thread: the floor
+  channel         two threads over std channels (threads only)
+  pipe            two pipes
+  unix-stream     socketpair(AF_UNIX, SOCK_STREAM)
+  unix-seqpacket  socketpair(AF_UNIX, SOCK_SEQPACKET)
+  tcp             TCP on 127.0.0.1, TCP_NODELAY
+  shm-futex       a shared-memory ring of --slots slots, the waiting side sleeps in a futex
+  shm-spin        the same ring, the waiting side spins (a core for the lowest latency)
+  dbus            method calls through a private dbus-daemon that latscope starts
+
+Peers (--peer): a second thread, or a second process (forked; a fresh latscope for D-Bus).
+
+Patterns (--pattern, default ping-pong; `all` for every one):
+  ping-pong   send, wait for the echo: latency is the round trip
+  stream      one way, buffered by the writer and written once --flush-bytes are buffered
+              (Xlib/XCB flush 4096 bytes, old Xlib 16384; 0 writes every message at once)
+  burst       --burst messages, then one acknowledgement
+  segments    the payload goes into one of --segments shared-memory segments, announced by
+              a 16-byte note; once all are used the writer syncs (a round trip): MIT-SHM style
+  open-loop   ping-pong at --rate messages/s; latency from the intended send time
+              (coordinated omission corrected, as wrk2 does), printed beside the uncorrected
+One-way latency runs from the moment the writer starts sending a message (waiting for buffer
+space, a flush or a sync included) to the moment the peer holds all of it.
+
+Every message carries its sequence number; the peer checks it (--verify: every byte). USDT
+probes latscope_ipc:send, recv, peer_recv and peer_send (arg0 = sequence number) let
+`latscope live` trace the same exchange from the kernel.
+
+Sizes take B, KiB, MiB (or K, M); durations take ns, us, ms, s.";
+
+const IPC_EXAMPLES: &str = "\
+Examples:
+  latscope lab ipc                                        # every transport, ping-pong, 8 B / 1 KiB / 64 KiB
+  latscope lab ipc --transport inproc,dbus --peer process --payload 1KiB   # libkscreen: in-process vs D-Bus
+  latscope lab ipc --transport unix-stream --pattern stream,segments --payload 1KiB \\
+      --flush-bytes 4096,16384 --segments 1,4,8          # Java2D: socket buffer vs MIT-SHM segments
+  latscope lab ipc --transport pipe --peer process --payload 4 --count 100000      # vs perf bench sched pipe
+  latscope lab ipc --pattern open-loop --rate 1000,50000 --transport unix-stream,dbus
+  latscope lab ipc --format json --save ipc.json; latscope compare before.json ipc.json
+
+Exit status: 0 success, 1 error (a configuration failed, a peer died), 2 usage.";
+
+/// `latscope lab ipc`
+#[derive(Debug, Args)]
+pub struct IpcArgs {
+    /// Transports, comma-separated (default: all that can run here).
+    #[arg(long, short = 't', value_delimiter = ',')]
+    pub transport: Vec<String>,
+    /// Patterns, comma-separated: ping-pong, stream, burst, segments, open-loop, or all.
+    #[arg(long, short = 'p', value_delimiter = ',', default_value = "ping-pong")]
+    pub pattern: Vec<String>,
+    /// Where the peer runs: thread, process (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "thread,process")]
+    pub peer: Vec<String>,
+    /// Message sizes, comma-separated (8 B, a 32×32 8-bit mask, 64 KiB by default).
+    #[arg(long, value_delimiter = ',', default_value = "8,1KiB,64KiB")]
+    pub payload: Vec<String>,
+    /// stream: the writer's buffer, flushed once this many bytes are buffered (a list).
+    #[arg(long, value_delimiter = ',', default_value = "4096")]
+    pub flush_bytes: Vec<String>,
+    /// burst: messages per acknowledgement (a list).
+    #[arg(long, value_delimiter = ',', default_value = "8")]
+    pub burst: Vec<u64>,
+    /// segments: shared-memory segments used before each sync (a list).
+    #[arg(long, value_delimiter = ',', default_value = "4")]
+    pub segments: Vec<usize>,
+    /// open-loop: messages per second (a list).
+    #[arg(long, value_delimiter = ',', default_value = "10000")]
+    pub rate: Vec<u64>,
+    /// Measured messages per configuration (at most).
+    #[arg(long, short = 'n', default_value_t = 10_000)]
+    pub count: u64,
+    /// Messages before measuring.
+    #[arg(long, default_value_t = 200)]
+    pub warmup: u64,
+    /// Stop measuring a configuration after this long.
+    #[arg(long, default_value = "0.5s")]
+    pub max_time: String,
+    /// Slots of a shared-memory ring.
+    #[arg(long, default_value_t = 16)]
+    pub slots: usize,
+    /// Bytes of a shared-memory ring (all slots; a slot holds ring-bytes / slots).
+    #[arg(long, default_value = "1MiB")]
+    pub ring_bytes: String,
+    /// Compare every byte of every message (default: the stamped header and last byte).
+    #[arg(long)]
+    pub verify: bool,
+    /// Also print each configuration's histogram.
+    #[arg(long)]
+    pub detail: bool,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = LabFormat::Text)]
+    pub format: LabFormat,
+    /// Also write the JSON result to this file.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+}
+
+/// `latscope lab ipc-peer`
+#[derive(Debug, Args)]
+pub struct IpcPeerArgs {
+    /// The peer's specification, as written by the lab.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub spec: Vec<String>,
 }
 
 const QUEUE_ABOUT: &str = "\
@@ -571,6 +694,9 @@ pub struct WaylandArgs {
 /// `latscope demo`
 #[derive(Debug, Args)]
 pub struct DemoArgs {
+    /// Skip the IPC part (the WAYLAND_DEBUG part alone takes milliseconds).
+    #[arg(long)]
+    pub no_ipc: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }

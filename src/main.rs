@@ -22,6 +22,8 @@ fn main() -> ExitCode {
         cli::Command::Report(args) => commands::plot::report(args),
         cli::Command::Export(args) => commands::plot::export(args),
         cli::Command::Lab(cli::LabCommand::Queue(args)) => commands::lab::queue(args),
+        cli::Command::Lab(cli::LabCommand::Ipc(args)) => commands::ipc::run(args),
+        cli::Command::Lab(cli::LabCommand::IpcPeer(args)) => commands::ipc::peer(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

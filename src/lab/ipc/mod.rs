@@ -304,9 +304,37 @@ pub fn validate(config: &Config, settings: &Settings) -> Result<(), ConfigError>
     Ok(())
 }
 
+/// A size as people write it: `8`, `1KiB`, `64K`, `1MiB`, `4096B`.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: usize = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size (examples: 8, 1KiB, 64K, 1MiB)"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" | "kb" => 1 << 10,
+        "m" | "mib" | "mb" => 1 << 20,
+        _ => return Err(format!("'{text}': unknown size unit '{unit}' (B, KiB, MiB)")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("'{text}' is too large"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_take_binary_units() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("1KiB"), Ok(1024));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3 parsecs").is_err());
+    }
 
     fn config(transport: Transport, pattern: Pattern, payload: usize) -> Config {
         Config {

@@ -13,7 +13,7 @@ use super::peer::{self, PeerHandle, Record};
 use super::shared::Mapping;
 use super::transport::Endpoint;
 use super::transport::channel::ChannelEndpoint;
-use super::transport::dbus::{self, Bus, PeerSpec, RECORD_FD};
+use super::transport::dbus::{self, Bus, PeerSpec, RECORD_FD, SEGMENTS_FD};
 use super::transport::fd::{FdEndpoint, FdKind};
 use super::transport::inproc::InprocEndpoint;
 use super::transport::shm::{RingShape, ShmEndpoint, Wake};
@@ -221,7 +221,10 @@ impl Lab {
                 client_usage = client_usage.since(&p);
             }
         }
-        let peer_error = peer_error.or_else(|| record.error());
+        let peer_error = match (peer_error, record.error()) {
+            (Some(how), Some(why)) => Some(format!("{how}: {why}")),
+            (how, why) => how.or(why),
+        };
         Ok(outcome(
             config,
             &settings,
@@ -338,7 +341,7 @@ impl Lab {
         let client = dbus::client(&address, &config.pattern, |client_name| {
             let h = match config.peer {
                 Peer::Process => {
-                    self.exec_dbus_peer(&address, client_name, config, settings, record)?
+                    self.exec_dbus_peer(&address, client_name, config, settings, record, segments.as_deref())?
                 }
                 _ => {
                     let ep = dbus::peer(&address, client_name, &config.pattern)?;
@@ -378,6 +381,7 @@ impl Lab {
         config: &Config,
         settings: &Settings,
         record: &Record,
+        segments: Option<&Mapping>,
     ) -> io::Result<PeerHandle> {
         let exe = self.peer_exe.as_ref().ok_or_else(|| {
             io::Error::new(
@@ -394,6 +398,7 @@ impl Lab {
             capacity: record.capacity(),
         };
         let fd = record.fd().as_raw_fd();
+        let seg_fd = segments.map(|m| m.fd().as_raw_fd());
         let mut command = std::process::Command::new(exe);
         command
             .args(["lab", "ipc-peer"])
@@ -404,8 +409,13 @@ impl Lab {
             command.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 libc::signal(libc::SIGINT, libc::SIG_IGN);
-                if libc::dup2(fd, RECORD_FD) < 0 {
-                    return Err(io::Error::last_os_error());
+                // Out of the way first, so that one target cannot clobber the other's source.
+                let high = [Some(fd), seg_fd].map(|f| f.map(|f| libc::fcntl(f, libc::F_DUPFD, 100)));
+                for (from, to) in high.into_iter().zip([RECORD_FD, SEGMENTS_FD]) {
+                    let Some(from) = from else { continue };
+                    if from < 0 || libc::dup2(from, to) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
@@ -472,13 +482,21 @@ pub fn dbus_peer_main(args: &[String]) -> io::Result<()> {
         verify: spec.verify,
         ..Settings::default()
     };
+    let segments = match spec.config.pattern {
+        Pattern::Segments { k } => {
+            // SAFETY: the lab passes the segments' memfd as SEGMENTS_FD for this pattern.
+            let fd = unsafe { OwnedFd::from_raw_fd(SEGMENTS_FD) };
+            Some(Mapping::map(fd, k * spec.config.payload)?)
+        }
+        _ => None,
+    };
     let ep = dbus::peer(&spec.address, &spec.client, &spec.config.pattern)?;
     peer::run_peer(
         Box::new(ep),
         spec.config,
         &settings,
         &record,
-        None,
+        segments.as_ref(),
         Scope::Process,
     )
 }

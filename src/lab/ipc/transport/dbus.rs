@@ -380,6 +380,8 @@ pub struct PeerSpec {
 
 /// The descriptor number a peer program finds its record on.
 pub const RECORD_FD: i32 = 3;
+/// The descriptor number a peer program finds the segments on (segments pattern).
+pub const SEGMENTS_FD: i32 = 4;
 
 impl PeerSpec {
     /// The words after `latscope lab ipc-peer`.

@@ -1,0 +1,224 @@
+//! `latscope lab ipc`: build the matrix of configurations, run it, print it.
+
+use anyhow::{Context, Result, bail};
+use clap::CommandFactory;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::{Cli, IpcArgs, IpcPeerArgs, LabFormat};
+use latscope::lab::ipc::clock::{Monotonic, TimerOverhead, timer_overhead};
+use latscope::lab::ipc::report::{self, LabReport};
+use latscope::lab::ipc::run::{Lab, Outcome, RunError, dbus_peer_main};
+use latscope::lab::ipc::{
+    Config, Pattern, Peer, Settings, Transport, parse_size, validate,
+};
+use latscope::stats::{Unit, parse_duration};
+
+/// A usage error: printed by clap, exit status 2.
+fn usage(message: impl std::fmt::Display) -> ! {
+    Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, message)
+        .exit()
+}
+
+fn sizes(flag: &str, list: &[String]) -> Vec<usize> {
+    list.iter()
+        .map(|s| parse_size(s).unwrap_or_else(|e| usage(format!("--{flag}: {e}"))))
+        .collect()
+}
+
+/// The matrix: what runs, and what was asked for but cannot run here (with the reason).
+pub struct Plan {
+    /// configurations to run
+    pub configs: Vec<Config>,
+    /// (configuration, reason)
+    pub skipped: Vec<(String, String)>,
+    /// counts and limits
+    pub settings: Settings,
+}
+
+fn transports(args: &IpcArgs) -> Vec<Transport> {
+    if args.transport.is_empty() || args.transport.iter().any(|t| t == "all") {
+        return Transport::ALL.to_vec();
+    }
+    args.transport
+        .iter()
+        .map(|name| {
+            Transport::parse(name).unwrap_or_else(|| {
+                let names: Vec<&str> = Transport::ALL.iter().map(|t| t.name()).collect();
+                usage(format!("--transport: unknown transport '{name}' (one of: {})", names.join(", ")))
+            })
+        })
+        .collect()
+}
+
+fn patterns(args: &IpcArgs) -> Vec<Pattern> {
+    let all = args.pattern.iter().any(|p| p == "all");
+    let mut out = Vec::new();
+    let wanted = |name: &str| all || args.pattern.iter().any(|p| p == name);
+    for p in &args.pattern {
+        if !matches!(p.as_str(), "all" | "ping-pong" | "stream" | "burst" | "segments" | "open-loop") {
+            usage(format!("--pattern: unknown pattern '{p}' (ping-pong, stream, burst, segments, open-loop, all)"));
+        }
+    }
+    if wanted("ping-pong") {
+        out.push(Pattern::PingPong);
+    }
+    if wanted("stream") {
+        out.extend(sizes("flush-bytes", &args.flush_bytes).into_iter().map(|flush_bytes| Pattern::Stream { flush_bytes }));
+    }
+    if wanted("burst") {
+        out.extend(args.burst.iter().map(|&n| Pattern::Burst { n }));
+    }
+    if wanted("segments") {
+        out.extend(args.segments.iter().map(|&k| Pattern::Segments { k }));
+    }
+    if wanted("open-loop") {
+        out.extend(args.rate.iter().map(|&rate| Pattern::OpenLoop { rate }));
+    }
+    out
+}
+
+fn peers(args: &IpcArgs) -> Vec<Peer> {
+    args.peer
+        .iter()
+        .map(|p| match p.as_str() {
+            "thread" => Peer::Thread,
+            "process" => Peer::Process,
+            other => usage(format!("--peer: unknown peer '{other}' (thread, process)")),
+        })
+        .collect()
+}
+
+fn settings(args: &IpcArgs) -> Settings {
+    let max_time_ns = parse_duration(&args.max_time, Unit::S)
+        .unwrap_or_else(|e| usage(format!("--max-time: {e}")));
+    if args.count == 0 {
+        usage("--count 0: nothing would be measured; give at least 1");
+    }
+    Settings {
+        count: args.count,
+        warmup: args.warmup,
+        max_time_ns,
+        slots: args.slots,
+        ring_bytes: parse_size(&args.ring_bytes).unwrap_or_else(|e| usage(format!("--ring-bytes: {e}"))),
+        verify: args.verify,
+    }
+}
+
+/// Builds the matrix from the command line; impossible options are usage errors.
+pub fn plan(args: &IpcArgs) -> Plan {
+    let settings = settings(args);
+    let payloads = sizes("payload", &args.payload);
+    let peers = peers(args);
+    let mut configs = Vec::new();
+    let mut skipped = Vec::new();
+    for transport in transports(args) {
+        let mut places: Vec<Peer> = if transport == Transport::Inproc { vec![Peer::None] } else { peers.clone() };
+        if transport.threads_only() && places.contains(&Peer::Process) {
+            places.retain(|&p| p != Peer::Process);
+            skipped.push((format!("{} (process)", transport.name()), "a channel cannot cross processes; it runs with --peer thread".to_string()));
+        }
+        for &peer in &places {
+            for &pattern in &patterns(args) {
+                for &payload in &payloads {
+                    let config = Config { transport, peer, pattern, payload };
+                    if let Err(e) = validate(&config, &settings) {
+                        usage(e);
+                    }
+                    configs.push(config);
+                }
+            }
+        }
+    }
+    Plan { configs, skipped, settings }
+}
+
+/// What a run of a plan gave.
+pub struct Ran {
+    /// one per configuration run
+    pub outcomes: Vec<Outcome>,
+    /// configurations not run, with the reason
+    pub skipped: Vec<(String, String)>,
+    /// the clock's cost
+    pub timer: TimerOverhead,
+    /// Ctrl-C
+    pub interrupted: bool,
+}
+
+/// Runs every configuration of `plan`, with a progress bar on a terminal.
+pub fn execute(mut plan: Plan) -> Result<Ran> {
+    let cancel = crate::signals::cancel_on_interrupt();
+    let timer = timer_overhead(&Monotonic, 100_000);
+    let exe = std::env::current_exe().ok();
+    let mut lab = Lab::new(plan.settings.clone(), cancel.clone(), exe);
+    if plan.configs.iter().any(|c| c.transport == Transport::Dbus) {
+        if let Err(e) = lab.start_bus() {
+            let before = plan.configs.len();
+            plan.configs.retain(|c| c.transport != Transport::Dbus);
+            eprintln!("latscope: warning: D-Bus skipped, the other transports still run: {e}");
+            plan.skipped.push((format!("dbus ({} configurations)", before - plan.configs.len()), format!("{e}")));
+        }
+    }
+    let bar = ProgressBar::new(plan.configs.len() as u64);
+    bar.set_style(ProgressStyle::with_template("{pos}/{len} {wide_msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let mut outcomes = Vec::new();
+    for config in &plan.configs {
+        if cancel.is_raised() {
+            break;
+        }
+        bar.set_message(config.to_string());
+        match lab.run(config) {
+            Ok(o) => outcomes.push(o),
+            Err(RunError::Config(e)) => usage(e),
+            Err(e @ RunError::Setup { .. }) => plan.skipped.push((config.to_string(), format!("could not start: {e}"))),
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(Ran { outcomes, skipped: plan.skipped, timer, interrupted: cancel.is_raised() })
+}
+
+/// Renders a run in `format`.
+pub fn render(ran: &Ran, settings: &Settings, format: LabFormat, detail: bool) -> String {
+    let report = LabReport {
+        outcomes: &ran.outcomes,
+        timer: ran.timer,
+        settings,
+        skipped: &ran.skipped,
+        interrupted: ran.interrupted,
+    };
+    match format {
+        LabFormat::Text => report::text(&report, detail),
+        LabFormat::Json => format!("{}\n", report::json(&report)),
+        LabFormat::Markdown => report::markdown(&report),
+    }
+}
+
+/// Runs `latscope lab ipc`.
+pub fn run(args: &IpcArgs) -> Result<()> {
+    let plan = plan(args);
+    let settings = plan.settings.clone();
+    let ran = execute(plan)?;
+    crate::commands::print(&render(&ran, &settings, args.format, args.detail))?;
+    if let Some(path) = &args.save {
+        let text = render(&ran, &settings, LabFormat::Json, false);
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let failed: Vec<String> = ran
+        .outcomes
+        .iter()
+        .filter_map(|o| o.failed().map(|e| format!("{}: {e}", o.config)))
+        .collect();
+    if !failed.is_empty() {
+        bail!("{} configuration(s) failed; what they measured is printed above:\n  {}", failed.len(), failed.join("\n  "));
+    }
+    if ran.outcomes.is_empty() && !ran.interrupted {
+        bail!("nothing could run: {}", ran.skipped.iter().map(|(c, w)| format!("{c}: {w}")).collect::<Vec<_>>().join("; "));
+    }
+    Ok(())
+}
+
+/// Runs the hidden `latscope lab ipc-peer`.
+pub fn peer(args: &IpcPeerArgs) -> Result<()> {
+    dbus_peer_main(&args.spec).context("ipc peer")
+}
