@@ -8,9 +8,7 @@ use crate::cli::{Cli, IpcArgs, IpcPeerArgs, LabFormat};
 use latscope::lab::ipc::clock::{Monotonic, TimerOverhead, timer_overhead};
 use latscope::lab::ipc::report::{self, LabReport};
 use latscope::lab::ipc::run::{Lab, Outcome, RunError, dbus_peer_main};
-use latscope::lab::ipc::{
-    Config, Pattern, Peer, Settings, Transport, parse_size, validate,
-};
+use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport, parse_size, validate};
 use latscope::stats::{Unit, parse_duration};
 
 /// A usage error: printed by clap, exit status 2.
@@ -45,7 +43,10 @@ fn transports(args: &IpcArgs) -> Vec<Transport> {
         .map(|name| {
             Transport::parse(name).unwrap_or_else(|| {
                 let names: Vec<&str> = Transport::ALL.iter().map(|t| t.name()).collect();
-                usage(format!("--transport: unknown transport '{name}' (one of: {})", names.join(", ")))
+                usage(format!(
+                    "--transport: unknown transport '{name}' (one of: {})",
+                    names.join(", ")
+                ))
             })
         })
         .collect()
@@ -56,15 +57,24 @@ fn patterns(args: &IpcArgs) -> Vec<Pattern> {
     let mut out = Vec::new();
     let wanted = |name: &str| all || args.pattern.iter().any(|p| p == name);
     for p in &args.pattern {
-        if !matches!(p.as_str(), "all" | "ping-pong" | "stream" | "burst" | "segments" | "open-loop") {
-            usage(format!("--pattern: unknown pattern '{p}' (ping-pong, stream, burst, segments, open-loop, all)"));
+        if !matches!(
+            p.as_str(),
+            "all" | "ping-pong" | "stream" | "burst" | "segments" | "open-loop"
+        ) {
+            usage(format!(
+                "--pattern: unknown pattern '{p}' (ping-pong, stream, burst, segments, open-loop, all)"
+            ));
         }
     }
     if wanted("ping-pong") {
         out.push(Pattern::PingPong);
     }
     if wanted("stream") {
-        out.extend(sizes("flush-bytes", &args.flush_bytes).into_iter().map(|flush_bytes| Pattern::Stream { flush_bytes }));
+        out.extend(
+            sizes("flush-bytes", &args.flush_bytes)
+                .into_iter()
+                .map(|flush_bytes| Pattern::Stream { flush_bytes }),
+        );
     }
     if wanted("burst") {
         out.extend(args.burst.iter().map(|&n| Pattern::Burst { n }));
@@ -100,7 +110,8 @@ fn settings(args: &IpcArgs) -> Settings {
         warmup: args.warmup,
         max_time_ns,
         slots: args.slots,
-        ring_bytes: parse_size(&args.ring_bytes).unwrap_or_else(|e| usage(format!("--ring-bytes: {e}"))),
+        ring_bytes: parse_size(&args.ring_bytes)
+            .unwrap_or_else(|e| usage(format!("--ring-bytes: {e}"))),
         verify: args.verify,
     }
 }
@@ -113,15 +124,27 @@ pub fn plan(args: &IpcArgs) -> Plan {
     let mut configs = Vec::new();
     let mut skipped = Vec::new();
     for transport in transports(args) {
-        let mut places: Vec<Peer> = if transport == Transport::Inproc { vec![Peer::None] } else { peers.clone() };
+        let mut places: Vec<Peer> = if transport == Transport::Inproc {
+            vec![Peer::None]
+        } else {
+            peers.clone()
+        };
         if transport.threads_only() && places.contains(&Peer::Process) {
             places.retain(|&p| p != Peer::Process);
-            skipped.push((format!("{} (process)", transport.name()), "a channel cannot cross processes; it runs with --peer thread".to_string()));
+            skipped.push((
+                format!("{} (process)", transport.name()),
+                "a channel cannot cross processes; it runs with --peer thread".to_string(),
+            ));
         }
         for &peer in &places {
             for &pattern in &patterns(args) {
                 for &payload in &payloads {
-                    let config = Config { transport, peer, pattern, payload };
+                    let config = Config {
+                        transport,
+                        peer,
+                        pattern,
+                        payload,
+                    };
                     if let Err(e) = validate(&config, &settings) {
                         usage(e);
                     }
@@ -130,7 +153,11 @@ pub fn plan(args: &IpcArgs) -> Plan {
             }
         }
     }
-    Plan { configs, skipped, settings }
+    Plan {
+        configs,
+        skipped,
+        settings,
+    }
 }
 
 /// What a run of a plan gave.
@@ -156,11 +183,17 @@ pub fn execute(mut plan: Plan) -> Result<Ran> {
             let before = plan.configs.len();
             plan.configs.retain(|c| c.transport != Transport::Dbus);
             eprintln!("latscope: warning: D-Bus skipped, the other transports still run: {e}");
-            plan.skipped.push((format!("dbus ({} configurations)", before - plan.configs.len()), format!("{e}")));
+            plan.skipped.push((
+                format!("dbus ({} configurations)", before - plan.configs.len()),
+                format!("{e}"),
+            ));
         }
     }
     let bar = ProgressBar::new(plan.configs.len() as u64);
-    bar.set_style(ProgressStyle::with_template("{pos}/{len} {wide_msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("{pos}/{len} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     let mut outcomes = Vec::new();
     for config in &plan.configs {
         if cancel.is_raised() {
@@ -170,12 +203,19 @@ pub fn execute(mut plan: Plan) -> Result<Ran> {
         match lab.run(config) {
             Ok(o) => outcomes.push(o),
             Err(RunError::Config(e)) => usage(e),
-            Err(e @ RunError::Setup { .. }) => plan.skipped.push((config.to_string(), format!("could not start: {e}"))),
+            Err(e @ RunError::Setup { .. }) => plan
+                .skipped
+                .push((config.to_string(), format!("could not start: {e}"))),
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    Ok(Ran { outcomes, skipped: plan.skipped, timer, interrupted: cancel.is_raised() })
+    Ok(Ran {
+        outcomes,
+        skipped: plan.skipped,
+        timer,
+        interrupted: cancel.is_raised(),
+    })
 }
 
 /// Renders a run in `format`.
@@ -210,10 +250,21 @@ pub fn run(args: &IpcArgs) -> Result<()> {
         .filter_map(|o| o.failed().map(|e| format!("{}: {e}", o.config)))
         .collect();
     if !failed.is_empty() {
-        bail!("{} configuration(s) failed; what they measured is printed above:\n  {}", failed.len(), failed.join("\n  "));
+        bail!(
+            "{} configuration(s) failed; what they measured is printed above:\n  {}",
+            failed.len(),
+            failed.join("\n  ")
+        );
     }
     if ran.outcomes.is_empty() && !ran.interrupted {
-        bail!("nothing could run: {}", ran.skipped.iter().map(|(c, w)| format!("{c}: {w}")).collect::<Vec<_>>().join("; "));
+        bail!(
+            "nothing could run: {}",
+            ran.skipped
+                .iter()
+                .map(|(c, w)| format!("{c}: {w}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
     }
     Ok(())
 }

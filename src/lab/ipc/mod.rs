@@ -316,7 +316,11 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         "" | "b" => 1,
         "k" | "kib" | "kb" => 1 << 10,
         "m" | "mib" | "mb" => 1 << 20,
-        _ => return Err(format!("'{text}': unknown size unit '{unit}' (B, KiB, MiB)")),
+        _ => {
+            return Err(format!(
+                "'{text}': unknown size unit '{unit}' (B, KiB, MiB)"
+            ));
+        }
     };
     n.checked_mul(scale)
         .ok_or_else(|| format!("'{text}' is too large"))

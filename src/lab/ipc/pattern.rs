@@ -637,3 +637,200 @@ impl<'a> PeerLogic<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::ipc::clock::FakeClock;
+    use crate::lab::ipc::run::one_way_latencies;
+    use crate::lab::ipc::transport::inproc::InprocEndpoint;
+    use crate::lab::ipc::{Peer, Transport};
+    use crate::stats::Distribution;
+
+    fn config(pattern: Pattern) -> Config {
+        Config {
+            transport: Transport::Inproc,
+            peer: Peer::None,
+            pattern,
+            payload: 64,
+        }
+    }
+
+    fn settings(count: u64, warmup: u64) -> Settings {
+        Settings {
+            count,
+            warmup,
+            max_time_ns: u64::MAX,
+            verify: true,
+            ..Settings::default()
+        }
+    }
+
+    /// Runs `pattern` over the in-process transport on `clock`; returns the client's run and
+    /// the peer's arrival times.
+    fn run(pattern: Pattern, s: &Settings, clock: &FakeClock) -> (ClientRun, Vec<u64>) {
+        let record = Record::new(s.warmup + s.count + 1).unwrap();
+        let cfg = config(pattern);
+        let segments = match pattern {
+            Pattern::Segments { k } => Some(Mapping::new(k * cfg.payload).unwrap()),
+            _ => None,
+        };
+        let no_usage = Usage::default;
+        let logic = PeerLogic::new(cfg, s, &record, segments.as_ref(), &no_usage);
+        let mut ep = InprocEndpoint::new(logic, clock);
+        let run = Client {
+            ep: &mut ep,
+            config: cfg,
+            settings: s,
+            clock,
+            segments: segments.as_ref(),
+            cancel: &Cancel::new(),
+            usage: &no_usage,
+        }
+        .run();
+        let arrivals = record.arrivals(record.received());
+        (run, arrivals)
+    }
+
+    fn distribution(values: &[u64]) -> Distribution {
+        let mut d = Distribution::default();
+        values.iter().for_each(|&v| d.record(v));
+        d
+    }
+
+    #[test]
+    fn ping_pong_latency_is_the_time_between_the_two_clock_reads() {
+        // Reads alternate: send time (read 2i), echo time (read 2i+1). Round trip i of the
+        // measured phase takes 10·(i+1) ns: 10, 20, ..., 1000.
+        // The four warm-up round trips take 1 ns.
+        let clock = FakeClock::new(|read| match (read % 2, read / 2) {
+            (1, i) if i >= 4 => (i - 4) * 10 + 10,
+            _ => 1,
+        });
+        let s = settings(100, 4);
+        let (run, _) = run(Pattern::PingPong, &s, &clock);
+        assert_eq!(run.stop, Some(Stop::Done));
+        assert_eq!(run.sent, 104);
+        let d = distribution(&run.samples);
+        let p = d.percentiles().unwrap();
+        // Nearest rank of 10, 20, ..., 1000: p50 = 500, p90 = 900, p99 = 990, p99.9 = 1000.
+        assert_eq!((p.p50, p.p90, p.p99, p.p999), (500, 900, 990, 1000));
+        assert_eq!(
+            (d.summary().min(), d.summary().max()),
+            (Some(10), Some(1000))
+        );
+        assert_eq!(d.summary().mean(), Some(505.0));
+    }
+
+    #[test]
+    fn stream_latency_is_one_way_and_includes_waiting_in_the_writer_buffer() {
+        // 64-byte messages, a 256-byte buffer: four messages per write. Every clock read
+        // advances 100 ns. The writer reads once per message (its start time); the peer reads
+        // once per write (arrival). Message j of a group of four waits for 3−j later messages.
+        let clock = FakeClock::new(|_| 100);
+        let s = settings(8, 0);
+        let (run, arrivals) = run(Pattern::Stream { flush_bytes: 256 }, &s, &clock);
+        assert_eq!(run.sent, 8);
+        let latencies = one_way_latencies(&run.samples, &arrivals, 0);
+        // Reads: starts 100..400, arrival 500; starts 600..900, arrival 1000.
+        assert_eq!(latencies, [400, 300, 200, 100, 400, 300, 200, 100]);
+    }
+
+    #[test]
+    fn open_loop_latency_counts_from_the_intended_send_time_through_a_stall() {
+        // 1,000,000 messages/s: one intended every 1000 ns. Each reply takes 100 ns, except
+        // that the reply to message 3 takes 5000 ns (a stall). Closed-loop timing sees one
+        // slow message; the schedule sees every message that should have left during it.
+        let clock = FakeClock::new(|read| {
+            // Read 0 is the schedule's anchor; then per message: send, reply.
+            if read == 0 {
+                0
+            } else if read % 2 == 0 {
+                if read / 2 == 4 { 5000 } else { 100 }
+            } else {
+                0
+            }
+        });
+        let s = settings(8, 0);
+        let (run, _) = run(Pattern::OpenLoop { rate: 1_000_000 }, &s, &clock);
+        assert_eq!(run.uncorrected, [100, 100, 100, 5000, 100, 100, 100, 100]);
+        // Message 3 is sent at 3000 and answered at 8000; message 4 (intended 4000) leaves
+        // late at 8000: 4100 from its intended time, and so on until the backlog is gone.
+        assert_eq!(run.samples, [100, 100, 100, 5000, 4100, 3200, 2300, 1400]);
+    }
+
+    #[test]
+    fn a_burst_is_acknowledged_once_and_every_message_arrives() {
+        let clock = FakeClock::new(|_| 1);
+        let s = settings(16, 0);
+        let (run, arrivals) = run(Pattern::Burst { n: 8 }, &s, &clock);
+        assert_eq!(
+            (run.stop, run.sent, arrivals.len()),
+            (Some(Stop::Done), 16, 16)
+        );
+        // With the in-process peer each message arrives one clock read after it starts.
+        assert!(
+            one_way_latencies(&run.samples, &arrivals, 0)
+                .iter()
+                .all(|&l| l == 1)
+        );
+    }
+
+    #[test]
+    fn segments_are_reused_only_after_a_sync_and_carry_the_right_bytes() {
+        let clock = FakeClock::new(|_| 1);
+        let s = settings(10, 0);
+        let (run, arrivals) = run(Pattern::Segments { k: 3 }, &s, &clock);
+        assert_eq!(
+            (run.stop, run.sent, arrivals.len()),
+            (Some(Stop::Done), 10, 10)
+        );
+    }
+
+    #[test]
+    fn the_peer_reports_a_corrupted_message() {
+        let record = Record::new(4).unwrap();
+        let s = settings(1, 0);
+        let no_usage = Usage::default;
+        let mut logic = PeerLogic::new(config(Pattern::PingPong), &s, &record, None, &no_usage);
+        let mut msg = vec![0; 64];
+        fill_body(&mut msg);
+        stamp(&mut msg, 0);
+        msg[40] ^= 0xff;
+        let e = logic.on_bytes(&msg, 0, &mut |_| Ok(())).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("message 0 (64 bytes) arrived wrong from byte 40"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn messages_split_across_reads_are_reassembled() {
+        let record = Record::new(4).unwrap();
+        let s = settings(2, 0);
+        let no_usage = Usage::default;
+        let mut logic = PeerLogic::new(
+            config(Pattern::Stream { flush_bytes: 0 }),
+            &s,
+            &record,
+            None,
+            &no_usage,
+        );
+        let mut bytes = Vec::new();
+        for seq in 0..2 {
+            let mut m = vec![0; 64];
+            fill_body(&mut m);
+            stamp(&mut m, seq);
+            bytes.extend(m);
+        }
+        for (i, chunk) in bytes.chunks(50).enumerate() {
+            logic
+                .on_bytes(chunk, 10 * (i as u64 + 1), &mut |_| Ok(()))
+                .unwrap();
+        }
+        assert_eq!(logic.received(), 2);
+        // Message 0 completes in the second read (t = 20), message 1 in the third (t = 30).
+        assert_eq!(record.arrivals(2), [20, 30]);
+    }
+}

@@ -340,9 +340,14 @@ impl Lab {
         let mut handle = None;
         let client = dbus::client(&address, &config.pattern, |client_name| {
             let h = match config.peer {
-                Peer::Process => {
-                    self.exec_dbus_peer(&address, client_name, config, settings, record, segments.as_deref())?
-                }
+                Peer::Process => self.exec_dbus_peer(
+                    &address,
+                    client_name,
+                    config,
+                    settings,
+                    record,
+                    segments.as_deref(),
+                )?,
                 _ => {
                     let ep = dbus::peer(&address, client_name, &config.pattern)?;
                     peer::spawn_thread(
@@ -410,7 +415,8 @@ impl Lab {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 libc::signal(libc::SIGINT, libc::SIG_IGN);
                 // Out of the way first, so that one target cannot clobber the other's source.
-                let high = [Some(fd), seg_fd].map(|f| f.map(|f| libc::fcntl(f, libc::F_DUPFD, 100)));
+                let high =
+                    [Some(fd), seg_fd].map(|f| f.map(|f| libc::fcntl(f, libc::F_DUPFD, 100)));
                 for (from, to) in high.into_iter().zip([RECORD_FD, SEGMENTS_FD]) {
                     let Some(from) = from else { continue };
                     if from < 0 || libc::dup2(from, to) < 0 {
