@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::util::{self, root, run, stderr, stdout};
 
 /// Whether live tracing can run here; panics when it must (LATSCOPE_REQUIRE_STACK) and cannot.
-fn live_available() -> bool {
+pub fn live_available() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root_user = unsafe { libc_geteuid() } == 0;
     let have = |c: &str| {

@@ -6,6 +6,7 @@ mod bench;
 mod compare;
 mod e2e;
 mod golden;
+mod ipc;
 mod lab;
 mod live;
 mod report;

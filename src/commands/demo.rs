@@ -1,21 +1,101 @@
-//! `latscope demo`: the main job on a bundled real log, so a first run needs nothing.
+//! `latscope demo`: the main jobs on embedded defaults, so a first run needs nothing: a short
+//! IPC matrix measured on this machine, then a bundled real WAYLAND_DEBUG log. Each part names
+//! the command that does it on the user's own system.
 
 use anyhow::Result;
 
+use super::ipc::{Plan, execute, render};
 use super::wayland::{Input, analyse_and_print};
-use crate::cli::DemoArgs;
+use crate::cli::{DemoArgs, Format, LabFormat};
 use latscope::ingest::wayland::SpanOptions;
+use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport};
 
 /// glmark2-es2-wayland --benchmark=build:use-vbo=true on weston headless, client side
 /// (see tests/data/wayland/README.md for how it was captured).
 const DEMO_LOG: &[u8] = include_bytes!("../../tests/data/wayland/weston-glmark2-build.client.log");
 
+/// The demo's IPC matrix: the floor, the kernel transports, shared memory and D-Bus, between
+/// threads and between processes, for an 8-byte message and a 1 KiB mask; then the Java2D
+/// lesson: a 4 KiB against a 16 KiB writer buffer, against shared-memory segments.
+fn ipc_plan() -> Plan {
+    let mut configs = Vec::new();
+    let transports = [
+        Transport::Inproc,
+        Transport::Pipe,
+        Transport::UnixStream,
+        Transport::ShmFutex,
+        Transport::ShmSpin,
+        Transport::Dbus,
+    ];
+    for transport in transports {
+        let peers: &[Peer] = if transport == Transport::Inproc {
+            &[Peer::None]
+        } else {
+            &[Peer::Thread, Peer::Process]
+        };
+        for &peer in peers {
+            for payload in [8, 1024] {
+                configs.push(Config {
+                    transport,
+                    peer,
+                    pattern: Pattern::PingPong,
+                    payload,
+                });
+            }
+        }
+    }
+    for pattern in [
+        Pattern::Stream { flush_bytes: 4096 },
+        Pattern::Stream { flush_bytes: 16384 },
+        Pattern::Segments { k: 1 },
+        Pattern::Segments { k: 4 },
+    ] {
+        configs.push(Config {
+            transport: Transport::UnixStream,
+            peer: Peer::Process,
+            pattern,
+            payload: 1024,
+        });
+    }
+    Plan {
+        configs,
+        skipped: Vec::new(),
+        settings: Settings {
+            count: 5_000,
+            warmup: 200,
+            max_time_ns: 200_000_000,
+            ..Settings::default()
+        },
+    }
+}
+
 /// Runs `latscope demo`.
 pub fn run(args: &DemoArgs) -> Result<()> {
+    let text = args.output.format == Format::Text;
+    if !args.no_ipc {
+        eprintln!(
+            "latscope demo 1/2: what each IPC transport costs per message on this machine (a few seconds)"
+        );
+        let plan = ipc_plan();
+        let settings = plan.settings.clone();
+        let ran = execute(plan)?;
+        if text {
+            super::print(&render(&ran, &settings, LabFormat::Text, false))?;
+            super::print(
+                "\non your system: latscope lab ipc                      (every transport, thread and process peers, 8 B / 1 KiB / 64 KiB)\n\
+                 \x20               latscope lab ipc --pattern all --verify\n\n",
+            )?;
+        }
+    }
     eprintln!(
-        "latscope demo: WAYLAND_DEBUG log of glmark2-es2-wayland (build benchmark) on weston \
-         headless, bundled with latscope; on your own log: latscope wayland FILE"
+        "latscope demo 2/2: WAYLAND_DEBUG log of glmark2-es2-wayland (build benchmark) on weston \
+         headless, bundled with latscope"
     );
+    if text {
+        super::print(
+            "on your system: WAYLAND_DEBUG=1 your-client 2> client.log; latscope wayland client.log\n\n",
+        )?;
+    }
     let input = Input::Embedded("glmark2-weston.client.log (bundled)", DEMO_LOG);
     let mut output = args.output.clone();
     if output.report.is_none() {
