@@ -167,7 +167,7 @@ fn the_nested_compositor_log_keeps_client_and_server_apart() {
 
 #[test]
 fn the_embedded_demo_prints_histograms_of_the_bundled_log() {
-    let out = util::run(&["demo"]);
+    let out = util::run(&["demo", "--no-ipc"]);
     assert!(out.status.success());
     let text = util::stdout(&out);
     assert!(

@@ -29,6 +29,8 @@ PKGS=(
     valgrind                        # latscope bench --instructions=callgrind
     chromium                        # opens the HTML report in a test (headless)
     procps                          # ps/kill used when debugging
+    dbus-daemon                     # latscope lab ipc --transport dbus (a private bus)
+    linux-perf                      # scripts/bench/ipc_vs_perf.py (perf bench sched pipe)
 )
 
 missing=()
@@ -53,7 +55,7 @@ else
 fi
 
 # Sanity check: the binaries the capture scripts run.
-for c in weston weston-simple-shm weston-presentation-shm glmark2-es2-wayland miral-shell python3 setsid timeout bpftrace cc setpriv valgrind chromium; do
+for c in weston weston-simple-shm weston-presentation-shm glmark2-es2-wayland miral-shell python3 setsid timeout bpftrace cc setpriv valgrind chromium dbus-daemon; do
     command -v "$c" >/dev/null 2>&1 || { echo "install-deps: '$c' still missing after install" >&2; exit 1; }
 done
 [[ -e /usr/lib/x86_64-linux-gnu/libweston-10/headless-backend.so ]] ||

@@ -178,16 +178,16 @@ pub fn execute(mut plan: Plan) -> Result<Ran> {
     let timer = timer_overhead(&Monotonic, 100_000);
     let exe = std::env::current_exe().ok();
     let mut lab = Lab::new(plan.settings.clone(), cancel.clone(), exe);
-    if plan.configs.iter().any(|c| c.transport == Transport::Dbus) {
-        if let Err(e) = lab.start_bus() {
-            let before = plan.configs.len();
-            plan.configs.retain(|c| c.transport != Transport::Dbus);
-            eprintln!("latscope: warning: D-Bus skipped, the other transports still run: {e}");
-            plan.skipped.push((
-                format!("dbus ({} configurations)", before - plan.configs.len()),
-                format!("{e}"),
-            ));
-        }
+    if plan.configs.iter().any(|c| c.transport == Transport::Dbus)
+        && let Err(e) = lab.start_bus()
+    {
+        let before = plan.configs.len();
+        plan.configs.retain(|c| c.transport != Transport::Dbus);
+        eprintln!("latscope: warning: D-Bus skipped, the other transports still run: {e}");
+        plan.skipped.push((
+            format!("dbus ({} configurations)", before - plan.configs.len()),
+            format!("{e}"),
+        ));
     }
     let bar = ProgressBar::new(plan.configs.len() as u64);
     bar.set_style(

@@ -132,11 +132,12 @@ impl Phase<'_> {
             self.run.stop = Some(Stop::Done);
             return false;
         }
-        if let Some(start) = self.run.measured_start {
-            if seq > s.warmup && last.saturating_sub(start) >= s.max_time_ns {
-                self.run.stop = Some(Stop::TimeUp);
-                return false;
-            }
+        if let Some(start) = self.run.measured_start
+            && seq > s.warmup
+            && last.saturating_sub(start) >= s.max_time_ns
+        {
+            self.run.stop = Some(Stop::TimeUp);
+            return false;
         }
         true
     }
@@ -592,7 +593,7 @@ impl<'a> PeerLogic<'a> {
             Pattern::Burst { n } => {
                 self.check(msg, seq)?;
                 self.arrived(seq, Some(now));
-                if (seq + 1) % n == 0 {
+                if (seq + 1).is_multiple_of(n) {
                     reply(&(seq + 1).to_le_bytes())?;
                 }
                 Ok(())

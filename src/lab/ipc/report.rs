@@ -57,7 +57,7 @@ fn per_msg(total: u64, messages: u64) -> f64 {
     }
 }
 
-fn sorted<'a>(outcomes: &'a [Outcome]) -> Vec<&'a Outcome> {
+fn sorted(outcomes: &[Outcome]) -> Vec<&Outcome> {
     let mut rows: Vec<&Outcome> = outcomes.iter().collect();
     rows.sort_by_key(|o| {
         (

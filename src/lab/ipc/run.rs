@@ -216,10 +216,10 @@ impl Lab {
         let broker = (snaps.len() >= 2).then(|| snaps[snaps.len() - 1].since(&snaps[0]));
         let peer_usage = record.usage();
         let mut client_usage = run.usage;
-        if config.peer == Peer::Thread {
-            if let Some(p) = peer_usage {
-                client_usage = client_usage.since(&p);
-            }
+        if config.peer == Peer::Thread
+            && let Some(p) = peer_usage
+        {
+            client_usage = client_usage.since(&p);
         }
         let peer_error = match (peer_error, record.error()) {
             (Some(how), Some(why)) => Some(format!("{how}: {why}")),

@@ -101,14 +101,14 @@ impl Mapping {
 
     /// The aligned atomic word at byte `offset`.
     pub fn atomic_u32(&self, offset: usize) -> &std::sync::atomic::AtomicU32 {
-        assert!(offset % 4 == 0 && offset + 4 <= self.len);
+        assert!(offset.is_multiple_of(4) && offset + 4 <= self.len);
         // SAFETY: in bounds and aligned (mmap is page-aligned); atomics may alias shared memory.
         unsafe { &*self.ptr.add(offset).cast() }
     }
 
     /// The aligned atomic word at byte `offset`.
     pub fn atomic_u64(&self, offset: usize) -> &std::sync::atomic::AtomicU64 {
-        assert!(offset % 8 == 0 && offset + 8 <= self.len);
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len);
         // SAFETY: as for `atomic_u32`.
         unsafe { &*self.ptr.add(offset).cast() }
     }

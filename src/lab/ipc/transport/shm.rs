@@ -163,11 +163,11 @@ impl ShmEndpoint {
                 Wake::Spin => {
                     std::hint::spin_loop();
                     spins += 1;
-                    if spins % 4096 == 0 {
+                    if spins.is_multiple_of(4096) {
                         // Never starve the other side if both share one CPU.
                         std::thread::yield_now();
                     }
-                    if spins % (1 << 20) == 0 && self.peer_gone() {
+                    if spins.is_multiple_of(1 << 20) && self.peer_gone() {
                         return Err(gone("the peer is gone"));
                     }
                 }
