@@ -149,15 +149,21 @@ impl Phase<'_> {
         }
     }
 
-    fn finish(mut self, result: io::Result<()>, sent: u64, end: u64) -> ClientRun {
+    /// Reads the start time of one-way message `seq` and records it.
+    fn one_way_start(&mut self, seq: u64, clock: &dyn Clock) {
+        let t = clock.now();
+        self.started(seq, t);
+        self.run.samples.push(t);
+        self.run.measured_end = t;
+    }
+
+    fn finish(mut self, result: io::Result<()>) -> ClientRun {
         if let Err(e) = result {
             self.run.stop = Some(Stop::Failed(e.to_string()));
         }
-        if sent > self.settings.warmup {
+        if self.run.sent > self.settings.warmup {
             self.run.usage = (self.usage)().since(&self.usage_start);
         }
-        self.run.sent = sent;
-        self.run.measured_end = end;
         self.run
     }
 }
@@ -204,32 +210,20 @@ impl Client<'_> {
             usage_start: Usage::default(),
             run: ClientRun::default(),
         };
-        let mut sent = 0;
-        let mut end = 0;
         let result = match config.pattern {
-            Pattern::PingPong => ping_pong(ep, &config, clock, &mut phase, &mut sent, &mut end),
-            Pattern::Stream { flush_bytes } => stream(
-                ep,
-                &config,
-                flush_bytes,
-                clock,
-                &mut phase,
-                &mut sent,
-                &mut end,
-            ),
-            Pattern::Burst { n } => burst(ep, &config, n, clock, &mut phase, &mut sent, &mut end),
+            Pattern::PingPong => ping_pong(ep, &config, clock, &mut phase),
+            Pattern::Stream { flush_bytes } => stream(ep, &config, flush_bytes, clock, &mut phase),
+            Pattern::Burst { n } => burst(ep, &config, n, clock, &mut phase),
             Pattern::Segments { k } => match segments {
-                Some(map) => segmented(ep, &config, k, map, clock, &mut phase, &mut sent, &mut end),
+                Some(map) => segmented(ep, &config, k, map, clock, &mut phase),
                 None => Err(io::Error::other(
                     "the segments pattern needs its shared segments",
                 )),
             },
-            Pattern::OpenLoop { rate } => {
-                open_loop(ep, &config, rate, clock, &mut phase, &mut sent, &mut end)
-            }
+            Pattern::OpenLoop { rate } => open_loop(ep, &config, rate, clock, &mut phase),
         };
         let close = ep.close();
-        phase.finish(result.and(close), sent, end)
+        phase.finish(result.and(close))
     }
 }
 
@@ -267,22 +261,20 @@ fn ping_pong(
     config: &Config,
     clock: &dyn Clock,
     phase: &mut Phase<'_>,
-    sent: &mut u64,
-    end: &mut u64,
 ) -> io::Result<()> {
     let mut msg = message(config.payload);
     let mut reply = vec![0; config.payload];
     let verify = phase.settings.verify;
     let warmup = phase.settings.warmup;
     for seq in 0.. {
-        if !phase.proceed(seq, *end) {
+        if !phase.proceed(seq, phase.run.measured_end) {
             break;
         }
         stamp(&mut msg, seq);
         let (t0, t1) = round_trip(ep, clock, &msg, &mut reply, seq, verify)?;
-        *sent = seq + 1;
+        phase.run.sent = seq + 1;
         phase.started(seq, t0);
-        *end = t1;
+        phase.run.measured_end = t1;
         if seq >= warmup {
             phase.run.samples.push(t1 - t0);
         }
@@ -296,19 +288,14 @@ fn stream(
     flush_bytes: usize,
     clock: &dyn Clock,
     phase: &mut Phase<'_>,
-    sent: &mut u64,
-    end: &mut u64,
 ) -> io::Result<()> {
     let mut msg = message(config.payload);
     let mut buffer = Vec::with_capacity(largest_unit(config));
     for seq in 0.. {
-        if !phase.proceed(seq, *end) {
+        if !phase.proceed(seq, phase.run.measured_end) {
             break;
         }
-        let t = clock.now();
-        phase.started(seq, t);
-        phase.run.samples.push(t);
-        *end = t;
+        phase.one_way_start(seq, clock);
         if !buffer.is_empty() && buffer.len() + msg.len() > flush_bytes {
             ep.send(&buffer)?;
             buffer.clear();
@@ -316,7 +303,7 @@ fn stream(
         stamp(&mut msg, seq);
         probe!(latscope_ipc, send, seq as isize, msg.len() as isize);
         buffer.extend_from_slice(&msg);
-        *sent = seq + 1;
+        phase.run.sent = seq + 1;
         if buffer.len() >= flush_bytes {
             ep.send(&buffer)?;
             buffer.clear();
@@ -349,22 +336,17 @@ fn burst(
     n: u64,
     clock: &dyn Clock,
     phase: &mut Phase<'_>,
-    sent: &mut u64,
-    end: &mut u64,
 ) -> io::Result<()> {
     let mut msg = message(config.payload);
     for seq in 0.. {
-        if seq % n == 0 && !phase.proceed(seq, *end) {
+        if seq % n == 0 && !phase.proceed(seq, phase.run.measured_end) {
             break;
         }
-        let t = clock.now();
-        phase.started(seq, t);
-        phase.run.samples.push(t);
-        *end = t;
+        phase.one_way_start(seq, clock);
         stamp(&mut msg, seq);
         probe!(latscope_ipc, send, seq as isize, msg.len() as isize);
         ep.send(&msg)?;
-        *sent = seq + 1;
+        phase.run.sent = seq + 1;
         if (seq + 1) % n == 0 {
             expect_ack(ep, seq + 1)?;
         }
@@ -380,7 +362,6 @@ pub fn note(first: u64, seq: u64) -> [u8; NOTE_BYTES] {
     n
 }
 
-#[allow(clippy::too_many_arguments)]
 fn segmented(
     ep: &mut dyn Endpoint,
     config: &Config,
@@ -388,19 +369,14 @@ fn segmented(
     segments: &Mapping,
     clock: &dyn Clock,
     phase: &mut Phase<'_>,
-    sent: &mut u64,
-    end: &mut u64,
 ) -> io::Result<()> {
     let mut msg = message(config.payload);
     let k = k as u64;
     for seq in 0.. {
-        if !phase.proceed(seq, *end) {
+        if !phase.proceed(seq, phase.run.measured_end) {
             break;
         }
-        let t = clock.now();
-        phase.started(seq, t);
-        phase.run.samples.push(t);
-        *end = t;
+        phase.one_way_start(seq, clock);
         if seq > 0 && seq % k == 0 {
             // Every segment is in use: wait until the peer has consumed them all.
             ep.send(&note(SYNC, seq))?;
@@ -414,7 +390,7 @@ fn segmented(
         unsafe { segments.slice_mut(offset, config.payload) }.copy_from_slice(&msg);
         probe!(latscope_ipc, send, seq as isize, msg.len() as isize);
         ep.send(&note(segment, seq))?;
-        *sent = seq + 1;
+        phase.run.sent = seq + 1;
     }
     Ok(())
 }
@@ -425,8 +401,6 @@ fn open_loop(
     rate: u64,
     clock: &dyn Clock,
     phase: &mut Phase<'_>,
-    sent: &mut u64,
-    end: &mut u64,
 ) -> io::Result<()> {
     let mut msg = message(config.payload);
     let mut reply = vec![0; config.payload];
@@ -442,7 +416,12 @@ fn open_loop(
         // The schedule, not the last reply, decides when time is up.
         let intended =
             anchor + ((seq.saturating_sub(warmup)) as u128 * 1_000_000_000 / rate as u128) as u64;
-        if !phase.proceed(seq, if seq > warmup { intended } else { *end }) {
+        let last = if seq > warmup {
+            intended
+        } else {
+            phase.run.measured_end
+        };
+        if !phase.proceed(seq, last) {
             break;
         }
         stamp(&mut msg, seq);
@@ -450,8 +429,8 @@ fn open_loop(
             clock.sleep_until(intended);
         }
         let (t0, t1) = round_trip(ep, clock, &msg, &mut reply, seq, verify)?;
-        *sent = seq + 1;
-        *end = t1;
+        phase.run.sent = seq + 1;
+        phase.run.measured_end = t1;
         if seq >= warmup {
             phase.run.samples.push(t1 - intended);
             phase.run.uncorrected.push(t1 - t0);

@@ -507,11 +507,6 @@ pub fn dbus_peer_main(args: &[String]) -> io::Result<()> {
     )
 }
 
-/// The clock every real run uses (exposed for the timer-overhead header).
-pub fn clock() -> impl Clock {
-    Monotonic
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
