@@ -7,7 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::clock::{Clock, Monotonic};
+use super::clock::Monotonic;
 use super::pattern::{Client, ClientRun, PeerLogic, Stop};
 use super::peer::{self, PeerHandle, Record};
 use super::shared::Mapping;
