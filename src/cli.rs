@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::values::{count, duration_s, duration_us, percent, size, whole_seconds};
+
 use latscope::ingest::wayland::{GroupBy, SpanKind, SpanOptions};
 use latscope::stats::{LinearSpec, Unit};
 
@@ -108,19 +110,32 @@ pub struct ReportArgs {
     /// The HTML file to write.
     #[arg(long, short = 'o', default_value = "report.html")]
     pub output: PathBuf,
-    /// The band within which a change counts as no change, e.g. 1%.
-    #[arg(long, default_value = "1%")]
-    pub noise: String,
+    /// The band within which a change counts as no change: 1%, 0.5% or 0.01.
+    #[arg(long, default_value = "1%", value_parser = percent)]
+    pub noise: f64,
     /// Unit for the tables.
     #[arg(long, value_enum, default_value_t = UnitArg::Us)]
     pub unit: UnitArg,
 }
 
 const COMPARE_EXAMPLES: &str = "\
-Verdicts: faster, slower, same (within --noise, or within the bucket error for histograms),
-mixed (the median and the p99 moved significantly in opposite directions: a lower median never
-hides a worse tail), inconclusive. The basis is `samples` when the values are known (bench runs,
-the HdrHistogram in latscope wayland results) and `histogram` when only buckets are (live).
+Reads every latscope result (spans from wayland and live, bench, lab ipc, lab queue, compare),
+bpftrace -f json output and HdrHistogram interval logs; items are paired by name (bench commands
+by name, else by position).
+
+The rule (the same one `latscope bench` applies to its candidates):
+  samples basis (bench runs; the HdrHistogram in wayland and lab results): the body is the
+    median: the ratio after/before with a bootstrap interval and a Mann-Whitney U test; it moved
+    when the test is significant and the interval excludes 1. The tail (p99) is judged when both
+    sides have 100 samples or more: it moved when its interval excludes 1 and the change exceeds
+    --noise. With both judged, each is tested at 2.5% (Bonferroni). A change whose whole interval
+    lies within ±--noise is no change.
+  histogram basis (live, bpftrace): a percentile moved when its before and after bucket-error
+    intervals do not overlap.
+  summary basis (percentiles only): a change beyond ±--noise counts.
+Verdicts: faster or slower (what moved agrees), mixed (the median and the p99 moved in opposite
+directions: a lower median never hides a worse tail), same (nothing moved and every change is
+within ±--noise), inconclusive (a larger difference the data cannot confirm).
 
 Examples:
   latscope wayland --format json before.log > before.json
@@ -135,12 +150,12 @@ pub struct CompareArgs {
     pub before: PathBuf,
     /// The later result.
     pub after: PathBuf,
-    /// The band within which a change counts as no change, e.g. 1%.
-    #[arg(long, default_value = "1%")]
-    pub noise: String,
-    /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value_t = LabFormat::Text)]
-    pub format: LabFormat,
+    /// The band within which a change counts as no change: 1%, 0.5% or 0.01.
+    #[arg(long, default_value = "1%", value_parser = percent)]
+    pub noise: f64,
+    /// Output format: text, json (the `compare` document) or markdown.
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// Unit for text and Markdown.
     #[arg(long, value_enum, default_value_t = UnitArg::Us)]
     pub unit: UnitArg,
@@ -156,8 +171,10 @@ context-switches, cpu-migrations, page-faults, instructions, cycles, branches, b
 hardware ones print \"not supported\" on machines without a PMU).
 
 Each metric gets a median with a bootstrap 95% interval; each candidate a ratio of medians with
-its interval, a Mann-Whitney U test, and a verdict: faster, slower, same (the whole interval
-within --noise), or inconclusive. It warns about noisy runs, cold first runs, commands that wait
+its interval, a Mann-Whitney U test, and a verdict by the rule `latscope compare --help`
+describes (the same rule, so `bench --compare` and `compare` agree): faster, slower, same,
+mixed or inconclusive. Commands run directly, split into words, with no shell in between (what
+hyperfine's -N does); --shell runs them through sh -c. It warns about noisy runs, cold first runs, commands that wait
 rather than compute, and the same instruction count in different time (stalls, alignment).";
 
 const BENCH_EXAMPLES: &str = "\
@@ -173,30 +190,34 @@ pub struct BenchArgs {
     /// Commands; the first is the baseline.
     #[arg(value_name = "COMMAND", required_unless_present = "compare")]
     pub commands: Vec<String>,
+    /// A name for a command, used in every output (repeat: one per command, in order; may use
+    /// {PARAM} of -L), like hyperfine's --command-name.
+    #[arg(short = 'n', long = "name", value_name = "NAME")]
+    pub names: Vec<String>,
     /// Run the commands through `sh -c` (default: executed directly, split into words).
     #[arg(long)]
     pub shell: bool,
     /// Untimed runs of each command first.
     #[arg(long, short = 'w', default_value_t = 0)]
     pub warmup: u32,
-    /// Exactly this many timed runs of each command.
-    #[arg(long, short = 'r')]
+    /// Exactly this many timed runs of each command (at least 1).
+    #[arg(long, short = 'r', value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: Option<u32>,
     /// At least this many runs of each command (without --runs).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub min_runs: u32,
-    /// Keep running until this much time has passed (without --runs).
-    #[arg(long, default_value = "3s")]
-    pub min_time: String,
-    /// Stop by this time at the latest (without --runs).
-    #[arg(long)]
-    pub max_time: Option<String>,
+    /// Keep running until this much time has passed (without --runs): 3s, 500ms (bare: s).
+    #[arg(long, default_value = "3s", value_parser = duration_s)]
+    pub min_time: std::time::Duration,
+    /// Stop by this time at the latest (without --runs): 10s, 1m is 60s (bare: s).
+    #[arg(long, value_parser = duration_s)]
+    pub max_time: Option<std::time::Duration>,
     /// Run this before every timed run (untimed).
     #[arg(long)]
     pub prepare: Option<String>,
-    /// Kill a run that takes longer.
-    #[arg(long)]
-    pub timeout: Option<String>,
+    /// Kill a run that takes longer: 10s, 500ms (bare: s).
+    #[arg(long, value_parser = duration_s)]
+    pub timeout: Option<std::time::Duration>,
     /// A parameter list NAME=a,b,c substituted for {NAME} (repeat for a cross product).
     #[arg(short = 'L', long = "parameter-list", value_name = "NAME=VALUES")]
     pub parameter_list: Vec<String>,
@@ -209,34 +230,22 @@ pub struct BenchArgs {
     /// Go on when a run exits non-zero or times out.
     #[arg(long, short = 'i')]
     pub ignore_failure: bool,
-    /// The band within which a change counts as no change, e.g. 1%.
-    #[arg(long, default_value = "1%")]
-    pub noise: String,
+    /// The band within which a change counts as no change: 1%, 0.5% or 0.01.
+    #[arg(long, default_value = "1%", value_parser = percent)]
+    pub noise: f64,
     /// Compare two saved JSON results (old, new) instead of running anything.
     #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with = "commands")]
     pub compare: Option<Vec<PathBuf>>,
-    /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value_t = BenchFormat::Text)]
-    pub format: BenchFormat,
+    /// Output format: text, json (the `bench` document: every run), markdown, csv (one line
+    /// per run).
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// Also write the JSON result to this file.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
     /// Seed of the run order shuffle.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-}
-
-/// `latscope bench` output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BenchFormat {
-    /// tables and sentences
-    Text,
-    /// every run, every counter, summaries and verdicts
-    Json,
-    /// a Markdown table
-    Markdown,
-    /// one line per run
-    Csv,
 }
 
 /// `latscope lab ...`
@@ -319,44 +328,44 @@ pub struct IpcArgs {
     #[arg(long, value_delimiter = ',', default_value = "thread,process")]
     pub peer: Vec<String>,
     /// Message sizes, comma-separated (8 B, a 32×32 8-bit mask, 64 KiB by default).
-    #[arg(long, value_delimiter = ',', default_value = "8,1KiB,64KiB")]
-    pub payload: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "8,1KiB,64KiB", value_parser = size)]
+    pub payload: Vec<usize>,
     /// stream: the writer's buffer, flushed once this many bytes are buffered (a list).
-    #[arg(long, value_delimiter = ',', default_value = "4096")]
-    pub flush_bytes: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "4096", value_parser = size)]
+    pub flush_bytes: Vec<usize>,
     /// burst: messages per acknowledgement (a list).
-    #[arg(long, value_delimiter = ',', default_value = "8")]
+    #[arg(long, value_delimiter = ',', default_value = "8", value_parser = count)]
     pub burst: Vec<u64>,
     /// segments: shared-memory segments used before each sync (a list).
-    #[arg(long, value_delimiter = ',', default_value = "4")]
-    pub segments: Vec<usize>,
+    #[arg(long, value_delimiter = ',', default_value = "4", value_parser = count)]
+    pub segments: Vec<u64>,
     /// open-loop: messages per second (a list).
-    #[arg(long, value_delimiter = ',', default_value = "10000")]
+    #[arg(long, value_delimiter = ',', default_value = "10000", value_parser = count)]
     pub rate: Vec<u64>,
-    /// Measured messages per configuration (at most).
-    #[arg(long, short = 'n', default_value_t = 10_000)]
+    /// Measured messages per configuration (at most; at least 1).
+    #[arg(long, short = 'n', default_value_t = 10_000, value_parser = count)]
     pub count: u64,
     /// Messages before measuring.
     #[arg(long, default_value_t = 200)]
     pub warmup: u64,
-    /// Stop measuring a configuration after this long.
-    #[arg(long, default_value = "0.5s")]
-    pub max_time: String,
+    /// Stop measuring a configuration after this long: 0.5s, 200ms (bare: s).
+    #[arg(long, default_value = "0.5s", value_parser = duration_s)]
+    pub max_time: std::time::Duration,
     /// Slots of a shared-memory ring.
-    #[arg(long, default_value_t = 16)]
-    pub slots: usize,
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    pub slots: u32,
     /// Bytes of a shared-memory ring (all slots; a slot holds ring-bytes / slots).
-    #[arg(long, default_value = "1MiB")]
-    pub ring_bytes: String,
+    #[arg(long, default_value = "1MiB", value_parser = size)]
+    pub ring_bytes: usize,
     /// Compare every byte of every message (default: the stamped header and last byte).
     #[arg(long)]
     pub verify: bool,
     /// Also print each configuration's histogram.
     #[arg(long)]
     pub detail: bool,
-    /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value_t = LabFormat::Text)]
-    pub format: LabFormat,
+    /// Output format: text, json (the `lab-ipc` document, ns) or markdown.
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// Also write the JSON result to this file.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
@@ -403,31 +412,31 @@ pub struct QueueArgs {
     #[arg(long)]
     pub real: bool,
     /// Preparing a request.
-    #[arg(long, default_value = "2us")]
-    pub prep: String,
+    #[arg(long, default_value = "2us", value_parser = duration_us)]
+    pub prep: u64,
     /// Submitting a group to an idle engine.
-    #[arg(long, default_value = "4us")]
-    pub submit: String,
+    #[arg(long, default_value = "4us", value_parser = duration_us)]
+    pub submit: u64,
     /// Executing one request.
-    #[arg(long, default_value = "3us")]
-    pub exec: String,
+    #[arg(long, default_value = "3us", value_parser = duration_us)]
+    pub exec: u64,
     /// Completion handling, per group.
-    #[arg(long, default_value = "2us")]
-    pub irq: String,
+    #[arg(long, default_value = "2us", value_parser = duration_us)]
+    pub irq: u64,
     /// Pause between requests.
-    #[arg(long, default_value = "0")]
-    pub gap: String,
-    /// Number of requests.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value = "0", value_parser = duration_us)]
+    pub gap: u64,
+    /// Number of requests (at least 1).
+    #[arg(long, default_value_t = 10_000, value_parser = count)]
     pub batches: u64,
-    /// At most this many requests outstanding (default: unbounded).
-    #[arg(long)]
+    /// At most this many requests outstanding (default: unbounded; at least 1).
+    #[arg(long, value_parser = count)]
     pub ring: Option<u64>,
     /// Number of engines.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count)]
     pub engines: u64,
     /// Consecutive requests to one engine before switching.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count)]
     pub burst: u64,
     /// Vary a parameter: NAME=v1,v2,... (repeat for a cross product; ring takes `none`).
     #[arg(long, value_name = "NAME=VALUES")]
@@ -435,23 +444,12 @@ pub struct QueueArgs {
     /// Print the first N events as a timeline (model only).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub timeline: usize,
-    /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value_t = LabFormat::Text)]
-    pub format: LabFormat,
+    /// Output format: text, json (the `lab-queue` document, ns) or markdown.
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// Unit for text and Markdown.
     #[arg(long, value_enum, default_value_t = UnitArg::Us)]
     pub unit: UnitArg,
-}
-
-/// `latscope lab` output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LabFormat {
-    /// a report for a terminal
-    Text,
-    /// the `lab-queue` JSON document (ns)
-    Json,
-    /// a Markdown table
-    Markdown,
 }
 
 const LIVE_ABOUT: &str = "\
@@ -508,11 +506,11 @@ pub struct LiveArgs {
     /// Trace this running process.
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
-    /// Seconds between reports.
-    #[arg(long, default_value_t = 5)]
+    /// Time between reports, in whole seconds: 5, 5s, 1m is 60s (bare: s).
+    #[arg(long, default_value = "5", value_parser = whole_seconds)]
     pub interval: u64,
-    /// Stop after this many seconds.
-    #[arg(long)]
+    /// Stop after this long, in whole seconds: 14, 14s, 2m is 120s (bare: s).
+    #[arg(long, value_parser = whole_seconds)]
     pub duration: Option<u64>,
     /// Report everything since the start at each interval, not just the interval.
     #[arg(long)]
@@ -542,15 +540,6 @@ Examples:
   latscope probes --pid $(pidof miral-shell)
   latscope probes --format json ./my-server";
 
-/// `latscope probes` output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProbesFormat {
-    /// one line per probe, as a `latscope live` spec
-    Text,
-    /// `{"kind":"probes","files":[{"path":..,"probes":[..]}]}`
-    Json,
-}
-
 /// `latscope probes`
 #[derive(Debug, Args)]
 pub struct ProbesArgs {
@@ -560,9 +549,10 @@ pub struct ProbesArgs {
     /// Also every object mapped by this running process.
     #[arg(long)]
     pub pid: Option<u32>,
-    /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value_t = ProbesFormat::Text)]
-    pub format: ProbesFormat,
+    /// Output format: text (one line per probe, as a `latscope live` spec) or json (the
+    /// `probes` document).
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 const WAYLAND_ABOUT: &str = "\
@@ -595,17 +585,30 @@ Examples:
 
 Exit status: 0 success, 1 error (unreadable input; malformed line with --strict), 2 usage.";
 
-/// Output formats.
+/// Output formats, one list for every command (each command's --format help says which it
+/// writes; asking for another is a usage error).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// statistics and histograms for a terminal
+    /// for a terminal
     Text,
-    /// the `spans` JSON document (all values in ns)
+    /// the command's JSON document (all values in ns)
     Json,
     /// a Markdown table
     Markdown,
-    /// one raw sample per line: span,side,group,start_ns,latency_ns
+    /// one line per sample or run
     Csv,
+}
+
+impl Format {
+    /// The name as typed.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+            Format::Markdown => "markdown",
+            Format::Csv => "csv",
+        }
+    }
 }
 
 /// `--span` values.

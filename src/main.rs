@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod signals;
+mod values;
 
 use std::process::ExitCode;
 

@@ -2,19 +2,9 @@
 
 use super::schedule::BenchCommand;
 use super::spawn::RunMeasure;
-use super::stats::{self, Comparison, Verdict};
-
-/// How a metric's values are shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// nanoseconds
-    Time,
-    /// KiB
-    Memory,
-    /// a count of events
-    Count,
-}
+pub use crate::doc::bench::MetricKind as Kind;
+use crate::stats::ab as stats;
+use crate::stats::change::{Change, Evidence, Rule, Verdict, judge};
 
 /// One metric's values for every command.
 #[derive(Debug, Clone)]
@@ -28,7 +18,7 @@ pub struct Metric {
 }
 
 /// A command's summary on one metric.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
     /// median
     pub median: f64,
@@ -46,7 +36,7 @@ pub struct MetricComparison {
     /// metric name
     pub metric: String,
     /// the comparison
-    pub comparison: Comparison,
+    pub comparison: Change,
 }
 
 /// Everything the report shows.
@@ -62,24 +52,6 @@ pub struct Analysis {
     pub warnings: Vec<String>,
     /// exact instruction counts from callgrind, per command, when measured
     pub callgrind_instructions: Option<Vec<u64>>,
-}
-
-/// Thresholds of the verdict.
-#[derive(Debug, Clone, Copy)]
-pub struct Thresholds {
-    /// relative noise band for `same` (0.01 = ±1%)
-    pub noise: f64,
-    /// significance level
-    pub alpha: f64,
-}
-
-impl Default for Thresholds {
-    fn default() -> Self {
-        Thresholds {
-            noise: 0.01,
-            alpha: 0.05,
-        }
-    }
 }
 
 /// Reads one metric out of a run (`None`: not measured in that run).
@@ -139,18 +111,24 @@ pub fn analyse(
     commands: &[BenchCommand],
     runs: &[Vec<RunMeasure>],
     callgrind: Option<Vec<u64>>,
-    t: Thresholds,
+    rule: Rule,
 ) -> Analysis {
     let metrics = metrics(runs);
     let per_metric = parallel_map(&metrics, |m| {
         let summaries: Vec<Option<Summary>> = m.values.iter().map(|v| summary(v)).collect();
-        let comparisons: Vec<Option<Comparison>> = (1..commands.len())
+        let baseline = stats::points(&m.values[0]);
+        let comparisons: Vec<Option<Change>> = (1..commands.len())
             .map(|c| {
                 // A ratio to a zero median (no system time, no migrations) means nothing.
                 if stats::median(&m.values[0])? == 0.0 {
                     return None;
                 }
-                stats::compare(&m.values[0], &m.values[c], t.noise, t.alpha)
+                let candidate = stats::points(&m.values[c]);
+                Some(judge(
+                    Evidence::Samples(&baseline),
+                    Evidence::Samples(&candidate),
+                    rule,
+                ))
             })
             .collect();
         (summaries, comparisons)
@@ -164,7 +142,7 @@ pub fn analyse(
                 .filter_map(|(m, (_, cs))| {
                     Some(MetricComparison {
                         metric: m.name.clone(),
-                        comparison: cs[c - 1]?,
+                        comparison: cs[c - 1].clone()?,
                     })
                 })
                 .collect();
@@ -182,24 +160,7 @@ pub fn analyse(
     analysis
 }
 
-/// `f` over `items` on up to all cores, results in order.
-fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len())
-        .max(1);
-    let chunk = items.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| scope.spawn(|| part.iter().map(&f).collect::<Vec<R>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("analysis thread"))
-            .collect()
-    })
-}
+use crate::compare::parallel_map;
 
 fn summary(values: &[f64]) -> Option<Summary> {
     Some(Summary {
@@ -212,7 +173,7 @@ fn summary(values: &[f64]) -> Option<Summary> {
 
 impl Analysis {
     /// The comparison of candidate `c` on metric `name`.
-    pub fn comparison(&self, c: usize, name: &str) -> Option<&Comparison> {
+    pub fn comparison(&self, c: usize, name: &str) -> Option<&Change> {
         self.comparisons
             .iter()
             .find(|(i, _)| *i == c)?
@@ -279,6 +240,9 @@ fn same_work_different_speed(commands: &[BenchCommand], a: &Analysis) -> Vec<Str
         };
         let (base, cand) = (instructions[0], instructions[c]);
         let same_work = base > 0.0 && ((cand - base) / base).abs() <= 0.001;
+        let Some(ratio) = wall.p50.map(|r| r.ratio) else {
+            continue;
+        };
         if same_work && matches!(wall.verdict, Verdict::Faster | Verdict::Slower) {
             out.push(format!(
                 "same work, different speed: '{}' executes the same instructions as '{}' (within 0.1%: {:.4e} vs {:.4e}) yet its wall time differs by {:+.1}%: look at stalls and code alignment — add -e stalled-cycles-frontend,stalled-cycles-backend,cache-misses,branch-misses (or the PMU's named events)",
@@ -286,7 +250,7 @@ fn same_work_different_speed(commands: &[BenchCommand], a: &Analysis) -> Vec<Str
                 commands[0].name,
                 cand,
                 base,
-                (wall.ratio - 1.0) * 100.0
+                (ratio - 1.0) * 100.0
             ));
         }
     }
@@ -294,28 +258,34 @@ fn same_work_different_speed(commands: &[BenchCommand], a: &Analysis) -> Vec<Str
 }
 
 /// One sentence per candidate on wall time, like hyperfine's, with the interval.
-pub fn sentence(commands: &[BenchCommand], c: usize, wall: &Comparison, noise: f64) -> String {
+pub fn sentence(commands: &[BenchCommand], c: usize, wall: &Change, noise: f64) -> String {
     let (a, b) = (&commands[0].name, &commands[c].name);
-    let (lo, hi) = wall.ci;
+    let Some(r) = wall.p50 else {
+        return format!("{b} vs {a}: {}", wall.reason);
+    };
+    let (ratio, [lo, hi]) = (r.ratio, r.ci);
+    let conf = wall.confidence * 100.0;
     match wall.verdict {
         Verdict::Faster => format!(
-            "{b} ran {:.3}× ({:.3}–{:.3}) faster than {a}",
-            1.0 / wall.ratio,
+            "{b} ran {:.3}× ({:.3}–{:.3}, {conf:.1}% interval) faster than {a}",
+            1.0 / ratio,
             1.0 / hi,
             1.0 / lo
         ),
-        Verdict::Slower => format!(
-            "{b} ran {:.3}× ({lo:.3}–{hi:.3}) slower than {a}",
-            wall.ratio
-        ),
+        Verdict::Slower => {
+            format!("{b} ran {ratio:.3}× ({lo:.3}–{hi:.3}, {conf:.1}% interval) slower than {a}")
+        }
         Verdict::Same => format!(
-            "{b} and {a} take the same time: the ratio {:.4} ({lo:.4}–{hi:.4}) is within ±{:.1}%",
-            wall.ratio,
+            "{b} and {a} take the same time: the ratio {ratio:.4} ({lo:.4}–{hi:.4}) shows no change beyond ±{:.1}%",
             noise * 100.0
         ),
+        Verdict::Mixed => format!(
+            "{b} vs {a}: mixed — its median and its slowest runs moved in opposite directions ({})",
+            wall.reason
+        ),
         Verdict::Inconclusive => format!(
-            "{b} vs {a}: inconclusive — ratio {:.4} ({lo:.4}–{hi:.4}), p = {:.3}; more runs (--runs, --min-time) or a quieter machine",
-            wall.ratio, wall.p_value
+            "{b} vs {a}: inconclusive — ratio {ratio:.4} ({lo:.4}–{hi:.4}), p = {:.3}; more runs (--runs, --min-time) or a quieter machine",
+            wall.p_value.unwrap_or(1.0)
         ),
     }
 }
@@ -340,6 +310,7 @@ mod tests {
         (0..n)
             .map(|i| BenchCommand {
                 name: format!("cmd{i}"),
+                command: format!("cmd{i}"),
                 argv: vec![],
                 parameters: vec![],
             })
@@ -354,7 +325,7 @@ mod tests {
         let b: Vec<RunMeasure> = (0..20)
             .map(|i| run(123.0 + f64::from(i % 3) * 0.1, 5_901_000_000))
             .collect();
-        let an = analyse(&cmds(2), &[a, b], None, Thresholds::default());
+        let an = analyse(&cmds(2), &[a, b], None, Rule::default());
         assert_eq!(an.comparison(1, "wall").unwrap().verdict, Verdict::Slower);
         assert!(
             an.warnings
@@ -377,7 +348,7 @@ mod tests {
         for r in &mut a[1..] {
             r.user_ns /= 10;
         }
-        let an = analyse(&cmds(1), &[a], None, Thresholds::default());
+        let an = analyse(&cmds(1), &[a], None, Rule::default());
         let all = an.warnings.join("\n");
         assert!(all.contains("coefficient of variation"), "{all}");
         assert!(all.contains("first timed run"), "{all}");
@@ -387,7 +358,7 @@ mod tests {
     #[test]
     fn callgrind_counts_take_precedence_over_pmu_medians() {
         let a: Vec<RunMeasure> = (0..5).map(|_| run(10.0, 7)).collect();
-        let an = analyse(&cmds(1), &[a], Some(vec![42]), Thresholds::default());
+        let an = analyse(&cmds(1), &[a], Some(vec![42]), Rule::default());
         assert_eq!(an.instructions(), Some(vec![42.0]));
     }
 }

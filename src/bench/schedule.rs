@@ -18,8 +18,10 @@ use crate::ingest::Cancel;
 /// One command to benchmark.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BenchCommand {
-    /// as shown (the text given, after parameter substitution)
+    /// as shown: its `-n/--name`, else the command line (parameters substituted in both)
     pub name: String,
+    /// the command line as given, after parameter substitution
+    pub command: String,
     /// what is executed
     pub argv: Vec<String>,
     /// parameter values substituted into it (`-L`)
@@ -196,9 +198,17 @@ fn failure_text(r: &RunMeasure, s: &Schedule) -> String {
 /// list varies slowest), and splits each command into argv (`sh -c` when `shell`).
 pub fn expand(
     templates: &[String],
+    names: &[String],
     lists: &[(String, Vec<String>)],
     shell: bool,
 ) -> Result<Vec<BenchCommand>, String> {
+    if names.len() > templates.len() {
+        return Err(format!(
+            "{} names (-n) for {} commands: give at most one name per command",
+            names.len(),
+            templates.len()
+        ));
+    }
     let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
     for (name, values) in lists {
         combos = combos
@@ -211,22 +221,30 @@ pub fn expand(
             .collect();
     }
     let mut out = Vec::new();
-    for template in templates {
+    let substitute = |text: &str, combo: &[(String, String)]| {
+        combo.iter().fold(text.to_string(), |t, (k, v)| {
+            t.replace(&format!("{{{k}}}"), v)
+        })
+    };
+    for (i, template) in templates.iter().enumerate() {
         for combo in &combos {
-            let name = combo.iter().fold(template.clone(), |t, (k, v)| {
-                t.replace(&format!("{{{k}}}"), v)
-            });
+            let command = substitute(template, combo);
+            let name = names
+                .get(i)
+                .map_or_else(|| command.clone(), |n| substitute(n, combo));
             let argv = if shell {
-                vec!["sh".to_string(), "-c".to_string(), name.clone()]
+                vec!["sh".to_string(), "-c".to_string(), command.clone()]
             } else {
-                shell_words::split(&name)
-                    .map_err(|e| format!("cannot split '{name}' into words: {e} (use --shell?)"))?
+                shell_words::split(&command).map_err(|e| {
+                    format!("cannot split '{command}' into words: {e} (use --shell?)")
+                })?
             };
             if argv.is_empty() {
                 return Err("an empty command".to_string());
             }
             out.push(BenchCommand {
                 name,
+                command,
                 argv,
                 parameters: combo.clone(),
             });
@@ -261,7 +279,7 @@ mod tests {
             ("n".to_string(), vec!["1".into(), "2".into()]),
             ("m".to_string(), vec!["a".into(), "b".into()]),
         ];
-        let cmds = expand(&["prog -n {n} -m {m}".to_string()], &lists, false).unwrap();
+        let cmds = expand(&["prog -n {n} -m {m}".to_string()], &[], &lists, false).unwrap();
         let names: Vec<&str> = cmds.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
             names,
@@ -273,13 +291,35 @@ mod tests {
             ]
         );
         assert_eq!(cmds[0].argv, ["prog", "-n", "1", "-m", "a"]);
-        let shell = expand(&["echo 'a b' | wc -c".to_string()], &[], true).unwrap();
+        let shell = expand(&["echo 'a b' | wc -c".to_string()], &[], &[], true).unwrap();
         assert_eq!(shell[0].argv, ["sh", "-c", "echo 'a b' | wc -c"]);
     }
 
     #[test]
+    fn names_label_commands_in_order_with_parameters_substituted() {
+        let lists = vec![("n".to_string(), vec!["1".into(), "2".into()])];
+        let templates = ["prog {n}".to_string(), "other".to_string()];
+        let cmds = expand(&templates, &["fast-{n}".to_string()], &lists, false).unwrap();
+        let got: Vec<(&str, &str)> = cmds
+            .iter()
+            .map(|c| (c.name.as_str(), c.command.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("fast-1", "prog 1"),
+                ("fast-2", "prog 2"),
+                ("other", "other"),
+                ("other", "other")
+            ]
+        );
+        let too_many = ["a".to_string(), "b".to_string()];
+        assert!(expand(&templates[..1], &too_many, &[], false).is_err());
+    }
+
+    #[test]
     fn runs_are_interleaved_in_shuffled_blocks() {
-        let cmds = expand(&["true".to_string(), "true ".to_string()], &[], false).unwrap();
+        let cmds = expand(&["true".to_string(), "true ".to_string()], &[], &[], false).unwrap();
         let (m, err) = run(&cmds, &schedule(20), |_| {});
         assert!(err.is_none());
         assert_eq!(m.runs[0].len(), 20);
@@ -295,7 +335,7 @@ mod tests {
 
     #[test]
     fn a_failing_command_stops_the_benchmark_unless_failures_are_ignored() {
-        let cmds = expand(&["false".to_string()], &[], false).unwrap();
+        let cmds = expand(&["false".to_string()], &[], &[], false).unwrap();
         let (_, err) = run(&cmds, &schedule(3), |_| {});
         assert!(
             err.unwrap()
@@ -318,7 +358,7 @@ mod tests {
     fn a_raised_cancel_keeps_what_was_measured() {
         let cancel = Cancel::new();
         cancel.raise();
-        let cmds = expand(&["true".to_string()], &[], false).unwrap();
+        let cmds = expand(&["true".to_string()], &[], &[], false).unwrap();
         let (m, err) = run(
             &cmds,
             &Schedule {

@@ -1,42 +1,31 @@
 //! `latscope bench`: expand the commands, run the schedule with a progress bar, analyse, print.
 
-use std::time::Duration;
-
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde_json::Value;
 
-use crate::cli::{BenchArgs, BenchFormat};
+use crate::cli::{BenchArgs, Format};
 use crate::signals;
-use latscope::bench::analysis::{Thresholds, analyse};
+use latscope::bench::analysis::analyse;
 use latscope::bench::counters::{DEFAULT_EVENTS, parse_event};
 use latscope::bench::schedule::{self, BenchCommand, Measured, Schedule};
-use latscope::bench::spawn::RunMeasure;
 use latscope::bench::{callgrind, schedule::BenchError};
+use latscope::doc::bench::{BenchDoc, RuleDoc};
+use latscope::doc::{self, Document};
 use latscope::report::bench as render;
-use latscope::stats::{Unit, parse_duration};
+use latscope::stats::change::Rule;
 
 /// Runs `latscope bench`.
 pub fn run(args: &BenchArgs) -> Result<()> {
-    if args.runs == Some(0) {
-        use clap::CommandFactory;
-        crate::cli::Cli::command()
-            .error(
-                clap::error::ErrorKind::ValueValidation,
-                "--runs must be at least 1",
-            )
-            .exit();
-    }
-    let thresholds = Thresholds {
-        noise: percent(&args.noise)?,
-        ..Thresholds::default()
+    let rule = Rule {
+        noise: args.noise,
+        ..Rule::default()
     };
     if let Some(files) = &args.compare {
-        return compare(&files[0], &files[1], args, thresholds);
+        return compare(&files[0], &files[1], args, rule);
     }
     let lists = parameter_lists(&args.parameter_list)?;
-    let commands =
-        schedule::expand(&args.commands, &lists, args.shell).map_err(anyhow::Error::msg)?;
+    let commands = schedule::expand(&args.commands, &args.names, &lists, args.shell)
+        .unwrap_or_else(|e| usage(&e));
     let schedule = build_schedule(args)?;
     let callgrind = match args.instructions.as_deref() {
         Some("callgrind") => Some(
@@ -59,11 +48,18 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             anyhow::Error::from,
         ));
     }
-    output(&commands, &measured, callgrind, args, thresholds)?;
+    output(&commands, &measured, callgrind, args, rule)?;
     match error {
         Some(e @ BenchError::Failed { .. }) | Some(e @ BenchError::Spawn(_)) => Err(e.into()),
         None => Ok(()),
     }
+}
+
+fn usage(message: &str) -> ! {
+    use clap::CommandFactory;
+    crate::cli::Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, message)
+        .exit()
 }
 
 fn output(
@@ -71,34 +67,25 @@ fn output(
     m: &Measured,
     callgrind: Option<Vec<u64>>,
     args: &BenchArgs,
-    t: Thresholds,
+    rule: Rule,
 ) -> Result<()> {
-    let a = analyse(commands, &m.runs, callgrind, t);
-    let doc = render::json(commands, m, &a);
+    let a = analyse(commands, &m.runs, callgrind, rule);
+    let rule_doc = RuleDoc {
+        noise: rule.noise,
+        alpha: rule.alpha,
+    };
+    let doc = render::document(commands, m, &a, rule_doc);
     if let Some(path) = &args.save {
-        std::fs::write(path, format!("{doc}\n"))
+        std::fs::write(path, doc::to_json(&doc, false))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let text = match args.format {
-        BenchFormat::Text => render::text(commands, m, &a, t.noise),
-        BenchFormat::Json => format!("{doc}\n"),
-        BenchFormat::Markdown => render::markdown(commands, &a),
-        BenchFormat::Csv => render::csv(commands, m),
+        Format::Text => render::text(commands, m, &a, rule.noise),
+        Format::Json => doc::to_json(&doc, false),
+        Format::Markdown => render::markdown(commands, &a),
+        Format::Csv => render::csv(commands, m),
     };
     crate::commands::print(&text)
-}
-
-fn percent(text: &str) -> Result<f64> {
-    let number = text.trim().trim_end_matches('%');
-    let v: f64 = number
-        .parse()
-        .with_context(|| format!("--noise: '{text}' is not a percentage"))?;
-    Ok(v / 100.0)
-}
-
-fn duration(name: &str, text: &str) -> Result<Duration> {
-    let ns = parse_duration(text, Unit::S).map_err(|e| anyhow::anyhow!("--{name}: {e}"))?;
-    Ok(Duration::from_nanos(ns))
 }
 
 fn parameter_lists(specs: &[String]) -> Result<Vec<(String, Vec<String>)>> {
@@ -143,18 +130,10 @@ fn build_schedule(args: &BenchArgs) -> Result<Schedule> {
         warmup: args.warmup,
         runs: args.runs,
         min_runs: args.min_runs.max(2),
-        min_time: duration("min-time", &args.min_time)?,
-        max_time: args
-            .max_time
-            .as_deref()
-            .map(|t| duration("max-time", t))
-            .transpose()?,
+        min_time: args.min_time,
+        max_time: args.max_time,
         prepare,
-        timeout: args
-            .timeout
-            .as_deref()
-            .map(|t| duration("timeout", t))
-            .transpose()?,
+        timeout: args.timeout,
         ignore_failure: args.ignore_failure,
         events,
         seed: args.seed,
@@ -183,82 +162,68 @@ fn progress(s: &Schedule, commands: usize) -> ProgressBar {
     bar
 }
 
-/// Reads a saved result back into commands and runs.
-fn load(path: &std::path::Path) -> Result<(Vec<BenchCommand>, Vec<Vec<RunMeasure>>)> {
+/// Reads a saved `bench` document.
+fn load(path: &std::path::Path) -> Result<BenchDoc> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let doc: Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-    if doc["kind"] != "bench" {
-        bail!(
-            "{} is not a latscope bench result (its kind is {})",
+    match doc::read(&path.display().to_string(), &text)? {
+        Document::Bench(d) => Ok(d),
+        other => bail!(
+            "{} is a {} result, not a bench result",
             path.display(),
-            doc["kind"]
-        );
+            other.kind().name()
+        ),
     }
-    let mut commands = Vec::new();
-    let mut runs = Vec::new();
-    for c in doc["commands"].as_array().into_iter().flatten() {
-        commands.push(BenchCommand {
-            name: c["command"].as_str().unwrap_or("?").to_string(),
-            argv: Vec::new(),
-            parameters: Vec::new(),
-        });
-        let rs = c["runs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|r| RunMeasure {
-                wall_ns: r["wall_ns"].as_u64().unwrap_or(0),
-                user_ns: r["user_ns"].as_u64().unwrap_or(0),
-                sys_ns: r["sys_ns"].as_u64().unwrap_or(0),
-                max_rss_kb: r["max_rss_kb"].as_u64().unwrap_or(0),
-                exit_code: r["exit_code"].as_i64().map(|c| c as i32),
-                timed_out: false,
-                counters: r["counters"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
-                    .collect(),
-            })
-            .collect();
-        runs.push(rs);
-    }
-    Ok((commands, runs))
 }
 
-/// `--compare OLD NEW`: each command of OLD against the same command (by position) of NEW.
+/// `--compare OLD NEW`: each command of OLD against the command of the same name in NEW (by
+/// position when they share no name), by the rule `latscope compare` applies.
 fn compare(
     old: &std::path::Path,
     new: &std::path::Path,
     args: &BenchArgs,
-    t: Thresholds,
+    rule: Rule,
 ) -> Result<()> {
-    let (old_cmds, old_runs) = load(old)?;
-    let (new_cmds, new_runs) = load(new)?;
+    let (old_cmds, old_runs) = render::commands_and_runs(&load(old)?);
+    let (new_cmds, new_runs) = render::commands_and_runs(&load(new)?);
+    let shared = old_cmds
+        .iter()
+        .any(|o| new_cmds.iter().any(|n| n.name == o.name));
     let mut text = String::new();
-    for i in 0..old_cmds.len().min(new_cmds.len()) {
+    for (i, o) in old_cmds.iter().enumerate() {
+        let j = if shared {
+            new_cmds.iter().position(|n| n.name == o.name)
+        } else {
+            (i < new_cmds.len()).then_some(i)
+        };
+        let Some(j) = j else {
+            eprintln!("latscope: '{}' is only in {}", o.name, old.display());
+            continue;
+        };
         let commands = vec![
             BenchCommand {
-                name: format!("{} ({})", old_cmds[i].name, old.display()),
-                ..old_cmds[i].clone()
+                name: format!("{} ({})", o.name, old.display()),
+                ..o.clone()
             },
             BenchCommand {
-                name: format!("{} ({})", new_cmds[i].name, new.display()),
-                ..new_cmds[i].clone()
+                name: format!("{} ({})", new_cmds[j].name, new.display()),
+                ..new_cmds[j].clone()
             },
         ];
         let m = Measured {
-            runs: vec![old_runs[i].clone(), new_runs[i].clone()],
+            runs: vec![old_runs[i].clone(), new_runs[j].clone()],
             ..Measured::default()
         };
-        let a = analyse(&commands, &m.runs, None, t);
+        let a = analyse(&commands, &m.runs, None, rule);
+        let rule_doc = RuleDoc {
+            noise: rule.noise,
+            alpha: rule.alpha,
+        };
         text.push_str(&match args.format {
-            BenchFormat::Json => format!("{}\n", render::json(&commands, &m, &a)),
-            BenchFormat::Markdown => render::markdown(&commands, &a),
-            BenchFormat::Csv => render::csv(&commands, &m),
-            BenchFormat::Text => render::text(&commands, &m, &a, t.noise),
+            Format::Json => doc::to_json(&render::document(&commands, &m, &a, rule_doc), false),
+            Format::Markdown => render::markdown(&commands, &a),
+            Format::Csv => render::csv(&commands, &m),
+            Format::Text => render::text(&commands, &m, &a, rule.noise),
         });
     }
     crate::commands::print(&text)

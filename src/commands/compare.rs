@@ -2,44 +2,66 @@
 
 use anyhow::{Context, Result, bail};
 
-use crate::cli::{CompareArgs, LabFormat};
-use latscope::compare::{self, load};
+use crate::cli::{CompareArgs, Format};
+use latscope::compare::{self, pair_by_position};
+use latscope::doc::{self, Loaded};
 use latscope::report::compare as render;
+use latscope::stats::change::Rule;
+
+/// Reads any saved result.
+pub fn load(path: &std::path::Path) -> Result<Loaded> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(doc::load(&path.display().to_string(), &text)?)
+}
+
+/// Compares two loaded results of one kind (bench commands paired by position when they share
+/// no name, with a note).
+pub fn comparison(
+    (b_path, before): (&str, &Loaded),
+    (a_path, after): (&str, &Loaded),
+    noise: f64,
+) -> Result<doc::compare::CompareDoc> {
+    if before.kind != after.kind {
+        bail!(
+            "cannot compare a {} result with a {} result",
+            before.kind,
+            after.kind
+        );
+    }
+    let mut after_items = after.items.clone();
+    let note = (before.kind == "bench")
+        .then(|| pair_by_position(&before.items, &mut after_items))
+        .flatten();
+    let rule = Rule {
+        noise,
+        ..Rule::default()
+    };
+    let mut c = compare::compare(b_path, a_path, &before.items, &after_items, rule);
+    c.notes.extend(note);
+    Ok(c)
+}
 
 /// Runs `latscope compare`.
 pub fn run(args: &CompareArgs) -> Result<()> {
-    let noise = args
-        .noise
-        .trim()
-        .trim_end_matches('%')
-        .parse::<f64>()
-        .with_context(|| format!("--noise: '{}' is not a percentage", args.noise))?
-        / 100.0;
-    let read = |path: &std::path::Path| -> Result<(String, Vec<compare::Item>)> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        Ok(load::items(&path.display().to_string(), &text)?)
-    };
-    let (kind_b, before) = read(&args.before)?;
-    let (kind_a, mut after) = read(&args.after)?;
-    if kind_b != kind_a {
-        bail!("cannot compare a {kind_b} result with a {kind_a} result");
-    }
-    if kind_b == "bench"
-        && let Some(note) = load::pair_bench_by_position(&before, &mut after)
-    {
-        eprintln!("latscope: {note}");
-    }
-    let c = compare::compare(&before, &after, noise);
     let (b, a) = (
         args.before.display().to_string(),
         args.after.display().to_string(),
     );
+    let c = comparison(
+        (&b, &load(&args.before)?),
+        (&a, &load(&args.after)?),
+        args.noise,
+    )?;
+    for note in &c.notes {
+        eprintln!("latscope: {note}");
+    }
     let unit = args.unit.unit();
     let text = match args.format {
-        LabFormat::Text => render::text(&c, &b, &a, unit),
-        LabFormat::Json => format!("{}\n", render::json(&c, &b, &a)),
-        LabFormat::Markdown => render::markdown(&c, unit),
+        Format::Text => render::text(&c, unit),
+        Format::Json => doc::to_json(&c, false),
+        Format::Markdown => render::markdown(&c, unit),
+        Format::Csv => crate::commands::unsupported("compare", args.format),
     };
     crate::commands::print(&text)
 }

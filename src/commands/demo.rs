@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use super::ipc::{Plan, execute, render};
 use super::wayland::{Input, analyse_and_print};
-use crate::cli::{DemoArgs, Format, LabFormat};
+use crate::cli::{DemoArgs, Format};
 use latscope::ingest::wayland::SpanOptions;
 use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport};
 
@@ -80,7 +80,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         let settings = plan.settings.clone();
         let ran = execute(plan)?;
         if text {
-            super::print(&render(&ran, &settings, LabFormat::Text, false))?;
+            super::print(&render(&ran, &settings, Format::Text, false))?;
             super::print(
                 "\non your system: latscope lab ipc                      (every transport, thread and process peers, 8 B / 1 KiB / 64 KiB)\n\
                  \x20               latscope lab ipc --pattern all --verify\n\n",

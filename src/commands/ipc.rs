@@ -4,24 +4,17 @@ use anyhow::{Context, Result, bail};
 use clap::CommandFactory;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::{Cli, IpcArgs, IpcPeerArgs, LabFormat};
+use crate::cli::{Cli, Format, IpcArgs, IpcPeerArgs};
 use latscope::lab::ipc::clock::{Monotonic, TimerOverhead, timer_overhead};
 use latscope::lab::ipc::report::{self, LabReport};
 use latscope::lab::ipc::run::{Lab, Outcome, RunError, dbus_peer_main};
-use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport, parse_size, validate};
-use latscope::stats::{Unit, parse_duration};
+use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport, validate};
 
 /// A usage error: printed by clap, exit status 2.
 fn usage(message: impl std::fmt::Display) -> ! {
     Cli::command()
         .error(clap::error::ErrorKind::ValueValidation, message)
         .exit()
-}
-
-fn sizes(flag: &str, list: &[String]) -> Vec<usize> {
-    list.iter()
-        .map(|s| parse_size(s).unwrap_or_else(|e| usage(format!("--{flag}: {e}"))))
-        .collect()
 }
 
 /// The matrix: what runs, and what was asked for but cannot run here (with the reason).
@@ -71,16 +64,20 @@ fn patterns(args: &IpcArgs) -> Vec<Pattern> {
     }
     if wanted("stream") {
         out.extend(
-            sizes("flush-bytes", &args.flush_bytes)
-                .into_iter()
-                .map(|flush_bytes| Pattern::Stream { flush_bytes }),
+            args.flush_bytes
+                .iter()
+                .map(|&flush_bytes| Pattern::Stream { flush_bytes }),
         );
     }
     if wanted("burst") {
         out.extend(args.burst.iter().map(|&n| Pattern::Burst { n }));
     }
     if wanted("segments") {
-        out.extend(args.segments.iter().map(|&k| Pattern::Segments { k }));
+        out.extend(
+            args.segments
+                .iter()
+                .map(|&k| Pattern::Segments { k: k as usize }),
+        );
     }
     if wanted("open-loop") {
         out.extend(args.rate.iter().map(|&rate| Pattern::OpenLoop { rate }));
@@ -100,18 +97,12 @@ fn peers(args: &IpcArgs) -> Vec<Peer> {
 }
 
 fn settings(args: &IpcArgs) -> Settings {
-    let max_time_ns = parse_duration(&args.max_time, Unit::S)
-        .unwrap_or_else(|e| usage(format!("--max-time: {e}")));
-    if args.count == 0 {
-        usage("--count 0: nothing would be measured; give at least 1");
-    }
     Settings {
         count: args.count,
         warmup: args.warmup,
-        max_time_ns,
-        slots: args.slots,
-        ring_bytes: parse_size(&args.ring_bytes)
-            .unwrap_or_else(|e| usage(format!("--ring-bytes: {e}"))),
+        max_time_ns: u64::try_from(args.max_time.as_nanos()).unwrap_or(u64::MAX),
+        slots: args.slots as usize,
+        ring_bytes: args.ring_bytes,
         verify: args.verify,
     }
 }
@@ -119,7 +110,7 @@ fn settings(args: &IpcArgs) -> Settings {
 /// Builds the matrix from the command line; impossible options are usage errors.
 pub fn plan(args: &IpcArgs) -> Plan {
     let settings = settings(args);
-    let payloads = sizes("payload", &args.payload);
+    let payloads = &args.payload;
     let peers = peers(args);
     let mut configs = Vec::new();
     let mut skipped = Vec::new();
@@ -138,7 +129,7 @@ pub fn plan(args: &IpcArgs) -> Plan {
         }
         for &peer in &places {
             for &pattern in &patterns(args) {
-                for &payload in &payloads {
+                for &payload in payloads {
                     let config = Config {
                         transport,
                         peer,
@@ -219,7 +210,7 @@ pub fn execute(mut plan: Plan) -> Result<Ran> {
 }
 
 /// Renders a run in `format`.
-pub fn render(ran: &Ran, settings: &Settings, format: LabFormat, detail: bool) -> String {
+pub fn render(ran: &Ran, settings: &Settings, format: Format, detail: bool) -> String {
     let report = LabReport {
         outcomes: &ran.outcomes,
         timer: ran.timer,
@@ -228,9 +219,10 @@ pub fn render(ran: &Ran, settings: &Settings, format: LabFormat, detail: bool) -
         interrupted: ran.interrupted,
     };
     match format {
-        LabFormat::Text => report::text(&report, detail),
-        LabFormat::Json => format!("{}\n", report::json(&report)),
-        LabFormat::Markdown => report::markdown(&report),
+        Format::Text => report::text(&report, detail),
+        Format::Json => latscope::doc::to_json(&report::document(&report), false),
+        Format::Markdown => report::markdown(&report),
+        Format::Csv => crate::commands::unsupported("lab ipc", format),
     }
 }
 
@@ -241,7 +233,7 @@ pub fn run(args: &IpcArgs) -> Result<()> {
     let ran = execute(plan)?;
     crate::commands::print(&render(&ran, &settings, args.format, args.detail))?;
     if let Some(path) = &args.save {
-        let text = render(&ran, &settings, LabFormat::Json, false);
+        let text = render(&ran, &settings, Format::Json, false);
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     let failed: Vec<String> = ran

@@ -1,9 +1,9 @@
 //! `latscope lab queue`: build the parameter sets, run the model or the real pipeline, print.
 
 use anyhow::{Result, bail};
-use serde_json::{Value, json};
 
-use crate::cli::{LabFormat, QueueArgs};
+use crate::cli::{Format, QueueArgs};
+use latscope::doc::lab::{LabQueueDoc, QueueMode, QueueParams};
 use latscope::lab::queue::model::{self, Params};
 use latscope::lab::queue::real;
 use latscope::lab::queue::report::{self, Row, RunReport, Sweep};
@@ -14,7 +14,11 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
     let base = base_params(args)?;
     let configs = sweep_configs(base, &args.sweep)?;
     let unit = args.unit.unit();
-    let mode = if args.real { "real" } else { "model" };
+    let mode = if args.real {
+        QueueMode::Real
+    } else {
+        QueueMode::Model
+    };
     let runs: Vec<Row> = configs
         .into_iter()
         .map(|(labels, p)| Row {
@@ -22,26 +26,16 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
             report: run_one(&p, args),
         })
         .collect();
-    let text = if args.sweep.is_empty() {
-        let report = &runs[0].report;
-        match args.format {
-            LabFormat::Text => report::text(report, unit),
-            LabFormat::Json => format!("{}\n", report::json(report, mode, params_json(&base))),
-            LabFormat::Markdown => Sweep { rows: runs }.markdown(unit),
+    let sweep = Sweep { rows: runs };
+    let text = match args.format {
+        Format::Text if args.sweep.is_empty() => report::text(&sweep.rows[0].report, unit),
+        Format::Text => sweep.text(unit),
+        Format::Markdown => sweep.markdown(unit),
+        Format::Json => {
+            let doc = LabQueueDoc::new(mode, params_doc(&base), sweep.document_rows());
+            latscope::doc::to_json(&doc, false)
         }
-    } else {
-        let sweep = Sweep { rows: runs };
-        match args.format {
-            LabFormat::Text => sweep.text(unit),
-            LabFormat::Markdown => sweep.markdown(unit),
-            LabFormat::Json => {
-                let rows = sweep.json_rows(mode, |_| Value::Null);
-                format!(
-                    "{}\n",
-                    json!({ "kind": "lab-queue", "unit": "ns", "mode": mode, "params": params_json(&base), "rows": rows })
-                )
-            }
-        }
+        Format::Csv => crate::commands::unsupported("lab queue", args.format),
     };
     crate::commands::print(&text)
 }
@@ -61,22 +55,16 @@ fn duration(name: &str, text: &str) -> Result<u64> {
 }
 
 fn base_params(args: &QueueArgs) -> Result<Params> {
-    if args.batches == 0 {
-        bail!("--batches must be at least 1");
-    }
-    if args.ring == Some(0) {
-        bail!("--ring must be at least 1 (a ring of 0 slots can never take a request)");
-    }
     Ok(Params {
-        prep: duration("prep", &args.prep)?,
-        submit: duration("submit", &args.submit)?,
-        exec: duration("exec", &args.exec)?,
-        irq: duration("irq", &args.irq)?,
-        gap: duration("gap", &args.gap)?,
+        prep: args.prep,
+        submit: args.submit,
+        exec: args.exec,
+        irq: args.irq,
+        gap: args.gap,
         batches: args.batches,
         ring: args.ring,
-        engines: args.engines.max(1),
-        burst: args.burst.max(1),
+        engines: args.engines,
+        burst: args.burst,
     })
 }
 
@@ -140,9 +128,16 @@ fn sweep_configs(base: Params, sweeps: &[String]) -> Result<Vec<Config>> {
     Ok(configs)
 }
 
-fn params_json(p: &Params) -> Value {
-    json!({
-        "prep_ns": p.prep, "submit_ns": p.submit, "exec_ns": p.exec, "irq_ns": p.irq, "gap_ns": p.gap,
-        "batches": p.batches, "ring": p.ring, "engines": p.engines, "burst": p.burst,
-    })
+fn params_doc(p: &Params) -> QueueParams {
+    QueueParams {
+        prep_ns: p.prep,
+        submit_ns: p.submit,
+        exec_ns: p.exec,
+        irq_ns: p.irq,
+        gap_ns: p.gap,
+        batches: p.batches,
+        ring: p.ring,
+        engines: p.engines,
+        burst: p.burst,
+    }
 }

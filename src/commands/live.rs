@@ -2,16 +2,16 @@
 
 use anyhow::{Context, Result, bail};
 use clap::CommandFactory;
-use serde_json::json;
 
 use crate::cli::{Cli, LiveArgs};
 use crate::signals;
+use latscope::doc::spans::LiveRun;
 use latscope::live::output::Snapshot;
 use latscope::live::program::{Plan, Target, program};
 use latscope::live::runner::{self, Event, RunOptions};
 use latscope::live::spec::{Field, Probe, SpanSpec, ValueSpec, parse_group, parse_key};
 use latscope::live::{check, spec::SpecError};
-use latscope::report::live::{Names, interval_text, json as live_json, series_text};
+use latscope::report::live::{Names, document as live_document, interval_text, series_text};
 
 /// Runs `latscope live`.
 pub fn run(args: &LiveArgs) -> Result<()> {
@@ -85,15 +85,14 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         unit,
     ))?;
     if let Some(path) = &args.save {
-        let input = json!({ "intervals": outcome.rate_history.len(), "interval_s": args.interval, "stopped_by": outcome.stopped_by });
-        let doc = live_json(
-            &names,
-            &outcome.last,
-            &outcome.rate_history,
-            input,
-            &warnings,
-        );
-        std::fs::write(path, doc).with_context(|| format!("writing {}", path.display()))?;
+        let run = LiveRun {
+            intervals: outcome.rate_history.len() as u64,
+            interval_s: args.interval,
+            stopped_by: outcome.stopped_by.to_string(),
+        };
+        let doc = live_document(&names, &outcome.last, &outcome.rate_history, run, &warnings);
+        std::fs::write(path, latscope::doc::to_json(&doc, false))
+            .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("latscope: saved {}", path.display());
     }
     for w in &warnings {

@@ -20,3 +20,17 @@ pub fn print(text: &str) -> anyhow::Result<()> {
         other => Ok(other?),
     }
 }
+
+/// A format this command does not write: a usage error (exit 2) naming what it does write.
+pub fn unsupported(command: &str, format: crate::cli::Format) -> ! {
+    use clap::CommandFactory;
+    crate::cli::Cli::command()
+        .error(
+            clap::error::ErrorKind::InvalidValue,
+            format!(
+                "latscope {command} does not write --format {}: it writes text, json and markdown",
+                format.name()
+            ),
+        )
+        .exit()
+}

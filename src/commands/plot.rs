@@ -5,14 +5,13 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 use crate::cli::{ExportArgs, ExportFormat, PlotArgs, PlotKind, ReportArgs};
-use latscope::compare::{self, Item, load};
+use latscope::doc::{Item, Loaded};
 use latscope::report::html;
 use latscope::report::plot::{Curve, histogram_svg, percentile_svg};
 
 fn read(path: &Path) -> Result<(String, Vec<Item>)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(load::items(&path.display().to_string(), &text)?)
+    let loaded = super::compare::load(path)?;
+    Ok((loaded.kind, loaded.items))
 }
 
 /// Runs `latscope plot`.
@@ -54,27 +53,28 @@ pub fn plot(args: &PlotArgs) -> Result<()> {
 
 /// Runs `latscope report`.
 pub fn report(args: &ReportArgs) -> Result<()> {
-    let noise = args
-        .noise
-        .trim()
-        .trim_end_matches('%')
-        .parse::<f64>()
-        .with_context(|| format!("--noise: '{}'", args.noise))?
-        / 100.0;
-    let loaded = args
+    let loaded: Vec<Loaded> = args
         .results
         .iter()
-        .map(|p| read(p))
+        .map(|p| super::compare::load(p))
         .collect::<Result<Vec<_>>>()?;
+    let names: Vec<String> = args
+        .results
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     let comparison = match &loaded[..] {
-        [(kb, before), (ka, after)] if kb == ka => Some(compare::compare(before, after, noise)),
+        [before, after] if before.kind == after.kind => Some(super::compare::comparison(
+            (&names[0], before),
+            (&names[1], after),
+            args.noise,
+        )?),
         _ => None,
     };
-    let results: Vec<(String, Vec<Item>)> = args
-        .results
-        .iter()
+    let results: Vec<(String, Vec<Item>)> = names
+        .into_iter()
         .zip(loaded)
-        .map(|(p, (_, items))| (p.display().to_string(), items))
+        .map(|(name, l)| (name, l.items))
         .collect();
     let page = html::report(&results, comparison.as_ref(), args.unit.unit());
     std::fs::write(&args.output, &page)

@@ -2,7 +2,8 @@
 
 use anyhow::{Context, Result, bail};
 
-use crate::cli::{ProbesArgs, ProbesFormat};
+use crate::cli::{Format, ProbesArgs};
+use latscope::doc::probes::{ProbeFile, ProbesDoc};
 use latscope::probe::{UsdtProbe, mapped_objects, read_usdt_probes};
 
 /// Runs `latscope probes`.
@@ -39,8 +40,9 @@ pub fn run(args: &ProbesArgs) -> Result<()> {
         );
     }
     let text = match args.format {
-        ProbesFormat::Text => render_text(&listing),
-        ProbesFormat::Json => render_json(&listing)?,
+        Format::Text => render_text(&listing),
+        Format::Json => render_json(listing),
+        Format::Markdown | Format::Csv => crate::commands::unsupported("probes", args.format),
     };
     crate::commands::print(&text)
 }
@@ -69,12 +71,10 @@ fn render_text(listing: &[(String, Vec<UsdtProbe>)]) -> String {
     out
 }
 
-fn render_json(listing: &[(String, Vec<UsdtProbe>)]) -> Result<String> {
-    let files: Vec<serde_json::Value> = listing
-        .iter()
-        .map(|(file, probes)| serde_json::json!({ "path": file, "probes": probes }))
+fn render_json(listing: Vec<(String, Vec<UsdtProbe>)>) -> String {
+    let files = listing
+        .into_iter()
+        .map(|(path, probes)| ProbeFile { path, probes })
         .collect();
-    let mut text = serde_json::to_string(&serde_json::json!({ "kind": "probes", "files": files }))?;
-    text.push('\n');
-    Ok(text)
+    latscope::doc::to_json(&ProbesDoc::new(files), false)
 }

@@ -116,8 +116,8 @@ pub fn analyse_and_print(
 
 /// Writes the HTML report of `report` (stats and plots) to `path`.
 fn write_report(report: &SpansReport<'_>, path: &std::path::Path) -> Result<()> {
-    let json = Json::default().render(report);
-    let (_, items) = latscope::compare::load::items("this run", &json)?;
+    let doc = latscope::doc::Document::Spans(latscope::report::json::document(report));
+    let items = latscope::doc::items("this run", &doc)?;
     let page =
         latscope::report::html::report(&[("this run".to_string(), items)], None, report.unit);
     std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;

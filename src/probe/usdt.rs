@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::ProbeError;
 
 /// One USDT probe.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct UsdtProbe {
     /// provider, e.g. `mir_server_wayland`
     pub provider: String,

@@ -4,11 +4,12 @@
 
 use std::fmt::Write;
 
-use serde_json::{Value, json};
-
 use crate::bench::analysis::{Analysis, Kind, Summary, sentence};
 use crate::bench::schedule::{BenchCommand, Measured};
+use crate::bench::spawn::RunMeasure;
+use crate::doc::bench::{self as d, BenchDoc, MetricChange, MetricSummary, RuleDoc};
 use crate::stats::Unit;
+use crate::stats::change::Change;
 
 /// Value with a unit suited to its size.
 fn show(kind: Kind, v: f64) -> String {
@@ -99,14 +100,17 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
             let x = &mc.comparison;
             let _ = writeln!(
                 out,
-                "  {:<18} {:>18} {:>18} {:>+8.2}% {:>8.3} {:>7}  {:?}",
+                "  {:<18} {:>18} {:>18} {:>9} {:>8.3} {:>7}  {}",
                 metric.name,
                 format!("{}{}", show(metric.kind, b.median), plus_minus(&b)),
                 format!("{}{}", show(metric.kind, k.median), plus_minus(&k)),
-                (x.ratio - 1.0) * 100.0,
-                x.p_value,
+                x.p50.map_or("–".to_string(), |r| format!(
+                    "{:+.2}%",
+                    (r.ratio - 1.0) * 100.0
+                )),
+                x.p_value.unwrap_or(1.0),
                 format!("{}/{}", b.n, k.n),
-                x.verdict
+                x.verdict.name()
             );
         }
         if let Some(wall) = a.comparison(*c, "wall") {
@@ -176,64 +180,106 @@ pub fn matrix(commands: &[BenchCommand], a: &Analysis) -> String {
     out
 }
 
-/// The JSON document.
-pub fn json(commands: &[BenchCommand], m: &Measured, a: &Analysis) -> Value {
-    let wall = a.metrics.iter().position(|x| x.name == "wall");
-    let cmds: Vec<Value> = commands
+/// The `bench` document.
+pub fn document(commands: &[BenchCommand], m: &Measured, a: &Analysis, rule: RuleDoc) -> BenchDoc {
+    let cmds = commands
         .iter()
         .enumerate()
         .map(|(c, cmd)| {
-            let runs: Vec<Value> = m.runs[c]
-                .iter()
-                .map(|r| {
-                    let counters: serde_json::Map<String, Value> = r.counters.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
-                    json!({ "wall_ns": r.wall_ns, "user_ns": r.user_ns, "sys_ns": r.sys_ns, "max_rss_kb": r.max_rss_kb, "exit_code": r.exit_code, "counters": counters })
-                })
-                .collect();
-            let metrics: serde_json::Map<String, Value> = a
-                .metrics
-                .iter()
-                .zip(&a.summaries)
-                .filter_map(|(metric, s)| s[c].map(|s| (metric.name.clone(), json!({ "median": s.median, "ci": [s.ci.0, s.ci.1], "cv": s.cv, "n": s.n }))))
-                .collect();
-            let w = wall.and_then(|i| a.summaries[i][c]);
-            json!({
-                "command": cmd.name, "argv": cmd.argv,
-                "parameters": cmd.parameters.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-                "runs": runs, "median_ns": w.map(|s| s.median), "ci_ns": w.map(|s| [s.ci.0, s.ci.1]),
-                "metrics": metrics,
-                "callgrind_instructions": a.callgrind_instructions.as_ref().map(|v| v[c]),
-            })
+            let walls: Vec<f64> = m.runs[c].iter().map(|r| r.wall_ns as f64).collect();
+            d::Command {
+                name: cmd.name.clone(),
+                command: cmd.command.clone(),
+                argv: cmd.argv.clone(),
+                parameters: cmd.parameters.iter().cloned().collect(),
+                runs: m.runs[c].iter().map(run_doc).collect(),
+                wall: crate::doc::Summary::of_points(&crate::stats::ab::points(&walls)),
+                metrics: a
+                    .metrics
+                    .iter()
+                    .zip(&a.summaries)
+                    .filter_map(|(metric, s)| {
+                        let s = s[c]?;
+                        Some(MetricSummary {
+                            metric: metric.name.clone(),
+                            kind: metric.kind,
+                            median: s.median,
+                            ci: [s.ci.0, s.ci.1],
+                            cv: s.cv,
+                            n: s.n as u64,
+                        })
+                    })
+                    .collect(),
+                callgrind_instructions: a.callgrind_instructions.as_ref().map(|v| v[c]),
+            }
         })
         .collect();
-    let comparisons: Vec<Value> = a
+    let mut doc = BenchDoc::new(rule, cmds);
+    doc.comparisons = a
         .comparisons
         .iter()
-        .map(|(c, list)| {
-            let wall = a.comparison(*c, "wall");
-            let metrics: serde_json::Map<String, Value> = list
+        .map(|(c, list)| d::Comparison {
+            baseline: 0,
+            candidate: *c,
+            metrics: list
                 .iter()
-                .map(|mc| {
-                    let x = &mc.comparison;
-                    (mc.metric.clone(), json!({ "ratio": x.ratio, "ci": [x.ci.0, x.ci.1], "p_value": x.p_value, "verdict": x.verdict }))
+                .map(|mc| MetricChange {
+                    metric: mc.metric.clone(),
+                    change: mc.comparison.clone(),
                 })
-                .collect();
-            json!({
-                "baseline": 0, "candidate": c,
-                "ratio": wall.map(|w| w.ratio), "ci": wall.map(|w| [w.ci.0, w.ci.1]),
-                "p_value": wall.map(|w| w.p_value), "verdict": wall.map(|w| w.verdict),
-                "metrics": metrics,
-            })
+                .collect(),
         })
         .collect();
-    let unsupported: serde_json::Map<String, Value> = m
-        .unsupported
+    doc.warnings = a.warnings.clone();
+    doc.unsupported_counters = m.unsupported.iter().cloned().collect();
+    doc.interrupted = m.interrupted;
+    doc
+}
+
+fn run_doc(r: &RunMeasure) -> d::Run {
+    d::Run {
+        wall_ns: r.wall_ns,
+        user_ns: r.user_ns,
+        sys_ns: r.sys_ns,
+        max_rss_kb: r.max_rss_kb,
+        exit_code: r.exit_code,
+        timed_out: r.timed_out,
+        counters: r.counters.iter().cloned().collect(),
+    }
+}
+
+/// The commands and runs of a saved `bench` document, to analyse again.
+pub fn commands_and_runs(doc: &BenchDoc) -> (Vec<BenchCommand>, Vec<Vec<RunMeasure>>) {
+    doc.commands
         .iter()
-        .map(|(k, v)| (k.clone(), json!(v)))
-        .collect();
-    json!({
-        "kind": "bench", "unit": "ns", "commands": cmds, "comparisons": comparisons,
-        "warnings": a.warnings, "unsupported_counters": unsupported, "interrupted": m.interrupted,
+        .map(|c| {
+            let cmd = BenchCommand {
+                name: c.name.clone(),
+                command: c.command.clone(),
+                argv: c.argv.clone(),
+                parameters: c.parameters.clone().into_iter().collect(),
+            };
+            let runs = c
+                .runs
+                .iter()
+                .map(|r| RunMeasure {
+                    wall_ns: r.wall_ns,
+                    user_ns: r.user_ns,
+                    sys_ns: r.sys_ns,
+                    max_rss_kb: r.max_rss_kb,
+                    exit_code: r.exit_code,
+                    timed_out: r.timed_out,
+                    counters: r.counters.clone().into_iter().collect(),
+                })
+                .collect();
+            (cmd, runs)
+        })
+        .unzip()
+}
+
+fn ratio_cell(x: &Change) -> String {
+    x.p50.map_or("–".to_string(), |r| {
+        format!("{:.3}× ({:.3}–{:.3})", r.ratio, r.ci[0], r.ci[1])
     })
 }
 
@@ -249,16 +295,16 @@ pub fn markdown(commands: &[BenchCommand], a: &Analysis) -> String {
         let Some(s) = a.summaries[i][c] else { continue };
         let (ratio, p, verdict) = match a.comparison(c, "wall") {
             Some(x) => (
-                format!("{:.3}× ({:.3}–{:.3})", x.ratio, x.ci.0, x.ci.1),
-                format!("{:.3}", x.p_value),
-                format!("{:?}", x.verdict).to_lowercase(),
+                ratio_cell(x),
+                format!("{:.3}", x.p_value.unwrap_or(1.0)),
+                x.verdict.name().to_string(),
             ),
             None => ("baseline".to_string(), String::new(), String::new()),
         };
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} – {} | {ratio} | {p} | {verdict} |",
-            cmd.name.replace('|', "\\|").replace('`', "'"),
+            "| {} | {} | {} – {} | {ratio} | {p} | {verdict} |",
+            super::format::markdown_code(&cmd.name),
             show(Kind::Time, s.median),
             show(Kind::Time, s.ci.0),
             show(Kind::Time, s.ci.1)
@@ -282,7 +328,7 @@ pub fn csv(commands: &[BenchCommand], m: &Measured) -> String {
     );
     for (c, runs) in m.runs.iter().enumerate() {
         for (i, r) in runs.iter().enumerate() {
-            let name = format!("\"{}\"", commands[c].name.replace('"', "\"\""));
+            let name = super::format::csv_field(&commands[c].name);
             let values: String = counters
                 .iter()
                 .map(|n| {

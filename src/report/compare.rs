@@ -1,87 +1,74 @@
-//! Rendering a comparison: a terminal table per item, the `compare` JSON, a Markdown table.
+//! Rendering a comparison ([`CompareDoc`]): a terminal block per item, Markdown, and the JSON
+//! document itself.
 
 use std::fmt::Write;
 
-use serde_json::{Value, json};
-
-use crate::compare::{Comparison, Figures, change_pct, change_text};
+use super::format::markdown_cell;
+use crate::doc::Summary;
+use crate::doc::compare::CompareDoc;
 use crate::stats::Unit;
 
-fn figures_json(f: &Figures) -> Value {
-    json!({ "count": f.count, "p50": f.p50, "p90": f.p90, "p99": f.p99, "max": f.max, "mean": f.mean })
+fn pct(p: Option<f64>) -> String {
+    p.map_or_else(|| "–".to_string(), |p| format!("{p:+.1}%"))
 }
 
-/// The `{"kind":"compare",...}` document (ns everywhere).
-pub fn json(c: &Comparison, before: &str, after: &str) -> Value {
-    let items: Vec<Value> = c
-        .items
-        .iter()
-        .map(|i| {
-            json!({
-                "name": i.name, "group": i.group,
-                "before": figures_json(&i.before), "after": figures_json(&i.after),
-                "change_pct": {
-                    "p50": change_pct(i.before.p50, i.after.p50),
-                    "p99": change_pct(i.before.p99, i.after.p99),
-                    "mean": change_pct(i.before.mean, i.after.mean),
-                },
-                "change_ci_pct": i.change_ci_pct.map(|[p50, p99]| json!({ "p50": [p50.0, p50.1], "p99": [p99.0, p99.1] })),
-                "verdict": i.verdict, "basis": i.basis, "reason": i.reason,
-            })
-        })
-        .collect();
-    json!({ "kind": "compare", "unit": "ns", "before": before, "after": after, "items": items, "only_before": c.only_before, "only_after": c.only_after })
+fn change(b: Option<f64>, a: Option<f64>) -> String {
+    pct(b
+        .zip(a)
+        .and_then(|(b, a)| crate::stats::ab::change_pct(b, a)))
 }
 
 /// The terminal report.
-pub fn text(c: &Comparison, before: &str, after: &str, unit: Unit) -> String {
-    let mut out = format!("before: {before}\nafter:  {after}\n");
-    let n = |v: f64| {
-        format!(
-            "{} {}",
-            unit.format_number(v.round().max(0.0) as u64),
-            unit.symbol()
-        )
+pub fn text(c: &CompareDoc, unit: Unit) -> String {
+    let mut out = format!("before: {}\nafter:  {}\n", c.before, c.after);
+    for note in &c.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    let n = |v: Option<u64>| v.map_or("–".to_string(), |v| unit.format(v));
+    let mean = |v: Option<f64>| {
+        v.map_or("–".to_string(), |v| {
+            format!("{:.3} {}", unit.from_nanos(v), unit.symbol())
+        })
     };
-    let pct = change_text;
+    let f = |v: Option<u64>| v.map(|v| v as f64);
     for i in &c.items {
-        let title = i.label();
         let _ = writeln!(
             out,
-            "\n{title}: {} ({})",
-            format!("{:?}", i.verdict).to_lowercase(),
-            i.basis
+            "\n{}: {} ({})",
+            i.label(),
+            i.change.verdict.name(),
+            i.change.basis.name()
         );
         let _ = writeln!(
             out,
-            "  {:<8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>14}",
+            "  {:<8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>16}",
             "", "count", "p50", "p90", "p99", "max", "mean"
         );
-        for (label, f) in [("before", &i.before), ("after", &i.after)] {
+        for (label, s) in [("before", &i.before), ("after", &i.after)] {
             let _ = writeln!(
                 out,
-                "  {label:<8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>14}",
-                f.count,
-                n(f.p50),
-                n(f.p90),
-                n(f.p99),
-                n(f.max),
-                n(f.mean)
+                "  {label:<8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>16}",
+                s.count,
+                n(s.p50),
+                n(s.p90),
+                n(s.p99),
+                n(s.max),
+                mean(s.mean)
             );
         }
-        let (b, a) = (&i.before, &i.after);
+        let (b, a): (&Summary, &Summary) = (&i.before, &i.after);
         let _ = writeln!(
             out,
-            "  {:<8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>14}",
+            "  {:<8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>16}",
             "change",
             "",
-            pct(b.p50, a.p50),
-            pct(b.p90, a.p90),
-            pct(b.p99, a.p99),
-            pct(b.max, a.max),
-            pct(b.mean, a.mean)
+            change(f(b.p50), f(a.p50)),
+            change(f(b.p90), f(a.p90)),
+            change(f(b.p99), f(a.p99)),
+            change(f(b.max), f(a.max)),
+            change(b.mean, a.mean)
         );
-        let _ = writeln!(out, "  {}", i.reason);
+        let _ = writeln!(out, "  {}", i.change.reason);
     }
     if !c.only_before.is_empty() {
         let _ = writeln!(out, "\nonly before: {}", c.only_before.join(", "));
@@ -96,30 +83,25 @@ pub fn text(c: &Comparison, before: &str, after: &str, unit: Unit) -> String {
 }
 
 /// A Markdown table.
-pub fn markdown(c: &Comparison, unit: Unit) -> String {
+pub fn markdown(c: &CompareDoc, unit: Unit) -> String {
     let u = unit.symbol();
     let mut out = format!(
         "| item | p50 before [{u}] | p50 after [{u}] | p99 before [{u}] | p99 after [{u}] | Δp50 | Δp99 | verdict | basis |\n|---|--:|--:|--:|--:|--:|--:|---|---|\n"
     );
-    let n = |v: f64| unit.format_number(v.round().max(0.0) as u64);
-    let pct = change_text;
+    let n = |v: Option<u64>| v.map_or("–".to_string(), |v| unit.format_number(v));
     for i in &c.items {
-        let name = i.label();
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            name.replace('|', "\\|")
-                .replace(['\n', '\r'], " ")
-                .replace('<', "&lt;")
-                .replace('>', "&gt;"),
+            markdown_cell(&i.label()),
             n(i.before.p50),
             n(i.after.p50),
             n(i.before.p99),
             n(i.after.p99),
-            pct(i.before.p50, i.after.p50),
-            pct(i.before.p99, i.after.p99),
-            format!("{:?}", i.verdict).to_lowercase(),
-            i.basis
+            pct(i.change_pct.p50),
+            pct(i.change_pct.p99),
+            i.change.verdict.name(),
+            i.change.basis.name()
         );
     }
     out

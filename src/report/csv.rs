@@ -61,7 +61,7 @@ impl<W: Write> SpanSink for CsvSink<W> {
 /// Quotes a field when it contains a comma, a quote or a line break (RFC 4180).
 fn quote(field: &str) -> String {
     if field.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", field.replace('"', "\"\""))
+        super::format::csv_field(field)
     } else {
         field.to_string()
     }

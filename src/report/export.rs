@@ -1,6 +1,6 @@
 //! Exporting latency results for other tools: an HdrHistogram interval log (`.hlog`, one tag
 //! per span) and bpftrace-style JSON (`{"type":"hist","data":{"@name":[{"min","max","count"}]}}`,
-//! log2 buckets), both read back by [`crate::compare::load`].
+//! log2 buckets), both read back by [`crate::doc::load`].
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use serde_json::{Value, json};
 
-use crate::compare::Item;
+use crate::doc::Item;
 use crate::stats::Log2Counts;
 
 /// A tag or map name for an item: letters, digits and `_` only.

@@ -5,25 +5,12 @@
 
 use std::fmt::Write;
 
-use crate::compare::{Comparison, Item, change_text};
+use crate::doc::Item;
+use crate::doc::compare::CompareDoc;
 use crate::report::plot::{Curve, histogram_svg, percentile_svg};
 use crate::stats::Unit;
 
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use super::format::html as escape;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\
 table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
@@ -33,7 +20,7 @@ th:first-child,td:first-child{text-align:left}.verdict{font-weight:bold}.mixed,.
 /// The report for `results` (file name, items), with `comparison` of the first two if given.
 pub fn report(
     results: &[(String, Vec<Item>)],
-    comparison: Option<&Comparison>,
+    comparison: Option<&CompareDoc>,
     unit: Unit,
 ) -> String {
     let mut out = format!(
@@ -62,7 +49,7 @@ fn section(
     out: &mut String,
     label: &str,
     results: &[(String, Vec<Item>)],
-    comparison: Option<&Comparison>,
+    comparison: Option<&CompareDoc>,
     unit: Unit,
 ) {
     let _ = write!(
@@ -76,17 +63,18 @@ fn section(
         let Some(item) = items.iter().find(|i| i.label() == label) else {
             continue;
         };
-        let f = item.stats;
+        let f = item.summary;
+        let u = |v: Option<u64>| v.map_or("–".to_string(), |v| escape(&unit.format(v)));
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(file),
             f.count,
-            n(f.p50),
-            n(f.p90),
-            n(f.p99),
-            n(f.max),
-            n(f.mean)
+            u(f.p50),
+            u(f.p90),
+            u(f.p99),
+            u(f.max),
+            f.mean.map_or("–".to_string(), n)
         );
         curves.push(Curve {
             label: file.clone(),
@@ -95,15 +83,15 @@ fn section(
     }
     out.push_str("</table>\n");
     if let Some(c) = comparison.and_then(|c| c.items.iter().find(|i| i.label() == label)) {
-        let verdict = format!("{:?}", c.verdict).to_lowercase();
-        let pct = change_text;
+        let verdict = c.change.verdict.name();
+        let pct = |p: Option<f64>| p.map_or("–".to_string(), |p| format!("{p:+.1}%"));
         let _ = writeln!(
             out,
             "<p>Comparison: <span class=\"verdict {verdict}\">{verdict}</span> ({}): p50 {}, p99 {}. {}</p>",
-            c.basis,
-            pct(c.before.p50, c.after.p50),
-            pct(c.before.p99, c.after.p99),
-            escape(&c.reason)
+            c.change.basis.name(),
+            pct(c.change_pct.p50),
+            pct(c.change_pct.p99),
+            escape(&c.change.reason)
         );
     }
     if curves.iter().any(|c| !c.points.is_empty()) {
@@ -121,18 +109,14 @@ fn section(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::{Data, Figures};
+    use crate::doc::{Data, Summary};
 
     #[test]
     fn input_strings_are_escaped_everywhere() {
         let item = Item {
             name: "<script>alert(1)</script>".into(),
             group: Some("\"quoted\" & 'single'".into()),
-            stats: Figures {
-                count: 2,
-                p50: 1000.0,
-                ..Figures::default()
-            },
+            summary: Summary::of_points(&[(1000.0, 1), (2000.0, 1)]),
             data: Data::Samples(vec![(1000.0, 1), (2000.0, 1)]),
         };
         let html = report(&[("<b>file</b>.json".into(), vec![item])], None, Unit::Us);

@@ -5,20 +5,15 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use serde_json::{Value, json};
-
 use super::log2::BAR_WIDTH;
+use crate::doc::Latency;
+use crate::doc::spans::{Counters, LiveRun, Rate, Series, Source, SpansDoc};
 use crate::live::output::Snapshot;
 use crate::stats::Unit;
-use crate::stats::loglinear::{self, Bucketed, Estimate};
+use crate::stats::loglinear::{self, Bucketed};
 
-/// The quantiles shown, with their JSON names.
-const QUANTILES: [(&str, &str, f64); 4] = [
-    ("p50", "p50", 0.5),
-    ("p90", "p90", 0.9),
-    ("p99", "p99", 0.99),
-    ("p99.9", "p999", 0.999),
-];
+/// The quantiles shown.
+const QUANTILES: [(&str, f64); 4] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999)];
 
 /// Names of what a snapshot holds, in snapshot order.
 #[derive(Debug, Clone, Default)]
@@ -153,7 +148,7 @@ pub fn series_text(title: &str, b: &Bucketed, unit: Option<Unit>) -> String {
         format!("{title}: {} samples", b.count),
         format!("min {}", f(b.min)),
     ];
-    for (label, _, q) in QUANTILES {
+    for (label, q) in QUANTILES {
         if let Some(e) = b.percentile(q) {
             parts.push(format!(
                 "{label} {} ±{}",
@@ -198,17 +193,19 @@ pub fn series_text(title: &str, b: &Bucketed, unit: Option<Unit>) -> String {
     out
 }
 
-/// The saved result.
-pub fn json(
+/// The saved result: the `spans` document with live's rates and values.
+pub fn document(
     names: &Names,
     last: &Snapshot,
     rate_history: &[Vec<BTreeMap<Option<String>, u64>>],
-    input: Value,
+    run: LiveRun,
     warnings: &[String],
-) -> String {
-    let spans = series_json(&names.spans, &last.spans, names.by.as_deref());
-    let values = series_json(&names.values, &last.values, names.by.as_deref());
-    let mut rates = Vec::new();
+) -> SpansDoc {
+    let mut doc = SpansDoc::new(Source::Live);
+    doc.live = Some(run);
+    doc.warnings = warnings.to_vec();
+    doc.spans = series_list(&names.spans, &last.spans, names.by.as_deref());
+    doc.values = series_list(&names.values, &last.values, names.by.as_deref());
     for (i, probe) in names.rates.iter().enumerate() {
         for (group, &count) in last.rates.get(i).into_iter().flatten() {
             let mut previous = 0;
@@ -225,60 +222,37 @@ pub fn json(
                     delta
                 })
                 .collect();
-            rates.push(json!({ "probe": probe, "by": names.by, "group": group, "count": count, "per_interval": per_interval }));
+            doc.rates.push(Rate {
+                probe: probe.clone(),
+                by: names.by.clone(),
+                group: group.clone(),
+                count,
+                per_interval,
+            });
         }
     }
-    let doc = json!({
-        "kind": "spans", "unit": "ns", "source": "live", "input": input, "warnings": warnings,
-        "spans": spans, "rates": rates, "values": values,
-    });
-    format!("{doc}\n")
+    doc
 }
 
-fn series_json(
+fn series_list(
     names: &[String],
     series: &[BTreeMap<Option<String>, Bucketed>],
     by: Option<&str>,
-) -> Vec<Value> {
+) -> Vec<Series> {
     let mut out = Vec::new();
     for (i, name) in names.iter().enumerate() {
         for (group, b) in series.get(i).into_iter().flatten() {
-            out.push(one_json(name, by, group.as_deref(), b));
+            out.push(Series {
+                name: name.clone(),
+                side: None,
+                by: by.map(str::to_string),
+                group: group.clone(),
+                latency: Latency::of_bucketed(b),
+                counters: Counters::default(),
+            });
         }
     }
     out
-}
-
-fn one_json(name: &str, by: Option<&str>, group: Option<&str>, b: &Bucketed) -> Value {
-    let estimates: Vec<(&str, Option<Estimate>)> = QUANTILES
-        .iter()
-        .map(|(_, key, q)| (*key, b.percentile(*q)))
-        .collect();
-    let buckets: Vec<Value> = b
-        .counts
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| **n > 0)
-        .map(|(i, &n)| {
-            let (lo, hi) = loglinear::bounds(i);
-            json!({ "min": lo, "max": hi - 1, "count": n })
-        })
-        .collect();
-    let mut doc = json!({
-        "name": name, "side": null, "by": by, "group": group, "count": b.count,
-        "min": (b.count > 0).then_some(b.min), "max": (b.count > 0).then_some(b.max),
-        "mean": b.mean(), "stddev": null,
-        "unmatched": null, "superseded": null, "orphan_ends": null, "discarded": null, "backwards": null,
-        "histogram": {
-            "scheme": "log-linear-8", "unit": "ns", "buckets": buckets,
-            "percentiles_exact": false, "percentile_max_relative_error": 0.125,
-            "percentile_error_bounds": estimates.iter().map(|(k, e)| (k.to_string(), json!(e.map(|e| e.error_bound())))).collect::<serde_json::Map<_, _>>(),
-        },
-    });
-    for (key, e) in estimates {
-        doc[key] = json!(e.map(|e| e.value));
-    }
-    doc
 }
 
 #[cfg(test)]
@@ -324,25 +298,26 @@ mod tests {
         let last = snapshot_with(&[50_000, 60_000, 1_000_000]);
         let at = |n: u64| vec![BTreeMap::from([(None, n)])];
         let history = vec![at(1), at(3)];
-        let text = json(&names(), &last, &history, json!({"intervals": 2}), &[]);
-        let doc: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(doc["kind"], "spans");
-        let span = &doc["spans"][0];
+        let run = LiveRun {
+            intervals: 2,
+            interval_s: 5,
+            stopped_by: "Ctrl-C".into(),
+        };
+        let doc = document(&names(), &last, &history, run, &[]);
+        let text = crate::doc::to_json(&doc, false);
+        let crate::doc::Document::Spans(doc) = crate::doc::read("t", &text).unwrap() else {
+            panic!("not spans")
+        };
+        let span = &doc.spans[0].latency;
         assert_eq!(
-            (
-                span["count"].as_u64(),
-                span["min"].as_u64(),
-                span["max"].as_u64()
-            ),
-            (Some(3), Some(50_000), Some(1_000_000))
+            (span.summary.count, span.summary.min, span.summary.max),
+            (3, Some(50_000), Some(1_000_000))
         );
-        assert_eq!(span["histogram"]["scheme"], "log-linear-8");
-        let p99 = span["p99"].as_u64().unwrap();
-        let bound = span["histogram"]["percentile_error_bounds"]["p99"]
-            .as_u64()
-            .unwrap();
+        assert_eq!(span.histogram.scheme, crate::doc::dist::Scheme::LogLinear8);
+        let p99 = span.summary.p99.unwrap();
+        let bound = span.histogram.percentile_error_bounds.unwrap().p99.unwrap();
         assert!(p99.abs_diff(1_000_000) <= bound);
-        assert_eq!(doc["rates"][0]["per_interval"], json!([1, 2]));
-        assert_eq!(doc["rates"][0]["count"], 3);
+        assert_eq!(doc.rates[0].per_interval, [1, 2]);
+        assert_eq!(doc.rates[0].count, 3);
     }
 }

@@ -33,7 +33,7 @@ impl Renderer for Markdown {
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 row.name,
                 row.side.map_or("–", |s| s.name()),
-                escape(row.group.as_deref().unwrap_or("all")),
+                super::format::markdown_cell(row.group.as_deref().unwrap_or("all")),
                 d.count(),
                 fmt(s.min()),
                 fmt(p.map(|p| p.p50)),
@@ -49,11 +49,4 @@ impl Renderer for Markdown {
         }
         out
     }
-}
-
-/// Escapes the characters that would break a table cell.
-fn escape(text: &str) -> String {
-    text.replace('|', "\\|")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod compare;
 pub mod csv;
 pub mod export;
+pub mod format;
 pub mod html;
 pub mod json;
 pub mod linear;

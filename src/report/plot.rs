@@ -9,7 +9,7 @@
 
 use plotters::prelude::*;
 
-use crate::compare::quantile;
+use crate::stats::ab::quantile;
 
 /// A distribution to draw: `(value_ns, count)` points, ascending. Exact values from an
 /// HdrHistogram, or bucket lower bounds from a histogram.

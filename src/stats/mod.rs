@@ -11,7 +11,13 @@
 //! * exact bucket counts for the terminal histograms ([`Log2Counts`] per display unit and an
 //!   optional [`LinearCounts`]), so that a bar never moves a sample across a bucket boundary the
 //!   way counts derived from HDR buckets could.
+//!
+//! This is also the one home of the A/B statistics: [`ab`] (medians, quantiles, bootstrap,
+//! Mann-Whitney) and [`change`] (the one rule that turns two samples into a verdict, used by
+//! `bench`, `compare` and `report` alike).
 
+pub mod ab;
+pub mod change;
 mod distribution;
 mod linear;
 mod log2;

@@ -1,15 +1,20 @@
 //! Rendering lab results: a terminal table sorted by median, histograms with `--detail`, the
-//! `lab-ipc` JSON document, and Markdown. Every value says its unit; JSON is in ns.
+//! `lab-ipc` document ([`crate::doc::lab::LabIpcDoc`]), and Markdown. Every value says its
+//! unit; the document is in ns.
 
 use std::fmt::Write;
-
-use serde_json::{Value, json};
 
 use super::clock::TimerOverhead;
 use super::pattern::Stop;
 use super::run::Outcome;
 use super::usage::Usage;
 use super::{Pattern, Settings, bytes};
+use crate::doc::lab::{
+    IpcResult, IpcSettings, LabIpcDoc, LatencyMeaning, PatternParams, SideUsage, Sides, Skipped,
+    StopDoc, Timer,
+};
+use crate::doc::{Latency, Summary};
+pub use crate::report::format::human;
 use crate::stats::{Distribution, Unit};
 
 /// Everything a lab run reports.
@@ -25,28 +30,6 @@ pub struct LabReport<'a> {
     pub skipped: &'a [(String, String)],
     /// Ctrl-C cut the run short
     pub interrupted: bool,
-}
-
-/// A duration with a unit that fits it: `31 ns`, `4.57 µs`, `12.3 ms`.
-pub fn human(ns: u64) -> String {
-    let v = ns as f64;
-    let (value, unit) = if ns < 1_000 {
-        return format!("{ns} ns");
-    } else if ns < 1_000_000 {
-        (v / 1e3, "µs")
-    } else if ns < 1_000_000_000 {
-        (v / 1e6, "ms")
-    } else {
-        (v / 1e9, "s")
-    };
-    let decimals = if value < 10.0 {
-        2
-    } else if value < 100.0 {
-        1
-    } else {
-        0
-    };
-    format!("{value:.decimals$} {unit}")
 }
 
 fn per_msg(total: u64, messages: u64) -> f64 {
@@ -216,75 +199,109 @@ fn histogram(o: &Outcome) -> String {
     )
 }
 
-fn summary_json(d: &Distribution) -> Value {
-    let s = d.summary();
-    let q = |q: f64| d.value_at_quantile(q);
-    json!({
-        "count": d.count(), "min": s.min(), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99),
-        "p999": q(0.999), "max": s.max(), "mean": s.mean(),
+fn side(u: Option<Usage>, n: u64) -> Option<SideUsage> {
+    u.map(|u| SideUsage {
+        cpu_ns_per_msg: per_msg(u.cpu_ns, n),
+        ctx_switches_per_msg: per_msg(u.context_switches(), n),
+        voluntary_ctx_switches: u.voluntary,
+        involuntary_ctx_switches: u.involuntary,
+        cpu_ns: u.cpu_ns,
     })
 }
 
-fn side_json(u: Option<Usage>, n: u64) -> Value {
-    match u {
-        Some(u) => json!({
-            "cpu_ns_per_msg": per_msg(u.cpu_ns, n),
-            "ctx_switches_per_msg": per_msg(u.context_switches(), n),
-            "voluntary_ctx_switches": u.voluntary, "involuntary_ctx_switches": u.involuntary,
-            "cpu_ns": u.cpu_ns,
-        }),
-        None => Value::Null,
-    }
-}
-
-fn pattern_params(p: &Pattern) -> Value {
+fn pattern_params(p: &Pattern) -> PatternParams {
+    let none = PatternParams::default();
     match *p {
-        Pattern::PingPong => json!({}),
-        Pattern::Stream { flush_bytes } => json!({ "flush_bytes": flush_bytes }),
-        Pattern::Burst { n } => json!({ "burst": n }),
-        Pattern::Segments { k } => json!({ "segments": k }),
-        Pattern::OpenLoop { rate } => json!({ "rate_per_s": rate }),
+        Pattern::PingPong => none,
+        Pattern::Stream { flush_bytes } => PatternParams {
+            flush_bytes: Some(flush_bytes as u64),
+            ..none
+        },
+        Pattern::Burst { n } => PatternParams {
+            burst: Some(n),
+            ..none
+        },
+        Pattern::Segments { k } => PatternParams {
+            segments: Some(k as u64),
+            ..none
+        },
+        Pattern::OpenLoop { rate } => PatternParams {
+            rate_per_s: Some(rate),
+            ..none
+        },
     }
 }
 
-/// One result as JSON (all times in ns).
-pub fn outcome_json(o: &Outcome) -> Value {
+/// One configuration's result (all times in ns).
+pub fn result(o: &Outcome) -> IpcResult {
     let n = o.messages();
-    let mut v = summary_json(&o.latency);
     let total = o.total();
-    let extra = json!({
-        "transport": o.config.transport.name(), "peer": o.config.peer.name(),
-        "pattern": o.config.pattern.kind(), "params": pattern_params(&o.config.pattern),
-        "payload": o.config.payload,
-        "latency": if o.config.pattern.one_way() { "one-way" } else { "round-trip" },
-        "msgs_per_s": o.msgs_per_s(), "bytes_per_s": o.msgs_per_s() * o.config.payload as f64,
-        "ctx_switches_per_msg": per_msg(total.context_switches(), n),
-        "cpu_ns_per_msg": per_msg(total.cpu_ns, n),
-        "sides": { "client": side_json(Some(o.client), n), "peer": side_json(o.peer, n), "broker": side_json(o.broker, n) },
-        "uncorrected": o.uncorrected.as_ref().map(summary_json),
-        "elapsed_ns": o.elapsed_ns, "sent": o.sent, "received": o.received,
-        "stop": match o.stop { Stop::Done => "done", Stop::TimeUp => "max-time", Stop::Interrupted => "interrupted", Stop::Failed(_) => "failed" },
-        "error": o.failed(),
-        "hdr": { "significant_digits": crate::stats::SIGNIFICANT_DIGITS, "encoding": "hdrhistogram-v2-base64", "data": o.latency.hdr_base64() },
-    });
-    if let (Value::Object(base), Value::Object(more)) = (&mut v, extra) {
-        base.extend(more);
+    IpcResult {
+        transport: o.config.transport.name().to_string(),
+        peer: o.config.peer.name().to_string(),
+        pattern: o.config.pattern.kind().to_string(),
+        params: pattern_params(&o.config.pattern),
+        payload: o.config.payload as u64,
+        latency: if o.config.pattern.one_way() {
+            LatencyMeaning::OneWay
+        } else {
+            LatencyMeaning::RoundTrip
+        },
+        dist: Latency::of(&o.latency),
+        uncorrected: o.uncorrected.as_ref().map(Summary::of),
+        msgs_per_s: o.msgs_per_s(),
+        bytes_per_s: o.msgs_per_s() * o.config.payload as f64,
+        ctx_switches_per_msg: per_msg(total.context_switches(), n),
+        cpu_ns_per_msg: per_msg(total.cpu_ns, n),
+        sides: Sides {
+            client: side(Some(o.client), n),
+            peer: side(o.peer, n),
+            broker: side(o.broker, n),
+        },
+        elapsed_ns: o.elapsed_ns,
+        sent: o.sent,
+        received: o.received,
+        stop: match o.stop {
+            Stop::Done => StopDoc::Done,
+            Stop::TimeUp => StopDoc::MaxTime,
+            Stop::Interrupted => StopDoc::Interrupted,
+            Stop::Failed(_) => StopDoc::Failed,
+        },
+        error: o.failed(),
     }
-    v
 }
 
 /// The `lab-ipc` document.
-pub fn json(report: &LabReport<'_>) -> Value {
+pub fn document(report: &LabReport<'_>) -> LabIpcDoc {
     let s = report.settings;
-    json!({
-        "kind": "lab-ipc", "unit": "ns",
-        "timer_overhead_ns": report.timer.median_ns,
-        "timer": { "clock": "CLOCK_MONOTONIC", "median_ns": report.timer.median_ns, "min_ns": report.timer.min_ns, "reads": report.timer.reads, "resolution_ns": report.timer.resolution_ns },
-        "settings": { "count": s.count, "warmup": s.warmup, "max_time_ns": s.max_time_ns, "slots": s.slots, "ring_bytes": s.ring_bytes, "verify": s.verify },
-        "interrupted": report.interrupted,
-        "skipped": report.skipped.iter().map(|(c, why)| json!({"config": c, "reason": why})).collect::<Vec<_>>(),
-        "results": sorted(report.outcomes).into_iter().map(outcome_json).collect::<Vec<_>>(),
-    })
+    let t = &report.timer;
+    let timer = Timer {
+        clock: "CLOCK_MONOTONIC".to_string(),
+        median_ns: t.median_ns,
+        min_ns: t.min_ns,
+        reads: t.reads,
+        resolution_ns: t.resolution_ns,
+    };
+    let settings = IpcSettings {
+        count: s.count,
+        warmup: s.warmup,
+        max_time_ns: s.max_time_ns,
+        slots: s.slots as u64,
+        ring_bytes: s.ring_bytes as u64,
+        verify: s.verify,
+    };
+    let mut doc = LabIpcDoc::new(timer, settings);
+    doc.interrupted = report.interrupted;
+    doc.skipped = report
+        .skipped
+        .iter()
+        .map(|(config, reason)| Skipped {
+            config: config.clone(),
+            reason: reason.clone(),
+        })
+        .collect();
+    doc.results = sorted(report.outcomes).into_iter().map(result).collect();
+    doc
 }
 
 /// A Markdown table (ns).
@@ -316,19 +333,4 @@ pub fn markdown(report: &LabReport<'_>) -> String {
         );
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_get_a_unit_that_fits() {
-        assert_eq!(human(31), "31 ns");
-        assert_eq!(human(4_567), "4.57 µs");
-        assert_eq!(human(45_670), "45.7 µs");
-        assert_eq!(human(456_700), "457 µs");
-        assert_eq!(human(12_300_000), "12.3 ms");
-        assert_eq!(human(2_000_000_000), "2.00 s");
-    }
 }

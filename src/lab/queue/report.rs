@@ -6,9 +6,9 @@
 
 use std::fmt::Write;
 
-use serde_json::{Value, json};
-
 use super::model::{Moment, Request};
+use crate::doc::Latency;
+use crate::doc::lab::{Label, QueueRow, Stage};
 use crate::stats::{Distribution, Unit};
 
 /// The stages of a request, each as a distribution.
@@ -85,15 +85,6 @@ impl RunReport {
     }
 }
 
-/// `{"min","p50","p99","max","count"}` in ns (nulls when empty).
-fn summary_json(d: &Distribution) -> Value {
-    let p = d.percentiles();
-    json!({
-        "count": d.count(), "min": d.summary().min(), "p50": p.map(|p| p.p50), "p90": p.map(|p| p.p90),
-        "p99": p.map(|p| p.p99), "max": d.summary().max(), "mean": d.summary().mean(),
-    })
-}
-
 /// The terminal report of one run.
 pub fn text(report: &RunReport, unit: Unit) -> String {
     let mut out = String::new();
@@ -134,19 +125,6 @@ pub fn text(report: &RunReport, unit: Unit) -> String {
 
 fn format_ns_f(ns: f64, unit: Unit) -> String {
     format!("{:.4} {}", unit.from_nanos(ns), unit.symbol())
-}
-
-/// The JSON document of one run.
-pub fn json(report: &RunReport, mode: &str, params: Value) -> Value {
-    let mut stages = serde_json::Map::new();
-    for (_, key, d) in report.stage_list().into_iter().skip(1) {
-        stages.insert(key.to_string(), summary_json(d));
-    }
-    json!({
-        "kind": "lab-queue", "unit": "ns", "mode": mode, "params": params,
-        "per_batch_ns": report.per_batch_ns, "latency": summary_json(&report.latency),
-        "stages": stages,
-    })
 }
 
 /// One configuration of a sweep.
@@ -260,22 +238,38 @@ impl Sweep {
         out
     }
 
-    /// The rows as JSON (each one run's document plus its labels and mark).
-    pub fn json_rows(&self, mode: &str, params: impl Fn(&Row) -> Value) -> Vec<Value> {
+    /// The rows of the `lab-queue` document, with each row's marks and ranks.
+    pub fn document_rows(&self) -> Vec<QueueRow> {
         let marks = self.disagreements();
+        let ranks = self.ranks();
         self.rows
             .iter()
             .zip(marks)
-            .map(|(row, mark)| {
-                let mut doc = json(&row.report, mode, params(row));
-                doc["labels"] = json!(
-                    row.labels
-                        .iter()
-                        .map(|(k, v)| (k.clone(), json!(v)))
-                        .collect::<serde_json::Map<_, _>>()
-                );
-                doc["disagrees"] = json!(mark);
-                doc
+            .zip(ranks)
+            .map(|((row, disagrees), (by_batch, by_latency))| QueueRow {
+                labels: row
+                    .labels
+                    .iter()
+                    .map(|(name, value)| Label {
+                        name: name.clone(),
+                        value: value.clone(),
+                    })
+                    .collect(),
+                per_batch_ns: row.report.per_batch_ns,
+                latency: Latency::of(&row.report.latency),
+                stages: row
+                    .report
+                    .stage_list()
+                    .into_iter()
+                    .skip(1)
+                    .map(|(_, name, d)| Stage {
+                        name: name.to_string(),
+                        dist: Latency::of(d),
+                    })
+                    .collect(),
+                disagrees,
+                rank_per_batch: by_batch as u64,
+                rank_latency: by_latency as u64,
             })
             .collect()
     }
@@ -332,16 +326,23 @@ mod tests {
     }
 
     #[test]
-    fn the_json_has_the_issue_shape() {
+    fn the_document_rows_carry_every_stage_and_the_ranks() {
         let r = report(&Params {
             gap: 4_000,
             batches: 10,
             ..Params::default()
         });
-        let doc = json(&r, "model", json!({}));
-        assert_eq!(doc["kind"], "lab-queue");
-        assert_eq!(doc["latency"]["p50"], 7_000);
-        assert_eq!(doc["stages"]["to_start"]["min"], 4_000);
-        assert!(doc["stages"]["completion_to_next_submit"].is_object());
+        let rows = Sweep {
+            rows: vec![Row {
+                labels: Vec::new(),
+                report: r,
+            }],
+        }
+        .document_rows();
+        assert_eq!(rows[0].latency.summary.p50, Some(7_000));
+        let stage = |n: &str| rows[0].stages.iter().find(|s| s.name == n).unwrap();
+        assert_eq!(stage("to_start").dist.summary.min, Some(4_000));
+        assert_eq!(stage("completion_to_next_submit").dist.summary.count, 9);
+        assert_eq!((rows[0].rank_per_batch, rows[0].rank_latency), (1, 1));
     }
 }

@@ -1,16 +1,15 @@
-//! Statistics for A/B comparisons of run times (or any per-run metric).
+//! The building blocks of A/B statistics: medians, quantiles of weighted values, the percentile
+//! bootstrap and the Mann-Whitney U test. The rule that turns them into a verdict is in
+//! [`super::change`].
 //!
-//! Benchmark timings are skewed and heavy-tailed, so nothing here assumes normality:
-//! * the centre is the **median**, with a percentile **bootstrap** 95% confidence interval;
-//! * a candidate is compared with the baseline by the **ratio of medians**, whose interval is
-//!   bootstrapped by resampling both sides independently;
-//! * significance is the two-sided **Mann-Whitney U** test (normal approximation with tie
-//!   correction and continuity correction, as benchstat and SciPy's `asymptotic` method);
-//! * the **verdict** (after benchstat and criterion): `same` when the whole ratio interval lies
-//!   within the noise threshold (±1% by default), `faster`/`slower` when the test is significant
-//!   and the interval lies wholly on one side of 1, else `inconclusive`.
+//! Timings are skewed and heavy-tailed, so nothing here assumes normality: the centre is the
+//! **median** with a percentile **bootstrap** interval, and significance is the two-sided
+//! **Mann-Whitney U** test (normal approximation with tie and continuity correction, as
+//! benchstat and SciPy's `asymptotic` method). Values come either as plain lists (bench runs) or
+//! as `(value, count)` points (a latency distribution with many ties), and every function on
+//! points costs time in the number of distinct values, not samples.
 //!
-//! The bootstrap uses a fixed-seed PCG generator, so a verdict is reproducible from the data.
+//! The bootstrap uses a fixed-seed PCG generator, so an interval is reproducible from the data.
 
 use rand::Rng;
 use rand::SeedableRng;
@@ -100,26 +99,165 @@ pub fn median_ci(xs: &[f64], confidence: f64) -> Option<(f64, f64)> {
     Some(percentile_interval(medians, confidence))
 }
 
-/// The ratio of medians `candidate ÷ baseline` with its bootstrap interval at `confidence`.
-pub fn ratio_ci(baseline: &[f64], candidate: &[f64], confidence: f64) -> Option<(f64, (f64, f64))> {
-    let ratio = median(candidate)? / median(baseline)?;
-    let constant = |xs: &[f64]| xs.iter().all(|&x| x == xs[0]);
-    if constant(baseline) && constant(candidate) {
-        return Some((ratio, (ratio, ratio)));
+/// Distinct values with their counts, ascending: the form every weighted function here takes.
+pub fn points(xs: &[f64]) -> Vec<(f64, u64)> {
+    let mut sorted = xs.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mut out: Vec<(f64, u64)> = Vec::new();
+    for x in sorted {
+        match out.last_mut() {
+            Some((v, n)) if *v == x => *n += 1,
+            _ => out.push((x, 1)),
+        }
     }
-    let mut rng = Pcg64::seed_from_u64(SEED);
-    let (mut bb, mut cb) = (Vec::new(), Vec::new());
-    let ratios: Vec<f64> = (0..RESAMPLES)
-        .map(|_| {
-            resample_median(candidate, &mut rng, &mut cb)
-                / resample_median(baseline, &mut rng, &mut bb)
+    out
+}
+
+/// The nearest-rank value at quantile `q` (the ⌈q·n⌉-th smallest) of ascending `(value, count)`
+/// points; 0 when empty.
+pub fn quantile(points: &[(f64, u64)], q: f64) -> f64 {
+    let total: u64 = points.iter().map(|p| p.1).sum();
+    let rank = ((q * total as f64).ceil() as u64).max(1);
+    let mut seen = 0;
+    points
+        .iter()
+        .find(|p| {
+            seen += p.1;
+            seen >= rank
         })
-        .filter(|r| r.is_finite())
-        .collect();
-    if ratios.is_empty() {
+        .map_or(0.0, |p| p.0)
+}
+
+/// The median of ascending `(value, count)` points: the middle value, or the mean of the two
+/// middle values for an even count, as [`median`]; `None` when empty.
+pub fn weighted_median(points: &[(f64, u64)]) -> Option<f64> {
+    let n: u64 = points.iter().map(|p| p.1).sum();
+    if n == 0 {
         return None;
     }
-    Some((ratio, percentile_interval(ratios, confidence)))
+    let at_rank = |rank: u64| {
+        let mut seen = 0;
+        points
+            .iter()
+            .find(|p| {
+                seen += p.1;
+                seen >= rank
+            })
+            .map_or(f64::NAN, |p| p.0)
+    };
+    Some(if n % 2 == 1 {
+        at_rank(n / 2 + 1)
+    } else {
+        (at_rank(n / 2) + at_rank(n / 2 + 1)) / 2.0
+    })
+}
+
+/// The relative change from `a` to `b`, in percent; `None` when `a` is 0.
+pub fn change_pct(a: f64, b: f64) -> Option<f64> {
+    (a != 0.0).then(|| (b - a) / a * 100.0)
+}
+
+/// Most values drawn per bootstrap resample. A resample smaller than the data (an m-out-of-n
+/// bootstrap) can only widen an interval, never narrow it, and it bounds the work on large logs.
+pub const MAX_DRAWS: u64 = 5_000;
+/// Work budget of one bootstrap (resamples × draws): from [`RESAMPLES`] for small samples down
+/// to 500 resamples of [`MAX_DRAWS`] values (one large comparison: ~5M draws, tens of ms).
+const BUDGET: u64 = 1_000_000;
+const MIN_RESAMPLES: u64 = 500;
+
+/// Draws resamples of weighted points.
+struct Sampler<'a> {
+    points: &'a [(f64, u64)],
+    cumulative: Vec<u64>,
+    /// every value, when there are at most [`MAX_DRAWS`]: a draw is then one index
+    flat: Option<Vec<f64>>,
+}
+
+impl<'a> Sampler<'a> {
+    fn new(points: &'a [(f64, u64)]) -> Option<Self> {
+        let cumulative: Vec<u64> = points
+            .iter()
+            .scan(0u64, |s, p| {
+                *s += p.1;
+                Some(*s)
+            })
+            .collect();
+        let total = cumulative.last().copied().unwrap_or(0);
+        let flat = (total <= MAX_DRAWS).then(|| {
+            points
+                .iter()
+                .flat_map(|&(v, c)| std::iter::repeat_n(v, c as usize))
+                .collect()
+        });
+        (total > 0).then_some(Sampler {
+            points,
+            cumulative,
+            flat,
+        })
+    }
+
+    fn total(&self) -> u64 {
+        self.cumulative.last().copied().unwrap_or(0)
+    }
+
+    fn draws(&self) -> usize {
+        self.total().min(MAX_DRAWS) as usize
+    }
+
+    fn constant(&self) -> bool {
+        self.points.iter().filter(|p| p.1 > 0).count() <= 1
+    }
+
+    /// One resample into `buf`: its median and its nearest-rank 99th percentile.
+    fn resample(&self, rng: &mut Pcg64, buf: &mut Vec<f64>) -> (f64, f64) {
+        buf.clear();
+        match &self.flat {
+            Some(flat) => {
+                buf.extend((0..flat.len()).map(|_| flat[rng.random_range(0..flat.len())]))
+            }
+            None => {
+                let total = self.total();
+                buf.extend((0..self.draws()).map(|_| {
+                    let r = rng.random_range(0..total);
+                    self.points[self.cumulative.partition_point(|&c| c <= r)].0
+                }));
+            }
+        }
+        let median = median_in_place(buf);
+        let rank = ((0.99 * buf.len() as f64).ceil() as usize).clamp(1, buf.len()) - 1;
+        let (_, &mut p99, _) = buf.select_nth_unstable_by(rank, f64::total_cmp);
+        (median, p99)
+    }
+}
+
+/// Percentile-bootstrap intervals of `after ÷ before` for the median and the 99th percentile,
+/// each side resampled independently; `None` when a side is empty.
+pub fn ratio_intervals(
+    before: &[(f64, u64)],
+    after: &[(f64, u64)],
+    confidence: f64,
+) -> Option<[(f64, f64); 2]> {
+    let (b, a) = (Sampler::new(before)?, Sampler::new(after)?);
+    if b.constant() && a.constant() {
+        let r = a.points.iter().find(|p| p.1 > 0)?.0 / b.points.iter().find(|p| p.1 > 0)?.0;
+        return Some([(r, r), (r, r)]);
+    }
+    let resamples =
+        (BUDGET / b.draws().max(a.draws()) as u64).clamp(MIN_RESAMPLES, RESAMPLES as u64);
+    let mut rng = Pcg64::seed_from_u64(SEED);
+    let (mut bb, mut ab) = (Vec::new(), Vec::new());
+    let (mut medians, mut tails) = (Vec::new(), Vec::new());
+    for _ in 0..resamples {
+        let (b50, b99) = b.resample(&mut rng, &mut bb);
+        let (a50, a99) = a.resample(&mut rng, &mut ab);
+        medians.push(a50 / b50);
+        tails.push(a99 / b99);
+    }
+    let interval = |mut v: Vec<f64>| {
+        v.retain(|r| r.is_finite());
+        (!v.is_empty()).then(|| percentile_interval(v, confidence))
+    };
+    Some([interval(medians)?, interval(tails)?])
 }
 
 /// The result of a Mann-Whitney U test.
@@ -177,55 +315,6 @@ pub fn mann_whitney_weighted(a: &[(f64, u64)], b: &[(f64, u64)]) -> Option<MannW
     let z = ((u - n1 * n2 / 2.0).abs() - 0.5).max(0.0) / variance.sqrt();
     let p = libm::erfc(z / std::f64::consts::SQRT_2).min(1.0);
     Some(MannWhitney { u, p })
-}
-
-/// The verdict on a candidate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    /// significantly lower (time: faster)
-    Faster,
-    /// significantly higher (time: slower)
-    Slower,
-    /// the whole interval is within the noise threshold
-    Same,
-    /// none of the above: more runs needed
-    Inconclusive,
-}
-
-/// How a candidate compares with the baseline on one metric.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Comparison {
-    /// median(candidate) ÷ median(baseline)
-    pub ratio: f64,
-    /// 95% bootstrap interval of the ratio
-    pub ci: (f64, f64),
-    /// Mann-Whitney two-sided p-value
-    pub p_value: f64,
-    /// the verdict
-    pub verdict: Verdict,
-}
-
-/// Compares `candidate` with `baseline` (lower is better). `noise` is the relative threshold
-/// for `same` (0.01 = ±1%), `alpha` the significance level (0.05).
-pub fn compare(baseline: &[f64], candidate: &[f64], noise: f64, alpha: f64) -> Option<Comparison> {
-    let (ratio, ci) = ratio_ci(baseline, candidate, 0.95)?;
-    let p_value = mann_whitney(candidate, baseline)?.p;
-    let verdict = if ci.0 >= 1.0 - noise && ci.1 <= 1.0 + noise {
-        Verdict::Same
-    } else if p_value < alpha && ci.1 < 1.0 {
-        Verdict::Faster
-    } else if p_value < alpha && ci.0 > 1.0 {
-        Verdict::Slower
-    } else {
-        Verdict::Inconclusive
-    };
-    Some(Comparison {
-        ratio,
-        ci,
-        p_value,
-        verdict,
-    })
 }
 
 #[cfg(test)]
@@ -305,29 +394,32 @@ mod tests {
     }
 
     #[test]
-    fn identical_samples_are_the_same_and_a_clear_shift_is_slower() {
-        let a: Vec<f64> = (0..30).map(|i| 1000.0 + f64::from(i % 5)).collect();
-        let same = compare(&a, &a, 0.01, 0.05).unwrap();
-        assert_eq!(same.verdict, Verdict::Same);
-        assert_eq!(same.ratio, 1.0);
-        let slower: Vec<f64> = a.iter().map(|x| x * 1.05).collect();
-        let c = compare(&a, &slower, 0.01, 0.05).unwrap();
-        assert_eq!(c.verdict, Verdict::Slower);
-        assert!(c.ci.0 > 1.0 && (c.ratio - 1.05).abs() < 1e-9);
-        let faster: Vec<f64> = a.iter().map(|x| x * 0.9).collect();
-        assert_eq!(
-            compare(&a, &faster, 0.01, 0.05).unwrap().verdict,
-            Verdict::Faster
-        );
+    fn weighted_quantiles_match_the_expanded_values() {
+        let p = points(&[3.0, 1.0, 2.0, 2.0, 4.0, 3.0, 3.0]);
+        assert_eq!(p, [(1.0, 1), (2.0, 2), (3.0, 3), (4.0, 1)]);
+        // expanded: 1 2 2 3 3 3 4 → nearest-rank p50 is the 4th value, p99 the 7th
+        assert_eq!(quantile(&p, 0.5), 3.0);
+        assert_eq!(quantile(&p, 0.99), 4.0);
+        assert_eq!(weighted_median(&p), Some(3.0));
+        assert_eq!(weighted_median(&[(1.0, 2), (2.0, 1), (10.0, 1)]), Some(1.5));
+        assert_eq!(weighted_median(&[]), None);
+        assert_eq!(quantile(&[], 0.5), 0.0);
     }
 
     #[test]
-    fn too_few_noisy_runs_are_inconclusive() {
-        let a = [100.0, 130.0, 90.0];
-        let b = [110.0, 95.0, 140.0];
+    fn the_ratio_intervals_bracket_a_known_shift_and_are_reproducible() {
+        let before: Vec<(f64, u64)> = (1..=200).map(|i| (f64::from(i) * 10.0, 5)).collect();
+        let after: Vec<(f64, u64)> = before.iter().map(|&(v, c)| (v * 1.3, c)).collect();
+        let [p50, p99] = ratio_intervals(&before, &after, 0.95).unwrap();
+        assert!(p50.0 > 1.0 && p50.0 <= 1.3 && 1.3 <= p50.1, "{p50:?}");
+        assert!(p99.0 <= 1.3 && 1.3 <= p99.1, "{p99:?}");
+        assert_eq!(ratio_intervals(&before, &after, 0.95).unwrap()[0], p50);
+        let [same, _] = ratio_intervals(&before, &before, 0.95).unwrap();
+        assert!(same.0 < 1.0 && 1.0 < same.1, "{same:?}");
         assert_eq!(
-            compare(&a, &b, 0.01, 0.05).unwrap().verdict,
-            Verdict::Inconclusive
+            ratio_intervals(&[(5.0, 3)], &[(10.0, 2)], 0.95),
+            Some([(2.0, 2.0), (2.0, 2.0)])
         );
+        assert_eq!(ratio_intervals(&[], &[(1.0, 1)], 0.95), None);
     }
 }

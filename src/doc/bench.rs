@@ -1,0 +1,173 @@
+//! The `bench` document: every run of every command, the summaries and the verdicts.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::dist::{Nanoseconds, Summary};
+use super::{Kind, VERSION};
+use crate::stats::change::Change;
+
+/// The thresholds a verdict was reached with.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RuleDoc {
+    /// the noise band (0.01 = ±1%)
+    pub noise: f64,
+    /// the significance level
+    pub alpha: f64,
+}
+
+/// One timed run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    /// wall time
+    pub wall_ns: u64,
+    /// user CPU time
+    pub user_ns: u64,
+    /// system CPU time
+    pub sys_ns: u64,
+    /// peak resident set
+    pub max_rss_kb: u64,
+    /// exit status (`None`: killed by a signal)
+    pub exit_code: Option<i32>,
+    /// killed by `--timeout`
+    pub timed_out: bool,
+    /// counter values by name
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// How a metric's values are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricKind {
+    /// nanoseconds
+    Time,
+    /// KiB
+    Memory,
+    /// a count of events
+    Count,
+}
+
+/// A command's summary on one metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricSummary {
+    /// `wall`, `user`, `sys`, `max_rss`, or a counter name
+    pub metric: String,
+    /// how it is shown
+    pub kind: MetricKind,
+    /// median
+    pub median: f64,
+    /// 95% bootstrap interval of the median
+    pub ci: [f64; 2],
+    /// coefficient of variation (sample SD ÷ mean)
+    pub cv: Option<f64>,
+    /// runs
+    pub n: u64,
+}
+
+/// One command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Command {
+    /// its name (`-n/--name`, else the command line)
+    pub name: String,
+    /// the command line as given (parameters substituted)
+    pub command: String,
+    /// what was executed
+    pub argv: Vec<String>,
+    /// `-L` parameters of this command
+    pub parameters: BTreeMap<String, String>,
+    /// every timed run, in the order run
+    pub runs: Vec<Run>,
+    /// the wall times as a latency
+    pub wall: Summary,
+    /// per metric
+    pub metrics: Vec<MetricSummary>,
+    /// exact instruction count (`--instructions callgrind`)
+    pub callgrind_instructions: Option<u64>,
+}
+
+/// A candidate against the baseline on one metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricChange {
+    /// the metric
+    pub metric: String,
+    /// verdict, ratios, intervals (flattened)
+    #[serde(flatten)]
+    pub change: Change,
+}
+
+/// A candidate against the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// index of the baseline command
+    pub baseline: usize,
+    /// index of the candidate command
+    pub candidate: usize,
+    /// per metric, wall time first
+    pub metrics: Vec<MetricChange>,
+}
+
+/// The `bench` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchDoc {
+    /// `bench`
+    pub kind: Kind,
+    /// format version
+    pub version: u32,
+    /// ns (times), KiB (memory), counts
+    pub unit: Nanoseconds,
+    /// the verdict's thresholds
+    pub rule: RuleDoc,
+    /// the commands, baseline first
+    pub commands: Vec<Command>,
+    /// each candidate against the baseline
+    pub comparisons: Vec<Comparison>,
+    /// things to know before trusting the numbers
+    pub warnings: Vec<String>,
+    /// counters that could not be measured, with the reason
+    pub unsupported_counters: BTreeMap<String, String>,
+    /// Ctrl-C cut the benchmark short
+    pub interrupted: bool,
+}
+
+impl BenchDoc {
+    /// A document with `commands` and nothing else yet.
+    pub fn new(rule: RuleDoc, commands: Vec<Command>) -> BenchDoc {
+        BenchDoc {
+            kind: Kind::Bench,
+            version: VERSION,
+            unit: Nanoseconds::Ns,
+            rule,
+            commands,
+            comparisons: Vec::new(),
+            warnings: Vec::new(),
+            unsupported_counters: BTreeMap::new(),
+            interrupted: false,
+        }
+    }
+
+    pub(super) fn check(&self) -> Result<(), String> {
+        for c in &self.commands {
+            c.wall
+                .check()
+                .map_err(|e| format!("command {}: wall: {e}", c.name))?;
+            if c.wall.count != c.runs.len() as u64 {
+                return Err(format!(
+                    "command {}: wall.count is {} but it has {} runs",
+                    c.name,
+                    c.wall.count,
+                    c.runs.len()
+                ));
+            }
+        }
+        let n = self.commands.len();
+        if self
+            .comparisons
+            .iter()
+            .any(|c| c.baseline >= n || c.candidate >= n)
+        {
+            return Err("a comparison names a command that is not there".into());
+        }
+        Ok(())
+    }
+}

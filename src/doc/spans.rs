@@ -1,0 +1,131 @@
+//! The `spans` document: latency spans from `latscope wayland` (WAYLAND_DEBUG logs) and
+//! `latscope live` (kernel histograms), with live's rates and probe values.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::dist::{Latency, Nanoseconds};
+use super::{Kind, VERSION};
+
+/// Where the spans came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// WAYLAND_DEBUG logs (`latscope wayland`)
+    Wayland,
+    /// bpftrace, aggregated in the kernel (`latscope live`)
+    Live,
+}
+
+/// What did not make a sample (WAYLAND_DEBUG spans; `None` where not counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Counters {
+    /// started, never ended
+    pub unmatched: Option<u64>,
+    /// restarted before it ended
+    pub superseded: Option<u64>,
+    /// ended, never started
+    pub orphan_ends: Option<u64>,
+    /// ended as discarded (presentation feedback)
+    pub discarded: Option<u64>,
+    /// the clock went back
+    pub backwards: Option<u64>,
+}
+
+/// One series: a span (or a probe value) for one side and group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    /// span name, e.g. `commit_to_release`
+    pub name: String,
+    /// `client` or `server`, when known
+    pub side: Option<String>,
+    /// what groups are split by (`tid`, `surface`, ...), when grouped
+    pub by: Option<String>,
+    /// the group, `None` for the whole span
+    pub group: Option<String>,
+    /// summary (flattened) and histogram
+    #[serde(flatten)]
+    pub latency: Latency,
+    /// what did not make a sample (flattened)
+    #[serde(flatten)]
+    pub counters: Counters,
+}
+
+/// A probe's event count (live).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rate {
+    /// the probe spec
+    pub probe: String,
+    /// what groups are split by
+    pub by: Option<String>,
+    /// the group
+    pub group: Option<String>,
+    /// events in all
+    pub count: u64,
+    /// events per interval
+    pub per_interval: Vec<u64>,
+}
+
+/// How a live trace ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveRun {
+    /// intervals printed
+    pub intervals: u64,
+    /// seconds per interval
+    pub interval_s: u64,
+    /// why it stopped (`Ctrl-C`, `--duration`, `the traced process exited`, ...)
+    pub stopped_by: String,
+}
+
+/// The `spans` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpansDoc {
+    /// `spans`
+    pub kind: Kind,
+    /// format version
+    pub version: u32,
+    /// ns
+    pub unit: Nanoseconds,
+    /// where the spans came from
+    pub source: Source,
+    /// counts describing the input (`lines`, `skipped`, ...)
+    pub input: BTreeMap<String, u64>,
+    /// how a live trace ran
+    pub live: Option<LiveRun>,
+    /// warnings about the input, one sentence each
+    pub warnings: Vec<String>,
+    /// the spans
+    pub spans: Vec<Series>,
+    /// probe event counts (live)
+    pub rates: Vec<Rate>,
+    /// probe argument distributions (live; values, not necessarily ns)
+    pub values: Vec<Series>,
+}
+
+impl SpansDoc {
+    /// An empty document from `source`.
+    pub fn new(source: Source) -> SpansDoc {
+        SpansDoc {
+            kind: Kind::Spans,
+            version: VERSION,
+            unit: Nanoseconds::Ns,
+            source,
+            input: BTreeMap::new(),
+            live: None,
+            warnings: Vec::new(),
+            spans: Vec::new(),
+            rates: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+
+    pub(super) fn check(&self) -> Result<(), String> {
+        for s in self.spans.iter().chain(&self.values) {
+            s.latency
+                .check()
+                .map_err(|e| format!("span {}: {e}", s.name))?;
+        }
+        Ok(())
+    }
+}

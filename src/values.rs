@@ -1,0 +1,108 @@
+//! Typed command-line values: durations, percentages, sizes and counts parsed once, at the
+//! edge, by clap. A mistake in any of them is a usage error (exit 2) with clap's message, the
+//! same way in every subcommand.
+
+use std::time::Duration;
+
+use latscope::stats::{Unit, parse_duration};
+
+fn nanos(text: &str, bare: Unit) -> Result<u64, String> {
+    let t = text.trim();
+    // `1m` (minutes) is common in scripts; `m` alone is not a unit of ours otherwise.
+    if let Some(minutes) = t
+        .strip_suffix('m')
+        .filter(|m| !m.ends_with(['m', 'n', 'u', 'µ']))
+        && let Ok(v) = minutes.parse::<f64>()
+        && v.is_finite()
+        && v >= 0.0
+    {
+        return Ok((v * 60e9).round() as u64);
+    }
+    parse_duration(t, bare).map_err(|_| {
+        format!(
+            "'{text}' is not a duration: a number with ns, us, ms, s or m (bare numbers are {})",
+            bare.symbol()
+        )
+    })
+}
+
+/// A duration; bare numbers are seconds (`10s`, `250ms`, `2us`, `500ns`, `1m`, `3`).
+pub fn duration_s(text: &str) -> Result<Duration, String> {
+    nanos(text, Unit::S).map(Duration::from_nanos)
+}
+
+/// A duration in ns; bare numbers are microseconds (`2us`, `1.5ms`, `500ns`, `3`).
+pub fn duration_us(text: &str) -> Result<u64, String> {
+    nanos(text, Unit::Us)
+}
+
+/// A whole number of seconds, at least 1 (`5`, `5s`, `2m`).
+pub fn whole_seconds(text: &str) -> Result<u64, String> {
+    let ns = nanos(text, Unit::S)?;
+    if ns == 0 || ns % 1_000_000_000 != 0 {
+        return Err(format!(
+            "'{text}' is not a whole number of seconds (at least 1)"
+        ));
+    }
+    Ok(ns / 1_000_000_000)
+}
+
+/// A percentage as a fraction: `1%` and `0.01` are both 0.01; between 0 and 100%.
+pub fn percent(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (number, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 100.0),
+        None => (t, 1.0),
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v / scale <= 1.0 => Ok(v / scale),
+        _ => Err(format!(
+            "'{text}' is not a percentage between 0% and 100% (1%, 0.5%, or a fraction: 0.01)"
+        )),
+    }
+}
+
+/// A size in bytes (`8`, `1KiB`, `64K`, `1MiB`).
+pub fn size(text: &str) -> Result<usize, String> {
+    latscope::lab::ipc::parse_size(text)
+}
+
+/// A count of at least 1.
+pub fn count(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("0: give at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{text}' is not a whole number")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_and_bare_numbers_keep_their_unit() {
+        assert_eq!(duration_s("14"), Ok(Duration::from_secs(14)));
+        assert_eq!(duration_s("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration_s("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(duration_us("2"), Ok(2_000));
+        assert_eq!(duration_us("500ns"), Ok(500));
+        assert_eq!(duration_us("1.5ms"), Ok(1_500_000));
+        assert!(duration_s("soon").is_err() && duration_s("-1s").is_err());
+        assert_eq!(whole_seconds("14s"), Ok(14));
+        assert_eq!(whole_seconds("2m"), Ok(120));
+        assert!(whole_seconds("1.5s").is_err() && whole_seconds("0").is_err());
+    }
+
+    #[test]
+    fn percentages_counts_and_sizes_refuse_nonsense() {
+        assert_eq!(percent("1%"), Ok(0.01));
+        assert_eq!(percent("0.5 %"), Ok(0.005));
+        assert_eq!(percent("0.02"), Ok(0.02));
+        assert!(percent("150%").is_err() && percent("-1%").is_err() && percent("x").is_err());
+        assert_eq!(count("3"), Ok(3));
+        assert!(count("0").is_err() && count("-2").is_err());
+        assert_eq!(size("1KiB"), Ok(1024));
+        assert!(size("1 parsec").is_err());
+    }
+}
