@@ -46,41 +46,37 @@ fn transports(args: &IpcArgs) -> Vec<Transport> {
 }
 
 fn patterns(args: &IpcArgs) -> Vec<Pattern> {
-    let all = args.pattern.iter().any(|p| p == "all");
-    let mut out = Vec::new();
-    let wanted = |name: &str| all || args.pattern.iter().any(|p| p == name);
+    use latscope::lab::ipc::PatternKind;
     for p in &args.pattern {
-        if !matches!(
-            p.as_str(),
-            "all" | "ping-pong" | "stream" | "burst" | "segments" | "open-loop"
-        ) {
+        if p != "all" && PatternKind::from_name(p).is_none() {
+            let names: Vec<&str> = PatternKind::ALL.iter().map(|k| k.name()).collect();
             usage(format!(
-                "--pattern: unknown pattern '{p}' (ping-pong, stream, burst, segments, open-loop, all)"
+                "--pattern: unknown pattern '{p}' ({}, all)",
+                names.join(", ")
             ));
         }
     }
-    if wanted("ping-pong") {
-        out.push(Pattern::PingPong);
-    }
-    if wanted("stream") {
-        out.extend(
-            args.flush_bytes
-                .iter()
-                .map(|&flush_bytes| Pattern::Stream { flush_bytes }),
-        );
-    }
-    if wanted("burst") {
-        out.extend(args.burst.iter().map(|&n| Pattern::Burst { n }));
-    }
-    if wanted("segments") {
-        out.extend(
-            args.segments
-                .iter()
-                .map(|&k| Pattern::Segments { k: k as usize }),
-        );
-    }
-    if wanted("open-loop") {
-        out.extend(args.rate.iter().map(|&rate| Pattern::OpenLoop { rate }));
+    let all = args.pattern.iter().any(|p| p == "all");
+    let wanted = |kind: PatternKind| all || args.pattern.iter().any(|p| p == kind.name());
+    let mut out = Vec::new();
+    for kind in PatternKind::ALL.into_iter().filter(|&k| wanted(k)) {
+        match kind {
+            PatternKind::PingPong => out.push(Pattern::PingPong),
+            PatternKind::Stream => out.extend(
+                args.flush_bytes
+                    .iter()
+                    .map(|&flush_bytes| Pattern::Stream { flush_bytes }),
+            ),
+            PatternKind::Burst => out.extend(args.burst.iter().map(|&n| Pattern::Burst { n })),
+            PatternKind::Segments => out.extend(
+                args.segments
+                    .iter()
+                    .map(|&k| Pattern::Segments { k: k as usize }),
+            ),
+            PatternKind::OpenLoop => {
+                out.extend(args.rate.iter().map(|&rate| Pattern::OpenLoop { rate }))
+            }
+        }
     }
     out
 }

@@ -7,15 +7,27 @@
 //! switches of both sides (and of a broker) are counted per message.
 //!
 //! * [`transport`]: how bytes move (one file per transport, behind [`transport::Endpoint`]);
+//!   transports know nothing of patterns: what a transport must do differently for one (D-Bus
+//!   method calls or one-way calls) is a plain parameter chosen by [`run`];
 //! * [`pattern`]: what is sent when, and what latency means for it (client drivers and the
 //!   peer's reactions);
-//! * [`peer`]: where the peer runs (a thread, a forked process, a fresh program for D-Bus) and
-//!   the shared region where it records what it received;
-//! * [`run`]: one configuration end to end; [`report`] renders the results.
+//! * [`peer`]: where the peer runs (a thread, a forked process, a fresh program for D-Bus),
+//!   whatever it runs;
+//! * [`record`]: the shared region where the peer records what it received, apart from both
+//!   [`pattern`] (which writes it) and [`peer`], so that neither needs the other;
+//! * [`run`]: one configuration end to end, the one module that ties the others together;
+//!   [`report`] renders the results.
+//!
+//! The modules import one another without a cycle, because the two modules of a cycle can
+//! only be understood, tested and changed together: this module holds the vocabulary
+//! ([`Config`], [`Pattern`], [`PatternKind`] with the one list of pattern names) and imports
+//! only [`wire`], which imports nothing; [`run`] is the only module that imports both
+//! [`pattern`] and [`peer`].
 
 pub mod clock;
 pub mod pattern;
 pub mod peer;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod shared;
@@ -139,15 +151,96 @@ pub enum Pattern {
     },
 }
 
-impl Pattern {
-    /// The pattern's name without its parameter.
-    pub fn kind(&self) -> &'static str {
+/// A pattern without its parameter. Its names are the one list of pattern names: `--pattern`,
+/// the D-Bus peer program's arguments, [`Pattern`]'s `Display` and [`Pattern::kind`] (the
+/// JSON) all take them from here, so a pattern cannot be spelled two ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PatternKind {
+    /// [`Pattern::PingPong`]
+    PingPong,
+    /// [`Pattern::Stream`]
+    Stream,
+    /// [`Pattern::Burst`]
+    Burst,
+    /// [`Pattern::Segments`]
+    Segments,
+    /// [`Pattern::OpenLoop`]
+    OpenLoop,
+}
+
+impl PatternKind {
+    /// Every kind, in the order of the issue (and of a run's matrix).
+    pub const ALL: [PatternKind; 5] = [
+        PatternKind::PingPong,
+        PatternKind::Stream,
+        PatternKind::Burst,
+        PatternKind::Segments,
+        PatternKind::OpenLoop,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
         match self {
-            Pattern::PingPong => "ping-pong",
-            Pattern::Stream { .. } => "stream",
-            Pattern::Burst { .. } => "burst",
-            Pattern::Segments { .. } => "segments",
-            Pattern::OpenLoop { .. } => "open-loop",
+            PatternKind::PingPong => "ping-pong",
+            PatternKind::Stream => "stream",
+            PatternKind::Burst => "burst",
+            PatternKind::Segments => "segments",
+            PatternKind::OpenLoop => "open-loop",
+        }
+    }
+
+    /// The kind of a command-line name.
+    pub fn from_name(name: &str) -> Option<PatternKind> {
+        PatternKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The kind of `pattern`.
+    pub fn of(pattern: &Pattern) -> PatternKind {
+        match pattern {
+            Pattern::PingPong => PatternKind::PingPong,
+            Pattern::Stream { .. } => PatternKind::Stream,
+            Pattern::Burst { .. } => PatternKind::Burst,
+            Pattern::Segments { .. } => PatternKind::Segments,
+            Pattern::OpenLoop { .. } => PatternKind::OpenLoop,
+        }
+    }
+
+    /// The pattern of this kind with parameter `param`, as [`Pattern::param`] gives it back
+    /// (ping-pong has none and ignores it).
+    pub fn with_param(self, param: u64) -> Pattern {
+        match self {
+            PatternKind::PingPong => Pattern::PingPong,
+            PatternKind::Stream => Pattern::Stream {
+                flush_bytes: param as usize,
+            },
+            PatternKind::Burst => Pattern::Burst { n: param },
+            PatternKind::Segments => Pattern::Segments { k: param as usize },
+            PatternKind::OpenLoop => Pattern::OpenLoop { rate: param },
+        }
+    }
+}
+
+impl fmt::Display for PatternKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Pattern {
+    /// The pattern's name without its parameter ([`PatternKind::name`] of its kind).
+    pub fn kind(&self) -> &'static str {
+        PatternKind::of(self).name()
+    }
+
+    /// Its parameter as a number (flush bytes, burst length, segments, rate; 0 for ping-pong),
+    /// which [`PatternKind::with_param`] turns back into the pattern.
+    pub fn param(&self) -> u64 {
+        match *self {
+            Pattern::PingPong => 0,
+            Pattern::Stream { flush_bytes } => flush_bytes as u64,
+            Pattern::Burst { n } => n,
+            Pattern::Segments { k } => k as u64,
+            Pattern::OpenLoop { rate } => rate,
         }
     }
 
@@ -175,12 +268,13 @@ impl Pattern {
 
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = self.kind();
         match self {
-            Pattern::PingPong => write!(f, "ping-pong"),
-            Pattern::Stream { flush_bytes } => write!(f, "stream/flush {}", bytes(*flush_bytes)),
-            Pattern::Burst { n } => write!(f, "burst/{n}"),
-            Pattern::Segments { k } => write!(f, "segments/{k}"),
-            Pattern::OpenLoop { rate } => write!(f, "open-loop/{rate}/s"),
+            Pattern::PingPong => f.write_str(kind),
+            Pattern::Stream { flush_bytes } => write!(f, "{kind}/flush {}", bytes(*flush_bytes)),
+            Pattern::Burst { n } => write!(f, "{kind}/{n}"),
+            Pattern::Segments { k } => write!(f, "{kind}/{k}"),
+            Pattern::OpenLoop { rate } => write!(f, "{kind}/{rate}/s"),
         }
     }
 }
@@ -207,6 +301,27 @@ pub struct Config {
     pub pattern: Pattern,
     /// bytes per message
     pub payload: usize,
+}
+
+impl Config {
+    /// The largest unit the client writes at once: a stream's whole buffer, a segments note,
+    /// otherwise one message. Here rather than in [`pattern`] because [`validate`] needs it
+    /// and this module imports no module that imports it.
+    pub fn largest_unit(&self) -> usize {
+        match self.pattern {
+            Pattern::Stream { flush_bytes } => flush_bytes.max(self.payload),
+            Pattern::Segments { .. } => wire::NOTE_BYTES,
+            _ => self.payload,
+        }
+    }
+
+    /// The largest unit the peer writes back: an echo, or an acknowledgement.
+    pub fn reply_unit(&self) -> usize {
+        match self.pattern {
+            Pattern::PingPong | Pattern::OpenLoop { .. } => self.payload,
+            _ => wire::ACK_BYTES,
+        }
+    }
 }
 
 impl fmt::Display for Config {
@@ -289,7 +404,7 @@ pub fn validate(config: &Config, settings: &Settings) -> Result<(), ConfigError>
         return bad("--slots 0: a ring needs at least one slot".into());
     }
     if matches!(config.transport, Transport::ShmFutex | Transport::ShmSpin) {
-        let unit = pattern::largest_unit(config);
+        let unit = config.largest_unit();
         if unit > settings.slot_bytes() {
             return bad(format!(
                 "{}: a {} write unit is larger than a ring slot ({} ring / {} slots = {} per slot); raise --ring-bytes or lower --slots",
@@ -355,6 +470,61 @@ mod tests {
             assert_eq!(Transport::parse(t.name()), Some(t));
         }
         assert_eq!(Transport::parse("carrier-pigeon"), None);
+    }
+
+    #[test]
+    fn every_pattern_name_parses_back_to_its_kind() {
+        for kind in PatternKind::ALL {
+            assert_eq!(PatternKind::from_name(kind.name()), Some(kind));
+        }
+        assert_eq!(PatternKind::from_name("all"), None);
+        assert_eq!(PatternKind::from_name("ping pong"), None);
+    }
+
+    #[test]
+    fn the_five_pattern_names_are_distinct_and_spelled_as_on_the_command_line() {
+        let names: Vec<&str> = PatternKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(
+            names,
+            ["ping-pong", "stream", "burst", "segments", "open-loop"]
+        );
+    }
+
+    #[test]
+    fn every_pattern_survives_its_kind_and_parameter() {
+        let patterns = [
+            Pattern::PingPong,
+            Pattern::Stream { flush_bytes: 4096 },
+            Pattern::Burst { n: 8 },
+            Pattern::Segments { k: 3 },
+            Pattern::OpenLoop { rate: 50_000 },
+        ];
+        for (p, kind) in patterns.into_iter().zip(PatternKind::ALL) {
+            assert_eq!(PatternKind::of(&p), kind);
+            assert_eq!(p.kind(), kind.name());
+            assert_eq!(kind.with_param(p.param()), p);
+        }
+    }
+
+    #[test]
+    fn a_pattern_is_displayed_by_its_kind_and_parameter() {
+        let shown = [
+            Pattern::PingPong.to_string(),
+            Pattern::Stream { flush_bytes: 4096 }.to_string(),
+            Pattern::Burst { n: 8 }.to_string(),
+            Pattern::Segments { k: 3 }.to_string(),
+            Pattern::OpenLoop { rate: 1000 }.to_string(),
+        ];
+        assert_eq!(
+            shown,
+            [
+                "ping-pong",
+                "stream/flush 4 KiB",
+                "burst/8",
+                "segments/3",
+                "open-loop/1000/s"
+            ]
+        );
     }
 
     #[test]

@@ -19,43 +19,29 @@
 //! USDT probes (provider `latscope_ipc`) mark each message: `send(seq, len)` and
 //! `recv(seq, len)` on the client, `peer_recv(seq, len)` and `peer_send(seq, len)` on the peer,
 //! so `latscope live` can measure the same exchange from the kernel.
+//!
+//! Both sides of every pattern live here, client drivers and the peer's reactions, down to
+//! the peer's receive loop ([`run_peer`]), so that a pattern's protocol is read in one place.
+//! Where the peer runs (a thread, a forked process) is `peer.rs`'s business, and this module
+//! does not import it: `run.rs` starts the peer with [`run_peer`] as its work. What the peer
+//! measured goes into a [`Record`], which has its own module (`record.rs`) so that both can use
+//! it without importing each other.
 
 use std::io;
 
 use probe::probe;
 
-use super::clock::{Clock, tighten_timer_slack};
-use super::peer::Record;
+use super::clock::{Clock, Monotonic, tighten_timer_slack};
+use super::record::Record;
 use super::shared::Mapping;
+use super::transport::inproc::Callee;
 use super::transport::{Endpoint, recv_exact};
-use super::usage::Usage;
-use super::wire::{check_full, check_quick, fill_body, first_difference, stamp};
+use super::usage::{self, Scope, Usage};
+use super::wire::{
+    ACK_BYTES, NOTE_BYTES, SYNC, check_full, check_quick, fill_body, first_difference, note, stamp,
+};
 use super::{Config, Pattern, Settings};
 use crate::ingest::Cancel;
-
-/// The first word of a segments note that asks for a sync.
-pub const SYNC: u64 = u64::MAX;
-/// Bytes of a segments note: segment index (or [`SYNC`]) and sequence number.
-pub const NOTE_BYTES: usize = 16;
-/// Bytes of an acknowledgement: the number of messages the peer has received.
-pub const ACK_BYTES: usize = 8;
-
-/// The largest unit the client writes at once.
-pub fn largest_unit(config: &Config) -> usize {
-    match config.pattern {
-        Pattern::Stream { flush_bytes } => flush_bytes.max(config.payload),
-        Pattern::Segments { .. } => NOTE_BYTES,
-        _ => config.payload,
-    }
-}
-
-/// The largest unit the peer writes back.
-pub fn reply_unit(config: &Config) -> usize {
-    match config.pattern {
-        Pattern::PingPong | Pattern::OpenLoop { .. } => config.payload,
-        _ => ACK_BYTES,
-    }
-}
 
 /// Why the client stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -290,7 +276,7 @@ fn stream(
     phase: &mut Phase<'_>,
 ) -> io::Result<()> {
     let mut msg = message(config.payload);
-    let mut buffer = Vec::with_capacity(largest_unit(config));
+    let mut buffer = Vec::with_capacity(config.largest_unit());
     for seq in 0.. {
         if !phase.proceed(seq, phase.run.measured_end) {
             break;
@@ -352,14 +338,6 @@ fn burst(
         }
     }
     Ok(())
-}
-
-/// A segments note: `[segment or SYNC, seq]`.
-pub fn note(first: u64, seq: u64) -> [u8; NOTE_BYTES] {
-    let mut n = [0u8; NOTE_BYTES];
-    n[..8].copy_from_slice(&first.to_le_bytes());
-    n[8..].copy_from_slice(&seq.to_le_bytes());
-    n
 }
 
 fn segmented(
@@ -616,6 +594,70 @@ impl<'a> PeerLogic<'a> {
         self.arrived(seq, Some(now));
         Ok(())
     }
+}
+
+impl Callee for PeerLogic<'_> {
+    fn needs_time(&self) -> bool {
+        PeerLogic::needs_time(self)
+    }
+
+    fn on_bytes(
+        &mut self,
+        bytes: &[u8],
+        now: u64,
+        reply: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        PeerLogic::on_bytes(self, bytes, now, reply)
+    }
+
+    fn finish(&mut self) {
+        PeerLogic::finish(self)
+    }
+}
+
+/// The peer's loop: receive, react, until the client closes.
+pub fn serve(
+    ep: &mut dyn Endpoint,
+    logic: &mut PeerLogic<'_>,
+    clock: &dyn Clock,
+    buffer: usize,
+) -> io::Result<()> {
+    let mut buf = vec![0u8; buffer];
+    loop {
+        let n = ep.recv(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        let now = if logic.needs_time() { clock.now() } else { 0 };
+        logic.on_bytes(&buf[..n], now, &mut |unit| ep.send(unit))?;
+    }
+    logic.finish();
+    Ok(())
+}
+
+/// The receive buffer a peer needs: whole units of message transports, and enough to drain a
+/// stream in few reads.
+pub fn buffer_for(config: &Config) -> usize {
+    config.largest_unit().max(64 * 1024)
+}
+
+/// Runs the peer of `config` on `ep` to the end, recording into `record`.
+pub fn run_peer(
+    mut ep: Box<dyn Endpoint + Send>,
+    config: Config,
+    settings: &Settings,
+    record: &Record,
+    segments: Option<&Mapping>,
+    scope: Scope,
+) -> io::Result<()> {
+    let usage = move || usage::current(scope);
+    let mut logic = PeerLogic::new(config, settings, record, segments, &usage);
+    let result = serve(ep.as_mut(), &mut logic, &Monotonic, buffer_for(&config));
+    if let Err(e) = &result {
+        record.set_error(&e.to_string());
+    }
+    let _ = ep.close();
+    result
 }
 
 #[cfg(test)]

@@ -1,195 +1,93 @@
-//! Where the peer runs, and the shared [`Record`] where it writes what it received.
+//! Where the peer runs: a thread of latscope, a forked process, or (for D-Bus) a fresh
+//! `latscope lab ipc-peer` program described by a [`PeerSpec`].
 //!
-//! A peer is a thread of latscope, or a forked process (so that a pipe between two processes
-//! is what `perf bench sched pipe` measures). A forked peer only makes system calls and touches
-//! memory allocated before the fork; it dies with latscope (`PR_SET_PDEATHSIG`) and ignores
-//! Ctrl-C, which the client handles by closing the connection. Arrival times, the number of
-//! messages received, the peer's CPU usage and its error all go into a [`Record`] in shared
-//! memory, so a peer that dies mid-run still leaves what it measured.
+//! A forked peer (so that a pipe between two processes is what `perf bench sched pipe`
+//! measures) only makes system calls and touches memory allocated before the fork; it dies
+//! with latscope (`PR_SET_PDEATHSIG`) and ignores Ctrl-C, which the client handles by closing
+//! the connection.
+//!
+//! This module knows where and how a peer runs, not what it does: [`spawn_thread`] and
+//! [`fork_process`] take the peer's work as a function (`run.rs` passes the pattern's
+//! `run_peer`), and what the peer measured goes into the shared `Record` (`record.rs`). So it
+//! imports neither `pattern.rs` nor `record.rs`, and neither of them imports it: each can be
+//! read and changed alone.
 
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-use super::clock::{Clock, Monotonic};
-use super::pattern::{PeerLogic, largest_unit};
-use super::shared::Mapping;
 use super::transport::Endpoint;
-use super::usage::{self, Scope, Usage};
-use super::{Config, Settings};
+use super::{Config, PatternKind, Peer, Transport};
 
-const RECEIVED: usize = 0;
-const START: usize = 16;
-const END: usize = 48;
-const ERROR_LEN: usize = 80;
-const ERROR: usize = 88;
-const ERROR_MAX: usize = 400;
-const ARRIVALS: usize = 512;
-
-/// The peer's side of the results, in shared memory.
-#[derive(Debug)]
-pub struct Record {
-    map: Mapping,
-    capacity: u64,
+/// What a peer program needs to know, as command-line words (`latscope lab ipc-peer ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSpec {
+    /// the bus address
+    pub address: String,
+    /// the client's unique name
+    pub client: String,
+    /// the configuration (transport dbus)
+    pub config: Config,
+    /// warm-up messages
+    pub warmup: u64,
+    /// full verification
+    pub verify: bool,
+    /// arrival slots in the record
+    pub capacity: u64,
 }
 
-impl Record {
-    /// Room for the arrival times of `capacity` messages.
-    pub fn new(capacity: u64) -> io::Result<Self> {
-        let map = Mapping::new(Self::bytes(capacity))?;
-        Ok(Record { map, capacity })
+/// The descriptor number a peer program finds its record on.
+pub const RECORD_FD: i32 = 3;
+/// The descriptor number a peer program finds the segments on (segments pattern).
+pub const SEGMENTS_FD: i32 = 4;
+
+impl PeerSpec {
+    /// The words after `latscope lab ipc-peer`.
+    pub fn to_args(&self) -> Vec<String> {
+        let pattern = &self.config.pattern;
+        vec![
+            self.address.clone(),
+            self.client.clone(),
+            pattern.kind().to_string(),
+            pattern.param().to_string(),
+            self.config.payload.to_string(),
+            self.warmup.to_string(),
+            u8::from(self.verify).to_string(),
+            self.capacity.to_string(),
+        ]
     }
 
-    /// The record of a parent process, from its memfd.
-    pub fn open(fd: OwnedFd, capacity: u64) -> io::Result<Self> {
-        let map = Mapping::map(fd, Self::bytes(capacity))?;
-        Ok(Record { map, capacity })
-    }
-
-    fn bytes(capacity: u64) -> usize {
-        ARRIVALS + capacity as usize * 8
-    }
-
-    /// The memfd, for a peer program.
-    pub fn fd(&self) -> &OwnedFd {
-        self.map.fd()
-    }
-
-    /// Messages it can hold.
-    pub fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
-    /// Notes that `n` messages have arrived.
-    pub fn set_received(&self, n: u64) {
-        self.map.atomic_u64(RECEIVED).store(n, Ordering::Release);
-    }
-
-    /// Messages that have arrived.
-    pub fn received(&self) -> u64 {
-        self.map.atomic_u64(RECEIVED).load(Ordering::Acquire)
-    }
-
-    /// Records when message `seq` arrived.
-    pub fn set_arrival(&self, seq: u64, t: u64) {
-        if seq < self.capacity {
-            self.map
-                .atomic_u64(ARRIVALS + seq as usize * 8)
-                .store(t, Ordering::Relaxed);
-        }
-    }
-
-    /// When messages `0..n` arrived.
-    pub fn arrivals(&self, n: u64) -> Vec<u64> {
-        (0..n.min(self.capacity))
-            .map(|seq| {
-                self.map
-                    .atomic_u64(ARRIVALS + seq as usize * 8)
-                    .load(Ordering::Acquire)
-            })
-            .collect()
-    }
-
-    fn set_usage(&self, at: usize, u: Usage) {
-        let words = [u.cpu_ns, u.voluntary, u.involuntary, 1];
-        for (i, w) in words.into_iter().enumerate() {
-            self.map.atomic_u64(at + 8 * i).store(w, Ordering::Release);
-        }
-    }
-
-    fn usage_at(&self, at: usize) -> Option<Usage> {
-        let w = |i: usize| self.map.atomic_u64(at + 8 * i).load(Ordering::Acquire);
-        (w(3) == 1).then(|| Usage {
-            cpu_ns: w(0),
-            voluntary: w(1),
-            involuntary: w(2),
+    /// Reads [`PeerSpec::to_args`] back.
+    pub fn from_args(args: &[String]) -> Option<PeerSpec> {
+        let [
+            address,
+            client,
+            kind,
+            param,
+            payload,
+            warmup,
+            verify,
+            capacity,
+        ] = args
+        else {
+            return None;
+        };
+        let pattern = PatternKind::from_name(kind)?.with_param(param.parse().ok()?);
+        Some(PeerSpec {
+            address: address.clone(),
+            client: client.clone(),
+            config: Config {
+                transport: Transport::Dbus,
+                peer: Peer::Process,
+                pattern,
+                payload: payload.parse().ok()?,
+            },
+            warmup: warmup.parse().ok()?,
+            verify: verify == "1",
+            capacity: capacity.parse().ok()?,
         })
     }
-
-    /// The peer's usage when the measured phase began.
-    pub fn set_start(&self, u: Usage) {
-        self.set_usage(START, u);
-    }
-
-    /// The peer's usage at the end.
-    pub fn set_end(&self, u: Usage) {
-        self.set_usage(END, u);
-    }
-
-    /// The peer's usage over the measured phase, when it got that far.
-    pub fn usage(&self) -> Option<Usage> {
-        Some(self.usage_at(END)?.since(&self.usage_at(START)?))
-    }
-
-    /// Records why the peer failed (truncated to a few hundred bytes).
-    pub fn set_error(&self, text: &str) {
-        let mut end = text.len().min(ERROR_MAX);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        // SAFETY: only the peer writes the error, once, before it stops.
-        unsafe { self.map.slice_mut(ERROR, end) }.copy_from_slice(&text.as_bytes()[..end]);
-        self.map
-            .atomic_u64(ERROR_LEN)
-            .store(end as u64, Ordering::Release);
-    }
-
-    /// Why the peer failed, if it said.
-    pub fn error(&self) -> Option<String> {
-        let len = self.map.atomic_u64(ERROR_LEN).load(Ordering::Acquire) as usize;
-        // SAFETY: written once before the length was published.
-        (len > 0).then(|| {
-            String::from_utf8_lossy(unsafe { self.map.slice(ERROR, len.min(ERROR_MAX)) })
-                .into_owned()
-        })
-    }
-}
-
-/// The peer's loop: receive, react, until the client closes.
-pub fn serve(
-    ep: &mut dyn Endpoint,
-    logic: &mut PeerLogic<'_>,
-    clock: &dyn Clock,
-    buffer: usize,
-) -> io::Result<()> {
-    let mut buf = vec![0u8; buffer];
-    loop {
-        let n = ep.recv(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        let now = if logic.needs_time() { clock.now() } else { 0 };
-        logic.on_bytes(&buf[..n], now, &mut |unit| ep.send(unit))?;
-    }
-    logic.finish();
-    Ok(())
-}
-
-/// The receive buffer a peer needs: whole units of message transports, and enough to drain a
-/// stream in few reads.
-pub fn buffer_for(config: &Config) -> usize {
-    largest_unit(config).max(64 * 1024)
-}
-
-/// Runs the peer of `config` on `ep` to the end, recording into `record`.
-pub fn run_peer(
-    mut ep: Box<dyn Endpoint + Send>,
-    config: Config,
-    settings: &Settings,
-    record: &Record,
-    segments: Option<&Mapping>,
-    scope: Scope,
-) -> io::Result<()> {
-    let usage = move || usage::current(scope);
-    let mut logic = PeerLogic::new(config, settings, record, segments, &usage);
-    let result = serve(ep.as_mut(), &mut logic, &Monotonic, buffer_for(&config));
-    if let Err(e) = &result {
-        record.set_error(&e.to_string());
-    }
-    let _ = ep.close();
-    result
 }
 
 /// A running peer.
@@ -209,43 +107,30 @@ impl Drop for Running {
     }
 }
 
-/// Starts the peer on a thread.
+/// Starts the peer on a thread: `work` runs there on `ep`.
 pub fn spawn_thread(
     ep: Box<dyn Endpoint + Send>,
-    config: Config,
-    settings: &Settings,
-    record: Arc<Record>,
-    segments: Option<Arc<Mapping>>,
+    work: impl FnOnce(Box<dyn Endpoint + Send>) -> io::Result<()> + Send + 'static,
 ) -> io::Result<PeerHandle> {
     let running = Arc::new(AtomicBool::new(true));
     let flag = Running(Arc::clone(&running));
-    let settings = settings.clone();
     let handle = std::thread::Builder::new()
         .name("latscope-peer".into())
         .spawn(move || {
             let _flag = flag;
-            run_peer(
-                ep,
-                config,
-                &settings,
-                &record,
-                segments.as_deref(),
-                Scope::Thread,
-            )
+            work(ep)
         })?;
     Ok(PeerHandle::Thread(handle, running))
 }
 
-/// Starts the peer in a forked process. The child keeps only the peer's side: the client's
+/// Starts the peer in a forked process: `work` runs there on `peer`, and the child exits with
+/// status 0 if it succeeded, 1 if not. The child keeps only the peer's side: the client's
 /// endpoint is dropped there, the peer's endpoint is dropped here, so either side sees the
 /// other's end.
 pub fn fork_process(
     client: Box<dyn Endpoint + Send>,
     peer: Box<dyn Endpoint + Send>,
-    config: Config,
-    settings: &Settings,
-    record: &Record,
-    segments: Option<&Mapping>,
+    work: impl FnOnce(Box<dyn Endpoint + Send>) -> io::Result<()>,
 ) -> io::Result<(Box<dyn Endpoint + Send>, PeerHandle)> {
     // SAFETY: the child only drops objects, makes system calls and allocates (glibc's malloc
     // is fork-safe), then leaves with _exit without running destructors or atexit handlers.
@@ -261,7 +146,7 @@ pub fn fork_process(
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
         }
         drop(client);
-        let result = run_peer(peer, config, settings, record, segments, Scope::Process);
+        let result = work(peer);
         // SAFETY: leaving the child without unwinding into the parent's code.
         unsafe { libc::_exit(if result.is_ok() { 0 } else { 1 }) };
     }
@@ -359,36 +244,63 @@ impl PeerHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::ipc::Pattern;
 
     #[test]
-    fn a_record_keeps_counts_arrivals_usage_and_the_error() {
-        let r = Record::new(10).unwrap();
-        r.set_received(3);
-        r.set_arrival(2, 777);
-        r.set_arrival(99, 1); // beyond capacity: ignored
-        assert_eq!(r.received(), 3);
-        assert_eq!(r.arrivals(3), [0, 0, 777]);
-        assert_eq!(r.usage(), None);
-        r.set_start(Usage {
-            cpu_ns: 100,
-            voluntary: 1,
-            involuntary: 0,
-        });
-        r.set_end(Usage {
-            cpu_ns: 350,
-            voluntary: 4,
-            involuntary: 2,
-        });
-        assert_eq!(
-            r.usage(),
-            Some(Usage {
-                cpu_ns: 250,
-                voluntary: 3,
-                involuntary: 2
-            })
-        );
-        r.set_error("peer: message 5 arrived wrong");
-        assert_eq!(r.error().as_deref(), Some("peer: message 5 arrived wrong"));
+    fn a_peer_spec_survives_the_command_line() {
+        let spec = PeerSpec {
+            address: "unix:path=/tmp/x,guid=1".into(),
+            client: ":1.4".into(),
+            config: Config {
+                transport: Transport::Dbus,
+                peer: Peer::Process,
+                pattern: Pattern::Burst { n: 8 },
+                payload: 1024,
+            },
+            warmup: 16,
+            verify: true,
+            capacity: 10_016,
+        };
+        assert_eq!(PeerSpec::from_args(&spec.to_args()), Some(spec));
+        assert_eq!(PeerSpec::from_args(&["x".to_string()]), None);
+    }
+
+    #[test]
+    fn a_peer_spec_of_every_pattern_survives_the_command_line() {
+        let patterns = [
+            Pattern::PingPong,
+            Pattern::Stream { flush_bytes: 16384 },
+            Pattern::Burst { n: 8 },
+            Pattern::Segments { k: 4 },
+            Pattern::OpenLoop { rate: 50_000 },
+        ];
+        for pattern in patterns {
+            let spec = PeerSpec {
+                address: "unix:path=/tmp/x".into(),
+                client: ":1.9".into(),
+                config: Config {
+                    transport: Transport::Dbus,
+                    peer: Peer::Process,
+                    pattern,
+                    payload: 8,
+                },
+                warmup: 0,
+                verify: false,
+                capacity: 1,
+            };
+            assert_eq!(
+                PeerSpec::from_args(&spec.to_args()),
+                Some(spec),
+                "{pattern}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_peer_spec_with_an_unknown_pattern_is_refused() {
+        let words = ["a", ":1.1", "carrier-pigeon", "0", "8", "0", "0", "1"];
+        let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        assert_eq!(PeerSpec::from_args(&args), None);
     }
 
     #[test]

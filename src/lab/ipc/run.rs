@@ -1,5 +1,9 @@
 //! One configuration end to end: build the transport, start the peer, drive the pattern, and
 //! turn both sides' records into an [`Outcome`].
+//!
+//! This is where the other modules meet: it hands [`pattern::run_peer`] to [`peer`] as the
+//! peer's work, gives both the [`Record`], and turns a pattern into what a transport needs to
+//! know (D-Bus: [`dbus_calls`]), so that none of them has to import the others.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -8,12 +12,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::clock::Monotonic;
-use super::pattern::{Client, ClientRun, PeerLogic, Stop};
-use super::peer::{self, PeerHandle, Record};
+use super::pattern::{self, Client, ClientRun, PeerLogic, Stop};
+use super::peer::{self, PeerHandle, PeerSpec, RECORD_FD, SEGMENTS_FD};
+use super::record::Record;
 use super::shared::Mapping;
 use super::transport::Endpoint;
 use super::transport::channel::ChannelEndpoint;
-use super::transport::dbus::{self, Bus, PeerSpec, RECORD_FD, SEGMENTS_FD};
+use super::transport::dbus::{self, Bus, Calls};
 use super::transport::fd::{FdEndpoint, FdKind};
 use super::transport::inproc::InprocEndpoint;
 use super::transport::shm::{RingShape, ShmEndpoint, Wake};
@@ -129,6 +134,16 @@ pub fn effective_settings(config: &Config, settings: &Settings) -> Settings {
         s.count = s.count.div_ceil(n) * n;
     }
     s
+}
+
+/// How D-Bus carries `pattern`: a round trip as method calls answered by returns, one-way
+/// messages as calls that expect no reply.
+pub fn dbus_calls(pattern: &Pattern) -> Calls {
+    if pattern.one_way() {
+        Calls::NoReply
+    } else {
+        Calls::WithReply
+    }
 }
 
 /// Runs configurations; keeps a D-Bus daemon between them once one is needed.
@@ -314,12 +329,18 @@ impl Lab {
                 }
             };
         match config.peer {
-            Peer::Process => {
-                peer::fork_process(client, peer, *config, settings, record, segments.as_deref())
-            }
+            Peer::Process => peer::fork_process(client, peer, |ep| {
+                pattern::run_peer(
+                    ep,
+                    *config,
+                    settings,
+                    record,
+                    segments.as_deref(),
+                    Scope::Process,
+                )
+            }),
             _ => {
-                let handle =
-                    peer::spawn_thread(peer, *config, settings, Arc::clone(record), segments)?;
+                let handle = spawn_peer_thread(peer, config, settings, record, segments)?;
                 Ok((client, handle))
             }
         }
@@ -338,7 +359,8 @@ impl Lab {
             .map(|b| b.address().to_string())
             .ok_or_else(|| io::Error::other("no bus"))?;
         let mut handle = None;
-        let client = dbus::client(&address, &config.pattern, |client_name| {
+        let calls = dbus_calls(&config.pattern);
+        let client = dbus::client(&address, calls, |client_name| {
             let h = match config.peer {
                 Peer::Process => self.exec_dbus_peer(
                     &address,
@@ -349,14 +371,8 @@ impl Lab {
                     segments.as_deref(),
                 )?,
                 _ => {
-                    let ep = dbus::peer(&address, client_name, &config.pattern)?;
-                    peer::spawn_thread(
-                        Box::new(ep),
-                        *config,
-                        settings,
-                        Arc::clone(record),
-                        segments,
-                    )?
+                    let ep = dbus::peer(&address, client_name, calls)?;
+                    spawn_peer_thread(Box::new(ep), config, settings, record, segments)?
                 }
             };
             let alive = h.liveness();
@@ -431,6 +447,29 @@ impl Lab {
     }
 }
 
+/// Starts the peer of `config` on a thread, serving `ep`.
+fn spawn_peer_thread(
+    ep: Box<dyn Endpoint + Send>,
+    config: &Config,
+    settings: &Settings,
+    record: &Arc<Record>,
+    segments: Option<Arc<Mapping>>,
+) -> io::Result<PeerHandle> {
+    let config = *config;
+    let settings = settings.clone();
+    let record = Arc::clone(record);
+    peer::spawn_thread(ep, move |ep| {
+        pattern::run_peer(
+            ep,
+            config,
+            &settings,
+            &record,
+            segments.as_deref(),
+            Scope::Thread,
+        )
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn outcome(
     config: &Config,
@@ -496,8 +535,12 @@ pub fn dbus_peer_main(args: &[String]) -> io::Result<()> {
         }
         _ => None,
     };
-    let ep = dbus::peer(&spec.address, &spec.client, &spec.config.pattern)?;
-    peer::run_peer(
+    let ep = dbus::peer(
+        &spec.address,
+        &spec.client,
+        dbus_calls(&spec.config.pattern),
+    )?;
+    pattern::run_peer(
         Box::new(ep),
         spec.config,
         &settings,
@@ -517,6 +560,16 @@ mod tests {
         let arrivals = [5, 17, 29, 100];
         // warm-up 1: messages 1..=3 (message 4 never arrived).
         assert_eq!(one_way_latencies(&starts, &arrivals, 1), [7, 9, 70]);
+    }
+
+    #[test]
+    fn dbus_answers_round_trips_with_method_returns_and_sends_the_rest_without_reply() {
+        let calls = |p: Pattern| dbus_calls(&p);
+        assert_eq!(calls(Pattern::PingPong), Calls::WithReply);
+        assert_eq!(calls(Pattern::OpenLoop { rate: 1000 }), Calls::WithReply);
+        assert_eq!(calls(Pattern::Stream { flush_bytes: 4096 }), Calls::NoReply);
+        assert_eq!(calls(Pattern::Burst { n: 8 }), Calls::NoReply);
+        assert_eq!(calls(Pattern::Segments { k: 4 }), Calls::NoReply);
     }
 
     #[test]

@@ -4,6 +4,26 @@
 //! over its first (up to) 8 bytes and mixed into its last byte. Stamping costs O(1) per message,
 //! so it does not distort what is measured; a stale, truncated, reordered or shifted message
 //! fails [`check_quick`]. [`check_full`] (`--verify`) compares every byte.
+//!
+//! Besides messages, two small control units cross the transport: a segments note
+//! ([`note`], [`NOTE_BYTES`]) and an acknowledgement ([`ACK_BYTES`]). Their sizes are here, in
+//! a module that imports nothing, because both [`super::pattern`] (which sends them) and
+//! [`super::validate`] (which checks that they fit a ring slot) need them.
+
+/// The first word of a segments note that asks for a sync.
+pub const SYNC: u64 = u64::MAX;
+/// Bytes of a segments note: segment index (or [`SYNC`]) and sequence number.
+pub const NOTE_BYTES: usize = 16;
+/// Bytes of an acknowledgement: the number of messages the peer has received.
+pub const ACK_BYTES: usize = 8;
+
+/// A segments note: `[segment or SYNC, seq]`.
+pub fn note(first: u64, seq: u64) -> [u8; NOTE_BYTES] {
+    let mut n = [0u8; NOTE_BYTES];
+    n[..8].copy_from_slice(&first.to_le_bytes());
+    n[8..].copy_from_slice(&seq.to_le_bytes());
+    n
+}
 
 /// The body byte at offset `i`.
 #[inline]

@@ -2,12 +2,16 @@
 //! libkscreen's out-of-process backend was.
 //!
 //! latscope starts the daemon itself (its own config, its own socket in a private directory),
-//! so nothing on the machine's buses is touched and no session is needed. Round-trip patterns
-//! are method calls answered by method returns (`Echo(ay) → ay`); one-way patterns are method
-//! calls flagged NO_REPLY_EXPECTED (`Deliver(ay)`), answered, where the pattern wants it, by
-//! calls the other way. Each side finds the other by its unique name: the peer connects and
-//! says `Hello` to the client's name. A process peer is a fresh `latscope` (not a fork: the
-//! async runtime under zbus does not survive a fork).
+//! so nothing on the machine's buses is touched and no session is needed. Units travel one of
+//! two ways ([`Calls`]): as method calls answered by method returns (`Echo(ay) → ay`), or as
+//! method calls flagged NO_REPLY_EXPECTED (`Deliver(ay)`), answered, if at all, by calls the
+//! other way. Each side finds the other by its unique name: the peer connects and says `Hello`
+//! to the client's name. A process peer is a fresh `latscope` (not a fork: the async runtime
+//! under zbus does not survive a fork).
+//!
+//! Which way to use is the caller's choice, passed as [`Calls`]: the lab picks method calls
+//! for round-trip patterns and one-way calls for the others. The transport knows nothing of
+//! patterns, like every other transport, so a new pattern never touches it.
 
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -19,7 +23,6 @@ use zbus::message::{Flags, Type};
 use zbus::{Connection, Message, MessageStream};
 
 use super::{Endpoint, gone};
-use crate::lab::ipc::{Config, Pattern};
 
 const PATH: &str = "/org/latscope/Lab";
 const IFACE: &str = "org.latscope.Lab1";
@@ -140,9 +143,15 @@ impl Drop for Bus {
     }
 }
 
-/// Whether a pattern is request/response (method call and return) rather than one-way calls.
-pub fn is_rpc(pattern: &Pattern) -> bool {
-    matches!(pattern, Pattern::PingPong | Pattern::OpenLoop { .. })
+/// How units travel over the bus. Both sides of an exchange must use the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Calls {
+    /// each unit is a method call (`Echo`) that the other side answers with a method return:
+    /// a request and its reply
+    WithReply,
+    /// each unit is a method call flagged NO_REPLY_EXPECTED (`Deliver`); an answer, if any, is
+    /// such a call the other way
+    NoReply,
 }
 
 /// One side of a D-Bus exchange.
@@ -196,7 +205,7 @@ fn member_of(msg: &Message) -> Option<String> {
 /// starting or running, so that a peer that fails is not waited for.
 pub fn client(
     address: &str,
-    pattern: &Pattern,
+    calls: Calls,
     start_peer: impl FnOnce(&str) -> io::Result<Box<dyn Fn() -> bool + Send>>,
 ) -> io::Result<DbusEndpoint> {
     let (conn, stream) = connect(address)?;
@@ -209,7 +218,7 @@ pub fn client(
         conn,
         stream: Some(stream),
         other: String::new(),
-        rpc: is_rpc(pattern),
+        rpc: calls == Calls::WithReply,
         pending: Vec::new(),
         read: 0,
         call: None,
@@ -234,13 +243,13 @@ pub fn client(
 }
 
 /// The peer's side: connects and says hello to `client`.
-pub fn peer(address: &str, client: &str, pattern: &Pattern) -> io::Result<DbusEndpoint> {
+pub fn peer(address: &str, client: &str, calls: Calls) -> io::Result<DbusEndpoint> {
     let (conn, stream) = connect(address)?;
     let ep = DbusEndpoint {
         conn,
         stream: Some(stream),
         other: client.to_string(),
-        rpc: is_rpc(pattern),
+        rpc: calls == Calls::WithReply,
         pending: Vec::new(),
         read: 0,
         call: None,
@@ -361,115 +370,9 @@ impl Endpoint for DbusEndpoint {
     }
 }
 
-/// What a peer program needs to know, as command-line words (`latscope lab ipc-peer ...`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerSpec {
-    /// the bus address
-    pub address: String,
-    /// the client's unique name
-    pub client: String,
-    /// the configuration (transport dbus)
-    pub config: Config,
-    /// warm-up messages
-    pub warmup: u64,
-    /// full verification
-    pub verify: bool,
-    /// arrival slots in the record
-    pub capacity: u64,
-}
-
-/// The descriptor number a peer program finds its record on.
-pub const RECORD_FD: i32 = 3;
-/// The descriptor number a peer program finds the segments on (segments pattern).
-pub const SEGMENTS_FD: i32 = 4;
-
-impl PeerSpec {
-    /// The words after `latscope lab ipc-peer`.
-    pub fn to_args(&self) -> Vec<String> {
-        let (kind, param) = match self.config.pattern {
-            Pattern::PingPong => ("ping-pong", 0),
-            Pattern::Stream { flush_bytes } => ("stream", flush_bytes as u64),
-            Pattern::Burst { n } => ("burst", n),
-            Pattern::Segments { k } => ("segments", k as u64),
-            Pattern::OpenLoop { rate } => ("open-loop", rate),
-        };
-        vec![
-            self.address.clone(),
-            self.client.clone(),
-            kind.to_string(),
-            param.to_string(),
-            self.config.payload.to_string(),
-            self.warmup.to_string(),
-            u8::from(self.verify).to_string(),
-            self.capacity.to_string(),
-        ]
-    }
-
-    /// Reads [`PeerSpec::to_args`] back.
-    pub fn from_args(args: &[String]) -> Option<PeerSpec> {
-        let [
-            address,
-            client,
-            kind,
-            param,
-            payload,
-            warmup,
-            verify,
-            capacity,
-        ] = args
-        else {
-            return None;
-        };
-        let param: u64 = param.parse().ok()?;
-        let pattern = match kind.as_str() {
-            "ping-pong" => Pattern::PingPong,
-            "stream" => Pattern::Stream {
-                flush_bytes: param as usize,
-            },
-            "burst" => Pattern::Burst { n: param },
-            "segments" => Pattern::Segments { k: param as usize },
-            "open-loop" => Pattern::OpenLoop { rate: param },
-            _ => return None,
-        };
-        Some(PeerSpec {
-            address: address.clone(),
-            client: client.clone(),
-            config: Config {
-                transport: crate::lab::ipc::Transport::Dbus,
-                peer: crate::lab::ipc::Peer::Process,
-                pattern,
-                payload: payload.parse().ok()?,
-            },
-            warmup: warmup.parse().ok()?,
-            verify: verify == "1",
-            capacity: capacity.parse().ok()?,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::ipc::{Peer, Transport};
-
-    #[test]
-    fn a_peer_spec_survives_the_command_line() {
-        let spec = PeerSpec {
-            address: "unix:path=/tmp/x,guid=1".into(),
-            client: ":1.4".into(),
-            config: Config {
-                transport: Transport::Dbus,
-                peer: Peer::Process,
-                pattern: Pattern::Burst { n: 8 },
-                payload: 1024,
-            },
-            warmup: 16,
-            verify: true,
-            capacity: 10_016,
-        };
-        assert_eq!(PeerSpec::from_args(&spec.to_args()), Some(spec));
-        assert_eq!(PeerSpec::from_args(&["x".to_string()]), None);
-    }
 
     #[test]
     fn the_daemon_listens_only_in_its_private_directory() {
