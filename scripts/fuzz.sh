@@ -26,8 +26,16 @@ for log in tests/data/wayland/*.log; do
     head -n 50 "$log" | split -l 1 - "$corpus/$(basename "$log" .log)-"
 done
 printf '0,2000,100' > fuzz/corpus/linear_spec/seed
+# The document reader: every committed document, truncated ones, and absurd numbers.
+mkdir -p fuzz/corpus/doc_reader
+for d in tests/data/docs/*.json; do
+    cp "$d" "fuzz/corpus/doc_reader/$(basename "$d")"
+    head -c 300 "$d" > "fuzz/corpus/doc_reader/truncated-$(basename "$d")"
+done
+printf '%s' '{"kind":"spans","version":1,"unit":"ns","source":"live","input":{},"live":null,"warnings":[],"spans":[{"name":"x","side":null,"by":null,"group":null,"count":-5,"p50":"NaN"}],"rates":[],"values":[]}' > fuzz/corpus/doc_reader/nan
+printf '%s' '{"kind":"bench","version":1e300}' > fuzz/corpus/doc_reader/huge
 
-for target in wayland_line wayland_log linear_spec; do
+for target in wayland_line wayland_log linear_spec doc_reader; do
     echo "fuzz: $target for ${seconds}s" >&2
     cargo "${toolchain[@]}" fuzz run "$target" -- -max_total_time="$seconds" -max_len=65536 \
         -print_final_stats=1 2>&1 | tail -n 15

@@ -45,9 +45,11 @@ fn a_twice_as_slow_command_is_called_slower_with_its_interval() {
         (c["baseline"].as_u64(), c["candidate"].as_u64()),
         (Some(0), Some(1))
     );
-    assert_eq!(c["verdict"], "slower", "{c}");
-    let ratio = c["ratio"].as_f64().unwrap();
-    let ci = c["ci"].as_array().unwrap();
+    let wall = &c["metrics"][0];
+    assert_eq!(wall["metric"], "wall", "{c}");
+    assert_eq!(wall["verdict"], "slower", "{c}");
+    let ratio = wall["p50"]["ratio"].as_f64().unwrap();
+    let ci = wall["p50"]["ci"].as_array().unwrap();
     assert!(ci[0].as_f64().unwrap() <= ratio && ratio <= ci[1].as_f64().unwrap());
     assert!((1.6..2.4).contains(&ratio), "ratio {ratio}");
     let runs = doc["commands"][0]["runs"].as_array().unwrap();

@@ -1,7 +1,7 @@
 //! `latscope compare` on real results: glmark2 on weston, normal and throttled; bench results;
 //! a histogram-only result.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::util::{self, run, stderr, stdout, write};
 
@@ -41,8 +41,8 @@ fn a_throttled_client_is_slower_and_its_sync_round_trips_are_mixed() {
         (Some("slower"), Some("samples"))
     );
     assert_eq!(cr["group"], "client");
-    assert_eq!(cr["before"]["p50"], 1_886_000.0);
-    assert_eq!(cr["after"]["p50"], 6_151_000.0);
+    assert_eq!(cr["before"]["p50"], 1_886_000);
+    assert_eq!(cr["after"]["p50"], 6_151_000);
     assert!(cr["change_pct"]["p50"].as_f64().unwrap() > 200.0);
     // The median improves while the tail gets much worse: never summarised as faster.
     let sync = item(&doc, "sync_to_done");
@@ -120,16 +120,22 @@ fn bench_results_compare_command_by_command() {
 #[test]
 fn histogram_only_results_respect_the_bucket_error() {
     let dir = tempfile::tempdir().unwrap();
-    let live = |p50: f64, p99: f64| {
-        json!({"kind": "spans", "unit": "ns", "spans": [{
-            "name": "req", "side": null, "group": null, "count": 1000, "p50": p50, "p90": p50, "p99": p99,
-            "max": p99, "mean": p50,
-            "histogram": {"scheme": "log-linear-8", "percentile_error_bounds": {"p50": 3000, "p99": 60000}}
-        }]})
-        .to_string()
+    let live = |p50: u64, p99: u64| {
+        let buckets = [
+            (49_152, 53_247, 600),
+            (53_248, 57_343, 390),
+            (983_040, 1_048_575, 10),
+        ];
+        util::spans_doc(&[util::series(
+            "req",
+            1000,
+            [50_000, p50, p99, p99],
+            [3000, 60_000],
+            &buckets,
+        )])
     };
-    let a = write(dir.path(), "a.json", live(52_000.0, 1_000_000.0));
-    let b = write(dir.path(), "b.json", live(54_000.0, 1_020_000.0));
+    let a = write(dir.path(), "a.json", live(52_000, 1_000_000));
+    let b = write(dir.path(), "b.json", live(54_000, 1_020_000));
     let doc = compare_json(a.to_str().unwrap(), b.to_str().unwrap());
     assert_eq!(
         (
@@ -147,12 +153,16 @@ fn unreadable_or_different_kinds_of_results_are_refused() {
     let out = run(&["compare", bad.to_str().unwrap(), bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("bad.json is not JSON"),
+        stderr(&out).contains("bad.json:1:2: not JSON"),
         "{}",
         stderr(&out)
     );
-    let spans = write(dir.path(), "s.json", r#"{"kind":"spans","spans":[]}"#);
-    let bench = write(dir.path(), "b.json", r#"{"kind":"bench","commands":[]}"#);
+    let spans = write(dir.path(), "s.json", util::spans_doc(&[]));
+    let bench = write(
+        dir.path(),
+        "b.json",
+        r#"{"kind":"bench","version":1,"unit":"ns","rule":{"noise":0.01,"alpha":0.05},"commands":[],"interrupted":false}"#,
+    );
     let out = run(&["compare", spans.to_str().unwrap(), bench.to_str().unwrap()]);
     assert!(
         stderr(&out).contains("cannot compare a spans result with a bench result"),
@@ -262,9 +272,10 @@ fn lab_queue_results_compare_stage_by_stage() {
     };
     let (fast, slow) = (save("0", "gap0.json"), save("4us", "gap4.json"));
     let doc = compare_json(&fast, &slow);
-    // A slower submitter makes per-request latency far lower: "faster", on the summary basis.
+    // A slower submitter makes per-request latency far lower: "faster", on the samples (the
+    // HdrHistogram of every request's latency is in the result).
     assert_eq!(item(&doc, "latency")["verdict"], "faster");
-    assert_eq!(item(&doc, "latency")["basis"], "summary");
+    assert_eq!(item(&doc, "latency")["basis"], "samples");
     assert!(
         doc["items"]
             .as_array()

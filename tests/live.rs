@@ -170,7 +170,7 @@ fn known_delays_land_in_their_buckets_and_counts_are_exact() {
     assert!(out.status.success(), "{}", stderr(&out));
     let doc = saved(save);
     assert_eq!(doc["kind"], "spans");
-    assert_eq!(doc["input"]["stopped_by"], "the traced command exited");
+    assert_eq!(doc["live"]["stopped_by"], "the traced command exited");
     let req = &doc["spans"][0];
     assert_eq!(req["count"], 1000);
     // 600 waits of 50 µs, 300 of 200 µs, 100 of 1 ms. A wait can only be longer than asked
@@ -408,7 +408,7 @@ fn tracing_a_pid_ends_with_the_totals_when_the_process_exits() {
         String::from_utf8_lossy(&out.stderr)
     );
     let doc = saved(save);
-    assert_eq!(doc["input"]["stopped_by"], "the traced process exited");
+    assert_eq!(doc["live"]["stopped_by"], "the traced process exited");
     let count = doc["rates"][0]["count"].as_u64().unwrap();
     assert!(count > 0 && count <= 400, "{count}");
     assert!(
@@ -430,7 +430,7 @@ fn ctrl_c_prints_and_saves_the_totals() {
     assert!(status.success());
     assert!(started.elapsed() < Duration::from_secs(30));
     let doc = saved(save);
-    assert_eq!(doc["input"]["stopped_by"], "interrupted");
+    assert_eq!(doc["live"]["stopped_by"], "interrupted");
     assert!(doc["rates"][0]["count"].as_u64().unwrap() > 0, "{doc}");
     let mut text = String::new();
     use std::io::Read;

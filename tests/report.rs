@@ -47,7 +47,13 @@ fn the_report_holds_stats_plots_and_the_comparison_of_two_results() {
 #[test]
 fn an_event_name_with_a_script_tag_renders_as_text() {
     let dir = tempfile::tempdir().unwrap();
-    let evil = r#"{"kind":"spans","unit":"ns","spans":[{"name":"<script>alert(1)</script>","side":null,"group":null,"count":2,"p50":1000,"p90":2000,"p99":2000,"max":2000,"mean":1500,"histogram":{"buckets":[{"min":1000,"max":1023,"count":1},{"min":2000,"max":2047,"count":1}]}}]}"#;
+    let evil = util::spans_doc(&[util::series(
+        "<script>alert(1)</script>",
+        2,
+        [1000, 1000, 2000, 2000],
+        [0, 0],
+        &[(1000, 1023, 1), (2000, 2047, 1)],
+    )]);
     let input = write(dir.path(), "<evil>.json", evil);
     let html = dir.path().join("report.html");
     let out = run(&[

@@ -4,6 +4,7 @@ mod util;
 
 mod bench;
 mod compare;
+mod docs;
 mod e2e;
 mod golden;
 mod ipc;

@@ -181,3 +181,39 @@ pub fn compare_input(dir: &Path, log: &str, name: &str) -> String {
     assert!(out.status.success(), "{}", stderr(&out));
     write(dir, name, &out.stdout).to_str().unwrap().to_string()
 }
+
+/// A complete version-1 `spans` document (live source) around `series`, for tests that write
+/// results by hand.
+pub fn spans_doc(series: &[serde_json::Value]) -> String {
+    serde_json::json!({
+        "kind": "spans", "version": 1, "unit": "ns", "source": "live", "live": null,
+        "spans": series,
+    })
+    .to_string()
+}
+
+/// One series of a `spans` document: a log-linear histogram of `buckets` (min, max, count) with
+/// the given percentiles and their error bounds.
+pub fn series(
+    name: &str,
+    count: u64,
+    [min, p50, p99, max]: [u64; 4],
+    [e50, e99]: [u64; 2],
+    buckets: &[(u64, u64, u64)],
+) -> serde_json::Value {
+    let buckets: Vec<serde_json::Value> = buckets
+        .iter()
+        .map(|&(lo, hi, n)| serde_json::json!({"min": lo, "max": hi, "count": n}))
+        .collect();
+    serde_json::json!({
+        "name": name, "side": null, "by": null, "group": null, "count": count,
+        "min": min, "p50": p50, "p90": p50, "p99": p99, "p999": p99, "max": max,
+        "mean": (min + max) as f64 / 2.0, "stddev": null,
+        "histogram": {
+            "scheme": "log-linear-8", "unit": "ns", "buckets": buckets, "percentiles_exact": false,
+            "percentile_max_relative_error": 0.125,
+            "percentile_error_bounds": {"p50": e50, "p90": e50, "p99": e99, "p999": e99},
+            "hdr": null,
+        },
+    })
+}

@@ -214,10 +214,11 @@ pub fn render(ran: &Ran, settings: &Settings, format: Format, detail: bool) -> S
         skipped: &ran.skipped,
         interrupted: ran.interrupted,
     };
+    let doc = report::document(&report);
     match format {
-        Format::Text => report::text(&report, detail),
-        Format::Json => latscope::doc::to_json(&report::document(&report), false),
-        Format::Markdown => report::markdown(&report),
+        Format::Text => report::text(&doc, detail),
+        Format::Json => latscope::doc::to_json(&doc, false),
+        Format::Markdown => report::markdown(&doc),
         Format::Csv => crate::commands::unsupported("lab ipc", format),
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 use crate::cli::{ExportArgs, ExportFormat, PlotArgs, PlotKind, ReportArgs};
-use latscope::doc::{Item, Loaded};
+use latscope::doc::{Document, Item, Loaded};
 use latscope::report::html;
 use latscope::report::plot::{Curve, histogram_svg, percentile_svg};
 
@@ -69,6 +69,13 @@ pub fn report(args: &ReportArgs) -> Result<()> {
             (&names[1], after),
             args.noise,
         )?),
+        // A saved comparison shows its own verdicts.
+        [
+            Loaded {
+                document: Some(Document::Compare(c)),
+                ..
+            },
+        ] => Some(c.clone()),
         _ => None,
     };
     let results: Vec<(String, Vec<Item>)> = names

@@ -121,10 +121,13 @@ pub struct BenchDoc {
     /// the commands, baseline first
     pub commands: Vec<Command>,
     /// each candidate against the baseline
+    #[serde(default)]
     pub comparisons: Vec<Comparison>,
     /// things to know before trusting the numbers
+    #[serde(default)]
     pub warnings: Vec<String>,
     /// counters that could not be measured, with the reason
+    #[serde(default)]
     pub unsupported_counters: BTreeMap<String, String>,
     /// Ctrl-C cut the benchmark short
     pub interrupted: bool,

@@ -61,10 +61,13 @@ pub struct CompareDoc {
     /// items on both sides
     pub items: Vec<Compared>,
     /// present only before (`name [group]`)
+    #[serde(default)]
     pub only_before: Vec<String>,
     /// present only after
+    #[serde(default)]
     pub only_after: Vec<String>,
     /// how items were paired, when not by name
+    #[serde(default)]
     pub notes: Vec<String>,
 }
 

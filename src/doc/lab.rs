@@ -188,6 +188,7 @@ pub struct LabIpcDoc {
     /// Ctrl-C cut the run short
     pub interrupted: bool,
     /// configurations not run
+    #[serde(default)]
     pub skipped: Vec<Skipped>,
     /// one per configuration, fastest median first
     pub results: Vec<IpcResult>,

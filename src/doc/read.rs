@@ -91,6 +91,12 @@ impl DocError {
         let reason = reason
             .rsplit_once(" at line ")
             .map_or(reason.clone(), |(r, _)| r.to_string());
+        let reason = match e.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                format!("not JSON: {reason}")
+            }
+            _ => reason,
+        };
         DocError::Json {
             file: file.to_string(),
             line: e.line(),

@@ -90,16 +90,20 @@ pub struct SpansDoc {
     /// where the spans came from
     pub source: Source,
     /// counts describing the input (`lines`, `skipped`, ...)
+    #[serde(default)]
     pub input: BTreeMap<String, u64>,
     /// how a live trace ran
     pub live: Option<LiveRun>,
     /// warnings about the input, one sentence each
+    #[serde(default)]
     pub warnings: Vec<String>,
     /// the spans
     pub spans: Vec<Series>,
     /// probe event counts (live)
+    #[serde(default)]
     pub rates: Vec<Rate>,
     /// probe argument distributions (live; values, not necessarily ns)
+    #[serde(default)]
     pub values: Vec<Series>,
 }
 

@@ -8,14 +8,15 @@ use super::clock::TimerOverhead;
 use super::pattern::Stop;
 use super::run::Outcome;
 use super::usage::Usage;
-use super::{Pattern, Settings, bytes};
+use super::{Pattern, PatternKind, Settings, bytes};
 use crate::doc::lab::{
     IpcResult, IpcSettings, LabIpcDoc, LatencyMeaning, PatternParams, SideUsage, Sides, Skipped,
     StopDoc, Timer,
 };
 use crate::doc::{Latency, Summary};
 pub use crate::report::format::human;
-use crate::stats::{Distribution, Unit};
+use crate::report::format::markdown_cell;
+use crate::stats::Log2Counts;
 
 /// Everything a lab run reports.
 #[derive(Debug, Clone)]
@@ -51,31 +52,41 @@ fn sorted(outcomes: &[Outcome]) -> Vec<&Outcome> {
     rows
 }
 
-fn stop_note(o: &Outcome) -> Option<String> {
-    if let Some(error) = o.failed() {
+/// The pattern as shown (`stream/flush 4 KiB`), rebuilt from the document.
+fn pattern_text(r: &IpcResult) -> String {
+    let p = &r.params;
+    let param = [p.flush_bytes, p.burst, p.segments, p.rate_per_s]
+        .into_iter()
+        .flatten()
+        .next()
+        .unwrap_or(0);
+    PatternKind::from_name(&r.pattern)
+        .map_or_else(|| r.pattern.clone(), |k| k.with_param(param).to_string())
+}
+
+fn stop_note(r: &IpcResult) -> Option<String> {
+    if let Some(error) = &r.error {
         return Some(format!(
             "FAILED after {} of the messages were sent ({} received): {error}",
-            o.sent, o.received
+            r.sent, r.received
         ));
     }
-    match o.stop {
-        Stop::Interrupted => Some("interrupted (Ctrl-C): partial".to_string()),
-        _ => None,
-    }
+    (r.stop == StopDoc::Interrupted).then(|| "interrupted (Ctrl-C): partial".to_string())
 }
 
 /// The header lines: what was run and what the clock costs.
-pub fn header(report: &LabReport<'_>) -> String {
-    let s = report.settings;
-    let t = &report.timer;
+pub fn header(doc: &LabIpcDoc) -> String {
+    let s = &doc.settings;
+    let t = &doc.timer;
     format!(
         "latscope lab ipc: up to {} messages per configuration after {} warm-up, at most {} each\n\
-         timer: CLOCK_MONOTONIC, {} per read (median of {} back-to-back reads; min {}; resolution {}); it is inside every figure below\n\
+         timer: {}, {} per read (median of {} back-to-back reads; min {}; resolution {}); it is inside every figure below\n\
          latency: ping-pong = round trip; open-loop = round trip from the intended send time; stream, burst, segments = one way (the writer starts sending → the peer has the whole message)\n\
          msgs/s and MB/s: throughput over the measured phase (not 1/latency); cs/msg and CPU/msg: context switches and CPU time per message, client + peer + broker\n",
         s.count,
         s.warmup,
         human(s.max_time_ns),
+        t.clock,
         human(t.median_ns),
         t.reads,
         human(t.min_ns),
@@ -83,9 +94,9 @@ pub fn header(report: &LabReport<'_>) -> String {
     )
 }
 
-/// The terminal table, one row per configuration, fastest median first.
-pub fn text(report: &LabReport<'_>, detail: bool) -> String {
-    let mut out = header(report);
+/// The terminal table, one row per configuration, fastest median first (the document's order).
+pub fn text(doc: &LabIpcDoc, detail: bool) -> String {
+    let mut out = header(doc);
     let _ = writeln!(
         out,
         "\n{:<15} {:<8} {:<21} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7} {:>9}",
@@ -104,98 +115,91 @@ pub fn text(report: &LabReport<'_>, detail: bool) -> String {
         "cs/msg",
         "CPU/msg"
     );
-    for o in sorted(report.outcomes) {
-        let _ = writeln!(out, "{}", row(o));
-        if let Some(note) = stop_note(o) {
+    for r in &doc.results {
+        let _ = writeln!(out, "{}", row(r));
+        if let Some(note) = stop_note(r) {
             let _ = writeln!(out, "  ! {note}");
         }
     }
-    out.push_str(&open_loop_notes(report.outcomes));
-    for (config, why) in report.skipped {
-        let _ = writeln!(out, "skipped {config}: {why}");
+    out.push_str(&open_loop_notes(&doc.results));
+    for s in &doc.skipped {
+        let _ = writeln!(out, "skipped {}: {}", s.config, s.reason);
     }
-    if report.interrupted {
+    if doc.interrupted {
         let _ = writeln!(
             out,
             "warning: interrupted (Ctrl-C); the results above are partial"
         );
     }
     if detail {
-        for o in sorted(report.outcomes) {
-            out.push_str(&histogram(o));
+        for r in &doc.results {
+            out.push_str(&histogram(r));
         }
     }
     out
 }
 
-fn cells(d: &Distribution) -> [String; 5] {
-    let s = d.summary();
-    let q = |q: f64| d.value_at_quantile(q).map_or("–".to_string(), human);
-    [
-        s.min().map_or("–".to_string(), human),
-        q(0.5),
-        q(0.99),
-        q(0.999),
-        s.max().map_or("–".to_string(), human),
-    ]
+fn cell(v: Option<u64>) -> String {
+    v.map_or("–".to_string(), human)
 }
 
-fn row(o: &Outcome) -> String {
-    let [min, p50, p99, p999, max] = cells(&o.latency);
-    let n = o.messages();
-    let total = o.total();
-    let rate = o.msgs_per_s();
+fn row(r: &IpcResult) -> String {
+    let s = &r.dist.summary;
     format!(
         "{:<15} {:<8} {:<21} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10.0} {:>9.1} {:>7.2} {:>9}",
-        o.config.transport.name(),
-        o.config.peer.name(),
-        o.config.pattern.to_string(),
-        bytes(o.config.payload),
-        n,
-        min,
-        p50,
-        p99,
-        p999,
-        max,
-        rate,
-        rate * o.config.payload as f64 / 1e6,
-        per_msg(total.context_switches(), n),
-        human(per_msg(total.cpu_ns, n).round() as u64),
+        r.transport,
+        r.peer,
+        pattern_text(r),
+        bytes(r.payload as usize),
+        s.count,
+        cell(s.min),
+        cell(s.p50),
+        cell(s.p99),
+        cell(s.p999),
+        cell(s.max),
+        r.msgs_per_s,
+        r.bytes_per_s / 1e6,
+        r.ctx_switches_per_msg,
+        human(r.cpu_ns_per_msg.round() as u64),
     )
 }
 
-fn open_loop_notes(outcomes: &[Outcome]) -> String {
+fn open_loop_notes(results: &[IpcResult]) -> String {
     let mut out = String::new();
-    for o in outcomes {
-        let (Some(u), Pattern::OpenLoop { rate }) = (&o.uncorrected, o.config.pattern) else {
+    for r in results {
+        let (Some(u), Some(rate)) = (&r.uncorrected, r.params.rate_per_s) else {
             continue;
         };
-        let q = |d: &Distribution, q: f64| d.value_at_quantile(q).map_or("–".into(), human);
+        let s = &r.dist.summary;
         let _ = writeln!(
             out,
             "open-loop {} ({}) {} at {rate}/s: p50 {} / p99 {} / max {} from the intended send time; {} / {} / {} from the actual send time (what a closed-loop tool would report)",
-            o.config.transport.name(),
-            o.config.peer.name(),
-            bytes(o.config.payload),
-            q(&o.latency, 0.5),
-            q(&o.latency, 0.99),
-            o.latency.summary().max().map_or("–".into(), human),
-            q(u, 0.5),
-            q(u, 0.99),
-            u.summary().max().map_or("–".into(), human),
+            r.transport,
+            r.peer,
+            bytes(r.payload as usize),
+            cell(s.p50),
+            cell(s.p99),
+            cell(s.max),
+            cell(u.p50),
+            cell(u.p99),
+            cell(u.max),
         );
     }
     out
 }
 
-fn histogram(o: &Outcome) -> String {
+fn histogram(r: &IpcResult) -> String {
+    let mut log2 = Log2Counts::default();
+    for b in &r.dist.histogram.buckets {
+        log2.record_n(b.min, b.count);
+    }
     format!(
         "\n@{} {} ({}), {} (ns):\n{}",
-        o.config.transport.name(),
-        o.config.pattern,
-        o.config.peer.name(),
-        bytes(o.config.payload),
-        crate::report::log2::render(o.latency.log2(Unit::Ns))
+        r.transport,
+        pattern_text(r),
+        r.peer,
+        bytes(r.payload as usize),
+        crate::report::log2::render(&log2)
     )
 }
 
@@ -305,31 +309,30 @@ pub fn document(report: &LabReport<'_>) -> LabIpcDoc {
 }
 
 /// A Markdown table (ns).
-pub fn markdown(report: &LabReport<'_>) -> String {
+pub fn markdown(doc: &LabIpcDoc) -> String {
     let mut out = format!(
-        "Timer overhead: {} ns per read (CLOCK_MONOTONIC). Latency in ns.\n\n| transport | peer | pattern | payload | n | min [ns] | p50 [ns] | p99 [ns] | p99.9 [ns] | max [ns] | msgs/s | cs/msg | CPU/msg [ns] |\n|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
-        report.timer.median_ns
+        "Timer overhead: {} ns per read ({}). Latency in ns.\n\n| transport | peer | pattern | payload | n | min [ns] | p50 [ns] | p99 [ns] | p99.9 [ns] | max [ns] | msgs/s | cs/msg | CPU/msg [ns] |\n|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+        doc.timer.median_ns, doc.timer.clock
     );
-    for o in sorted(report.outcomes) {
-        let d = &o.latency;
-        let q = |q: f64| d.value_at_quantile(q).map_or("–".into(), |v| v.to_string());
-        let n = o.messages();
-        let total = o.total();
+    let n = |v: Option<u64>| v.map_or("–".into(), |v| v.to_string());
+    for r in &doc.results {
+        let s = &r.dist.summary;
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {n} | {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.0} |",
-            o.config.transport.name(),
-            o.config.peer.name(),
-            o.config.pattern,
-            bytes(o.config.payload),
-            d.summary().min().map_or("–".into(), |v| v.to_string()),
-            q(0.5),
-            q(0.99),
-            q(0.999),
-            d.summary().max().map_or("–".into(), |v| v.to_string()),
-            o.msgs_per_s(),
-            per_msg(total.context_switches(), n),
-            per_msg(total.cpu_ns, n),
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.0} |",
+            markdown_cell(&r.transport),
+            markdown_cell(&r.peer),
+            markdown_cell(&pattern_text(r)),
+            bytes(r.payload as usize),
+            s.count,
+            n(s.min),
+            n(s.p50),
+            n(s.p99),
+            n(s.p999),
+            n(s.max),
+            r.msgs_per_s,
+            r.ctx_switches_per_msg,
+            r.cpu_ns_per_msg,
         );
     }
     out
