@@ -11,4 +11,5 @@ mod ipc;
 mod lab;
 mod live;
 mod report;
+mod snapshots;
 mod wayland_cli;
