@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use crate::cli::{CompareArgs, Format};
 use latscope::compare::{self, pair_by_position};
 use latscope::doc::{self, Loaded};
-use latscope::report::compare as render;
+use latscope::report::Render;
 use latscope::stats::change::Rule;
 
 /// Reads any saved result.
@@ -58,9 +58,9 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     }
     let unit = args.unit.unit();
     let text = match args.format {
-        Format::Text => render::text(&c, unit),
+        Format::Text => c.text(unit),
         Format::Json => doc::to_json(&c, false),
-        Format::Markdown => render::markdown(&c, unit),
+        Format::Markdown => c.markdown(unit),
         Format::Csv => crate::commands::unsupported("compare", args.format),
     };
     crate::commands::print(&text)

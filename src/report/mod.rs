@@ -80,6 +80,37 @@ impl<'a> SpansReport<'a> {
     }
 }
 
+/// How a document is shown to people, one implementation per document type; its JSON form is
+/// the document itself ([`crate::doc::to_json`]). The command line picks the method by
+/// `--format`, so every command offers the same formats the same way.
+pub trait Render {
+    /// For a terminal; durations in `unit` where a fixed unit is used.
+    fn text(&self, unit: Unit) -> String;
+    /// A Markdown table.
+    fn markdown(&self, unit: Unit) -> String;
+}
+
+impl Render for crate::doc::compare::CompareDoc {
+    fn text(&self, unit: Unit) -> String {
+        compare::text(self, unit)
+    }
+
+    fn markdown(&self, unit: Unit) -> String {
+        compare::markdown(self, unit)
+    }
+}
+
+impl Render for crate::doc::lab::LabIpcDoc {
+    /// Durations get a unit that fits each (`human`), so `unit` is not used.
+    fn text(&self, _unit: Unit) -> String {
+        crate::lab::ipc::report::text(self, false)
+    }
+
+    fn markdown(&self, _unit: Unit) -> String {
+        crate::lab::ipc::report::markdown(self)
+    }
+}
+
 /// A format for a whole [`SpansReport`].
 pub trait Renderer {
     /// The report as text in this format.
