@@ -119,9 +119,12 @@ fn refused(text: &str) -> String {
     stderr(&out)
 }
 
+/// A committed document, an edit that breaks it, and what the error must say.
+type Case<'a> = (&'a str, &'a dyn Fn(&mut Value), &'a str);
+
 #[test]
 fn malformed_documents_are_refused_with_what_is_wrong() {
-    let cases: [(&str, &dyn Fn(&mut Value), &str); 8] = [
+    let cases: [Case; 8] = [
         (
             "lab-ipc.json",
             &|v| v["kind"] = "lab-x11".into(),
@@ -170,4 +173,43 @@ fn malformed_documents_are_refused_with_what_is_wrong() {
     let text = std::fs::read_to_string(util::root().join("tests/data/docs/bench-a.json")).unwrap();
     let e = refused(&text[..text.len() / 2]);
     assert!(e.contains("bad.json:1:") && e.contains("not JSON"), "{e}");
+}
+
+#[test]
+fn bench_compare_and_compare_give_the_same_verdicts_on_the_same_files() {
+    let dir = util::root().join("tests/data/docs");
+    let (a, b) = (dir.join("bench-a.json"), dir.join("bench-b.json"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let out = run(&["bench", "-f", "json", "--compare", a, b]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // One bench document per command pair, one after another.
+    let bench: Vec<(String, String)> = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .map(|d| {
+            let d = d.unwrap();
+            let name = d["commands"][0]["name"].as_str().unwrap().to_string();
+            let wall = &d["comparisons"][0]["metrics"][0];
+            assert_eq!(wall["metric"], "wall");
+            (name, wall["verdict"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let out = run(&["compare", "-f", "json", a, b]);
+    let Document::Compare(c) = doc::read("c", &stdout(&out)).unwrap() else {
+        panic!("not a compare document")
+    };
+    assert_eq!(bench.len(), c.items.len());
+    for (name, verdict) in bench {
+        let item = c
+            .items
+            .iter()
+            .find(|i| {
+                name.starts_with(
+                    i.name
+                        .trim_start_matches("wall time of `")
+                        .trim_end_matches('`'),
+                )
+            })
+            .unwrap_or_else(|| panic!("{name} not compared"));
+        assert_eq!(item.change.verdict.name(), verdict, "{name}");
+    }
 }
