@@ -11,6 +11,7 @@ pub mod bench;
 pub mod compare;
 pub mod doc;
 pub mod error;
+pub mod files;
 pub mod ingest;
 pub mod lab;
 pub mod live;

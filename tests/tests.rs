@@ -11,5 +11,6 @@ mod ipc;
 mod lab;
 mod live;
 mod report;
+mod safety;
 mod snapshots;
 mod wayland_cli;

@@ -2,11 +2,15 @@
 //! IPC matrix measured on this machine, then a bundled real WAYLAND_DEBUG log. Each part names
 //! the command that does it on the user's own system.
 
-use anyhow::Result;
+use std::fs::File;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
 
 use super::ipc::{Plan, execute, render};
 use super::wayland::{Input, analyse_and_print};
 use crate::cli::{DemoArgs, Format};
+use latscope::files;
 use latscope::ingest::wayland::SpanOptions;
 use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport};
 
@@ -97,9 +101,31 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         )?;
     }
     let input = Input::Embedded("glmark2-weston.client.log (bundled)", DEMO_LOG);
-    let mut output = args.output.clone();
-    if output.report.is_none() {
-        output.report = Some(std::env::temp_dir().join("latscope-demo-report.html"));
+    if args.output.report.is_some() {
+        // --report FILE: the user's own choice of file, written as given.
+        return analyse_and_print(&[input], SpanOptions::default(), false, &args.output, None);
     }
-    analyse_and_print(&[input], SpanOptions::default(), false, &output)
+    let (file, path) = new_report_file()?;
+    let result = analyse_and_print(
+        &[input],
+        SpanOptions::default(),
+        false,
+        &args.output,
+        Some((file, path.clone())),
+    );
+    // Nothing was written into it (CSV output, or a failure first): leave no empty file behind.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        let _ = std::fs::remove_file(&path);
+    }
+    result
+}
+
+/// A new file for the demo's HTML report in the temporary directory: a new random name
+/// (`latscope-demo-XXXXXX.html`), created `O_EXCL` and 0600. A fixed name there
+/// could be taken first by anyone: a symlink planted under it would make latscope overwrite
+/// the link's target, a file planted under it would make the demo fail.
+fn new_report_file() -> Result<(File, PathBuf)> {
+    let dir = std::env::temp_dir();
+    files::create_unique(&dir, "latscope-demo-", ".html")
+        .with_context(|| format!("creating the demo's HTML report in {}", dir.display()))
 }

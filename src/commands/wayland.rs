@@ -70,15 +70,25 @@ impl Input {
 /// Runs `latscope wayland`.
 pub fn run(args: &WaylandArgs) -> Result<()> {
     let inputs: Vec<Input> = args.files.iter().map(|p| Input::from_path(p)).collect();
-    analyse_and_print(&inputs, args.span_options(), args.strict, &args.output)
+    analyse_and_print(
+        &inputs,
+        args.span_options(),
+        args.strict,
+        &args.output,
+        None,
+    )
 }
 
 /// Analyses `inputs` and prints the report in the requested format. Shared with `demo`.
+///
+/// The HTML report goes into `created_report`, a file the caller already created (the demo's,
+/// under a new name in the temporary directory), or else to `--report`.
 pub fn analyse_and_print(
     inputs: &[Input],
     spans: SpanOptions,
     strict: bool,
     output: &OutputArgs,
+    created_report: Option<(File, PathBuf)>,
 ) -> Result<()> {
     let linear = output.linear_spec()?;
     let names = SpanKind::result_names();
@@ -108,19 +118,30 @@ pub fn analyse_and_print(
     };
     // Whatever was read is printed, even when reading failed part-way.
     crate::commands::print(&render(&report, output))?;
-    if let Some(path) = &output.report {
-        write_report(&report, path)?;
+    if let Some((file, path)) = created_report {
+        write_report(&report, &path, Some(file))?;
+    } else if let Some(path) = &output.report {
+        write_report(&report, path, None)?;
     }
     error.map_or(Ok(()), Err)
 }
 
-/// Writes the HTML report of `report` (stats and plots) to `path`.
-fn write_report(report: &SpansReport<'_>, path: &std::path::Path) -> Result<()> {
+/// Writes the HTML report of `report` (stats and plots) to `path`, or into `file`, already
+/// created and open, when there is one (`path` is then its name, for messages).
+fn write_report(
+    report: &SpansReport<'_>,
+    path: &std::path::Path,
+    file: Option<File>,
+) -> Result<()> {
     let doc = latscope::doc::Document::Spans(latscope::report::json::document(report));
     let items = latscope::doc::items("this run", &doc)?;
     let page =
         latscope::report::html::report(&[("this run".to_string(), items)], None, report.unit);
-    std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+    match file {
+        Some(mut file) => io::Write::write_all(&mut file, page.as_bytes()),
+        None => std::fs::write(path, page),
+    }
+    .with_context(|| format!("writing {}", path.display()))?;
     eprintln!("latscope: report written to {}", path.display());
     Ok(())
 }

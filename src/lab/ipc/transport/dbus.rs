@@ -23,6 +23,7 @@ use zbus::message::{Flags, Type};
 use zbus::{Connection, Message, MessageStream};
 
 use super::{Endpoint, gone};
+use crate::files::{self, PrivateDir};
 
 const PATH: &str = "/org/latscope/Lab";
 const IFACE: &str = "org.latscope.Lab1";
@@ -40,15 +41,6 @@ pub struct Bus {
     child: Child,
     address: String,
     _dir: PrivateDir,
-}
-
-#[derive(Debug)]
-struct PrivateDir(PathBuf);
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn other(e: impl std::fmt::Display) -> io::Error {
@@ -92,15 +84,11 @@ impl Bus {
                 format!("dbus-daemon not found on PATH (Debian: apt-get install {PACKAGE})"),
             ));
         };
-        let dir = std::env::temp_dir().join(format!(
-            "latscope-dbus-{}-{}",
-            std::process::id(),
-            super::super::clock::monotonic_ns()
-        ));
-        std::fs::create_dir_all(&dir)?;
-        let dir = PrivateDir(dir);
-        let config = dir.0.join("bus.conf");
-        std::fs::write(&config, config_text(&dir.0))?;
+        // A fresh 0700 directory under a random name (never one planted under a guessed
+        // name), removed with the socket and config when the bus is dropped, on every path.
+        let dir = files::private_dir("latscope-dbus-")?;
+        let config = dir.path().join("bus.conf");
+        std::fs::write(&config, config_text(dir.path()))?;
         let mut child = Command::new(&daemon)
             .arg(format!("--config-file={}", config.display()))
             .args(["--nofork", "--nopidfile", "--print-address=1"])

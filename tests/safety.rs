@@ -1,0 +1,258 @@
+//! Files in shared places (issue 11): what latscope creates in the temporary directory is never
+//! an entry someone else planted there first. The demo's HTML report is a new file under a
+//! random name, not `latscope-demo-report.html` (whose planted symlink made root overwrite the
+//! link's target, and whose root-owned copy made the demo fail for everyone else); the private
+//! D-Bus daemon's directory is a fresh 0700 one, gone when the bus stops.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::util::{self, stderr};
+
+/// The name the demo used to write its report to, in the temporary directory.
+const OLD_NAME: &str = "latscope-demo-report.html";
+/// `nobody`
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `latscope demo --no-ipc` with `TMPDIR=tmp`, as `uid` if given (root only).
+fn demo(tmp: &Path, uid: Option<u32>) -> Output {
+    let mut command = util::latscope();
+    command.args(["demo", "--no-ipc"]).env("TMPDIR", tmp);
+    if let Some(uid) = uid {
+        command.uid(uid).gid(uid);
+    }
+    command.output().expect("run latscope demo")
+}
+
+/// The report the demo says it wrote, checked: a new regular file directly in `tmp`, named
+/// `latscope-demo-XXXXXX.html`, 0600, owned by `uid`, holding an HTML page.
+fn written_report(out: &Output, tmp: &Path, uid: u32) -> PathBuf {
+    let err = stderr(out);
+    assert!(out.status.success(), "the demo failed: {err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("latscope: report written to "))
+        .collect();
+    let [path] = lines[..] else {
+        panic!("expected one 'latscope: report written to PATH' line: {err}");
+    };
+    let path = PathBuf::from(path);
+    assert_eq!(path.parent(), Some(tmp), "{}", path.display());
+    let name = path.file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.starts_with("latscope-demo-")
+            && name.ends_with(".html")
+            && name.len() == "latscope-demo-XXXXXX.html".len(),
+        "{name}"
+    );
+    let meta = fs::symlink_metadata(&path).unwrap();
+    assert!(meta.file_type().is_file(), "{}", path.display());
+    assert_eq!(meta.mode() & 0o7777, 0o600, "{}", path.display());
+    assert_eq!(meta.uid(), uid, "{}", path.display());
+    let page = fs::read_to_string(&path).unwrap();
+    assert!(
+        page.starts_with("<!DOCTYPE html>"),
+        "{}",
+        page.chars().take(80).collect::<String>()
+    );
+    path
+}
+
+#[test]
+fn the_demo_never_follows_a_planted_symlink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let victim = util::write(elsewhere.path(), "victim", "precious\n");
+    let planted = tmp.path().join(OLD_NAME);
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+
+    let out = demo(tmp.path(), None);
+
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert_eq!(fs::read_link(&planted).unwrap(), victim);
+    // SAFETY: geteuid has no preconditions.
+    let report = written_report(&out, tmp.path(), unsafe { libc::geteuid() });
+    assert_ne!(report, planted);
+    // The report and the planted link: nothing else was written.
+    assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn the_demo_writes_a_new_report_each_run_and_the_one_asked_for_with_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let first = written_report(&demo(tmp.path(), None), tmp.path(), me);
+    let second = written_report(&demo(tmp.path(), None), tmp.path(), me);
+    assert_ne!(first, second);
+
+    let chosen = tmp.path().join("mine.html");
+    let out = util::latscope()
+        .args(["demo", "--no-ipc", "--report", chosen.to_str().unwrap()])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("latscope: report written to {}", chosen.display())),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        fs::read_to_string(&chosen)
+            .unwrap()
+            .starts_with("<!DOCTYPE html>")
+    );
+    assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 3);
+}
+
+#[test]
+fn the_demo_leaves_no_empty_report_when_it_writes_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = util::latscope()
+        .args(["demo", "--no-ipc", "--format", "csv"])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("report written"), "{}", stderr(&out));
+    assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+/// A directory like `/tmp`: everyone may create entries (sticky, 1777), reachable by everyone.
+fn shared_tmp(parent: &Path) -> PathBuf {
+    fs::set_permissions(parent, fs::Permissions::from_mode(0o755)).unwrap();
+    let tmp = parent.join("tmp");
+    fs::create_dir(&tmp).unwrap();
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o1777)).unwrap();
+    tmp
+}
+
+#[test]
+fn the_demo_works_where_another_user_planted_entries_under_the_old_name() {
+    if !is_root() {
+        eprintln!("skipping: planting entries owned by another user needs root");
+        return;
+    }
+    let parent = tempfile::tempdir().unwrap();
+    let tmp = shared_tmp(parent.path());
+    // nobody's directory under the old name: writing the old name failed even for root
+    let planted = tmp.join(OLD_NAME);
+    fs::create_dir(&planted).unwrap();
+    std::os::unix::fs::chown(&planted, Some(NOBODY), Some(NOBODY)).unwrap();
+    let theirs = util::write(&tmp, "latscope-demo-theirs.html", "theirs");
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+
+    let report = written_report(&demo(&tmp, None), &tmp, 0);
+
+    assert_ne!(report, theirs);
+    assert!(fs::symlink_metadata(&planted).unwrap().is_dir());
+    assert_eq!(fs::read_dir(&planted).unwrap().count(), 0);
+    assert_eq!(fs::read_to_string(&theirs).unwrap(), "theirs");
+}
+
+#[test]
+fn the_demo_works_for_another_user_after_root_ran_it() {
+    if !is_root() {
+        eprintln!("skipping: running the demo as another user needs root");
+        return;
+    }
+    let parent = tempfile::tempdir().unwrap();
+    let tmp = shared_tmp(parent.path());
+    // What root's run of the old demo left: its report under the fixed name, root's, 0644.
+    let old = util::write(&tmp, OLD_NAME, "root's report");
+    fs::set_permissions(&old, fs::Permissions::from_mode(0o644)).unwrap();
+
+    let roots = written_report(&demo(&tmp, None), &tmp, 0);
+    let nobodys = written_report(&demo(&tmp, Some(NOBODY)), &tmp, NOBODY);
+
+    assert_ne!(roots, nobodys);
+    assert_eq!(fs::read_to_string(&old).unwrap(), "root's report");
+}
+
+/// Whether `dbus-daemon` is on PATH; when it is not, a note, or a failure when it must be
+/// (LATSCOPE_REQUIRE_STACK).
+fn dbus_daemon_available() -> bool {
+    let have = latscope::lab::ipc::transport::dbus::find_daemon().is_some();
+    if !have && std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
+        panic!("dbus-daemon is missing and LATSCOPE_REQUIRE_STACK is set");
+    }
+    if !have {
+        eprintln!("skipping: dbus-daemon is not installed (apt-get install dbus-daemon)");
+    }
+    have
+}
+
+/// The directory of the socket in a bus address `unix:path=DIR/dbus-XXXX,guid=...`.
+fn socket_dir(address: &str) -> PathBuf {
+    let path = address
+        .split([':', ','])
+        .find_map(|part| part.strip_prefix("path="))
+        .unwrap_or_else(|| panic!("no socket path in the bus address {address}"));
+    Path::new(path).parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn the_dbus_directory_is_fresh_private_and_gone_when_the_bus_stops() {
+    if !dbus_daemon_available() {
+        return;
+    }
+    let bus = latscope::lab::ipc::transport::dbus::Bus::start().unwrap();
+    let other = latscope::lab::ipc::transport::dbus::Bus::start().unwrap();
+    let dir = socket_dir(bus.address());
+    assert_ne!(dir, socket_dir(other.address()));
+    assert_eq!(dir.parent(), Some(std::env::temp_dir().as_path()));
+    let name = dir.file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("latscope-dbus-"), "{name}");
+    let meta = fs::symlink_metadata(&dir).unwrap();
+    assert!(meta.file_type().is_dir());
+    assert_eq!(meta.mode() & 0o7777, 0o700, "{}", dir.display());
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+    assert!(dir.join("bus.conf").is_file());
+
+    drop(bus);
+    assert!(
+        fs::symlink_metadata(&dir).is_err(),
+        "{} is left",
+        dir.display()
+    );
+    assert!(socket_dir(other.address()).is_dir());
+}
+
+#[test]
+fn lab_ipc_over_dbus_leaves_nothing_in_the_temporary_directory() {
+    if !dbus_daemon_available() {
+        return;
+    }
+    let _heavy = util::heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = util::latscope()
+        .args([
+            "lab",
+            "ipc",
+            "--transport",
+            "dbus",
+            "--count",
+            "10",
+            "--peer",
+            "thread",
+        ])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let left: Vec<_> = fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
