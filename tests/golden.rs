@@ -167,7 +167,13 @@ fn the_nested_compositor_log_keeps_client_and_server_apart() {
 
 #[test]
 fn the_embedded_demo_prints_histograms_of_the_bundled_log() {
-    let out = util::run(&["demo", "--no-ipc"]);
+    // The demo writes its report to a new file in TMPDIR: keep it in this test's directory.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = crate::util::latscope()
+        .args(["demo", "--no-ipc"])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = util::stdout(&out);
     assert!(

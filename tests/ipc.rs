@@ -364,7 +364,13 @@ fn live_traces_the_labs_one_way_messages_by_sequence_number() {
 fn the_demo_measures_ipc_and_analyses_the_bundled_log() {
     let _heavy = util::heavy();
     let started = Instant::now();
-    let out = run(&["demo"]);
+    // The demo writes its report to a new file in TMPDIR: keep it in this test's directory.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = crate::util::latscope()
+        .args(["demo"])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("timer: CLOCK_MONOTONIC"), "{text}");

@@ -355,7 +355,8 @@ mod tests {
 
     #[test]
     fn pmu_events_are_read_from_sysfs_formats() {
-        let root = std::env::temp_dir().join(format!("latscope-pmu-{}", std::process::id()));
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
         let cpu = root.join("cpu");
         std::fs::create_dir_all(cpu.join("format")).unwrap();
         std::fs::create_dir_all(cpu.join("events")).unwrap();
@@ -383,7 +384,6 @@ mod tests {
                 .unwrap_err()
                 .contains("no PMU 'amd'")
         );
-        std::fs::remove_dir_all(&root).unwrap();
         assert_eq!(place(0x1ff, "config:0-7,32-35"), Some(0xff | 1 << 32));
     }
 
