@@ -60,7 +60,10 @@ fn a_twice_as_slow_command_is_called_slower_with_its_interval() {
         "{}",
         runs[0]
     );
-    assert!(doc["commands"][0]["ci_ns"].is_array());
+    let wall = &doc["commands"][0]["metrics"][0];
+    assert_eq!(wall["metric"], "wall");
+    assert!(wall["ci"].is_array());
+    assert_eq!(doc["commands"][0]["wall"]["count"], 15);
 }
 
 #[test]

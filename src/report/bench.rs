@@ -15,10 +15,8 @@ use crate::stats::change::Change;
 fn show(kind: Kind, v: f64) -> String {
     match kind {
         Kind::Time => {
-            let unit = [Unit::S, Unit::Ms, Unit::Us]
-                .into_iter()
-                .find(|u| v >= u.nanos() as f64)
-                .unwrap_or(Unit::Ns);
+            // Three decimals, not three digits: an A/B reader compares these side by side.
+            let unit = super::format::unit_for(v);
             if unit == Unit::Ns {
                 format!("{v:.0} ns")
             } else {

@@ -14,15 +14,21 @@ pub fn human(ns: u64) -> String {
     human_f(ns as f64)
 }
 
+/// The largest unit in which `ns` is at least 1 (`Ns` below a microsecond): the unit every
+/// renderer that picks one per value uses.
+pub fn unit_for(ns: f64) -> Unit {
+    [Unit::S, Unit::Ms, Unit::Us]
+        .into_iter()
+        .find(|u| ns.abs() >= u.nanos() as f64)
+        .unwrap_or(Unit::Ns)
+}
+
 /// [`human`] for a fractional number of nanoseconds (a median of runs, a mean).
 pub fn human_f(ns: f64) -> String {
     if !ns.is_finite() {
         return "–".to_string();
     }
-    let unit = [Unit::S, Unit::Ms, Unit::Us]
-        .into_iter()
-        .find(|u| ns.abs() >= u.nanos() as f64)
-        .unwrap_or(Unit::Ns);
+    let unit = unit_for(ns);
     let value = unit.from_nanos(ns);
     let decimals = match value.abs() {
         v if v < 10.0 && unit != Unit::Ns => 2,

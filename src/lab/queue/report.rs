@@ -226,7 +226,7 @@ impl Sweep {
             let _ = writeln!(
                 out,
                 "| {} | {:.4} | {} | {} | {} | {} | {by_batch} | {by_latency} | {} |",
-                labels.join(", "),
+                crate::report::format::markdown_cell(&labels.join(", ")),
                 unit.from_nanos(row.report.per_batch_ns),
                 n(l.summary().min().unwrap_or(0)),
                 n(p.p50),
@@ -272,6 +272,16 @@ impl Sweep {
                 rank_latency: by_latency as u64,
             })
             .collect()
+    }
+}
+
+impl crate::report::Render for Sweep {
+    fn text(&self, unit: Unit) -> String {
+        Sweep::text(self, unit)
+    }
+
+    fn markdown(&self, unit: Unit) -> String {
+        Sweep::markdown(self, unit)
     }
 }
 
