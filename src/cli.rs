@@ -221,6 +221,10 @@ pub struct BenchArgs {
     /// A parameter list NAME=a,b,c substituted for {NAME} (repeat for a cross product).
     #[arg(short = 'L', long = "parameter-list", value_name = "NAME=VALUES")]
     pub parameter_list: Vec<String>,
+    /// Refuse, before running anything, a benchmark of more commands than this (commands ×
+    /// every -L list's length).
+    #[arg(long, default_value_t = 1000, value_parser = count)]
+    pub max_commands: u64,
     /// More counters: perf generic names or raw rNNNN (comma-separated or repeated).
     #[arg(short = 'e', long = "event", value_delimiter = ',')]
     pub events: Vec<String>,

@@ -1,31 +1,94 @@
-//! Ctrl-C: stop reading, keep and print what was read.
+//! Ctrl-C and SIGTERM: stop gracefully, keep and print what was read — and always end.
 //!
-//! The handler only raises the shared [`Cancel`] flag. It is installed without `SA_RESTART`, so
-//! a read blocked on a pipe returns `EINTR` at once and the reader sees the flag; with
-//! `SA_RESETHAND`, a second Ctrl-C kills the process as usual.
+//! The first SIGINT or SIGTERM raises the shared [`Cancel`] flag. The handler is installed
+//! without `SA_RESTART`, so a read blocked on a pipe returns `EINTR` at once and the reader sees
+//! the flag. Some waits cannot see it: opening a FIFO that has no writer (the standard library
+//! restarts `open` after `EINTR`), a child that never exits, a peer that never answers. So the
+//! handler also wakes a watchdog thread through a self-pipe (`write(2)` is async-signal-safe);
+//! if the process is still running [`GRACE`] later, the watchdog ends it with status
+//! 128 + signal, as the default action would have. `SA_RESETHAND` makes a second signal end it
+//! at once. `timeout`, systemd and CI runners send one SIGTERM: it is always enough.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
 
 use latscope::ingest::Cancel;
 
-static CANCEL: OnceLock<Cancel> = OnceLock::new();
+/// How long a graceful stop may take before the watchdog ends the process.
+pub const GRACE: Duration = Duration::from_secs(2);
 
-extern "C" fn on_sigint(_: libc::c_int) {
+static CANCEL: OnceLock<Cancel> = OnceLock::new();
+/// The write end of the watchdog's pipe (-1: no watchdog).
+static WAKE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(signal: libc::c_int) {
     if let Some(cancel) = CANCEL.get() {
         cancel.raise();
     }
+    let fd = WAKE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let byte = signal as u8;
+        // SAFETY: write(2) on a pipe is async-signal-safe; the byte lives on this stack frame.
+        unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
+    }
 }
 
-/// The flag raised by the first Ctrl-C (SIGINT) or SIGTERM; installs the handler on first use.
+/// Starts the thread that ends the process [`GRACE`] after the first signal.
+fn start_watchdog() {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return;
+    }
+    let [read_end, write_end] = fds;
+    WAKE.store(write_end, Ordering::Relaxed);
+    let spawned = std::thread::Builder::new()
+        .name("signal-watchdog".into())
+        .spawn(move || {
+            let mut signal = 0u8;
+            loop {
+                // SAFETY: reads one byte into `signal` from the pipe this thread owns.
+                let n = unsafe { libc::read(read_end, (&mut signal as *mut u8).cast(), 1) };
+                if n == 1 {
+                    break;
+                }
+                if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+                {
+                    continue;
+                }
+                return;
+            }
+            std::thread::sleep(GRACE);
+            let message = format!(
+                "latscope: still running {} s after signal {signal}: ending now (a wait could not be interrupted)\n",
+                GRACE.as_secs()
+            );
+            // SAFETY: plain write to stderr (no lock another thread could hold), then _exit,
+            // which skips destructors that may be what is blocked.
+            unsafe {
+                libc::write(2, message.as_ptr().cast(), message.len());
+                libc::_exit(128 + i32::from(signal));
+            }
+        });
+    if spawned.is_err() {
+        WAKE.store(-1, Ordering::Relaxed);
+    }
+}
+
+/// The flag raised by the first Ctrl-C (SIGINT) or SIGTERM; installs the handler and the
+/// watchdog on first use. Commands that never call it keep the default actions (end at once).
 pub fn cancel_on_interrupt() -> Cancel {
     CANCEL
         .get_or_init(|| {
+            start_watchdog();
             for signal in [libc::SIGINT, libc::SIGTERM] {
                 // SAFETY: the handler only performs an atomic store through a value that is
-                // initialised before the handler is installed and never dropped (a static).
+                // initialised before the handler is installed and never dropped (a static),
+                // and a write(2) to a pipe.
                 unsafe {
                     let mut action: libc::sigaction = std::mem::zeroed();
-                    action.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
+                    action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
                     action.sa_flags = libc::SA_RESETHAND;
                     libc::sigemptyset(&mut action.sa_mask);
                     libc::sigaction(signal, &action, std::ptr::null_mut());

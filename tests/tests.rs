@@ -2,6 +2,8 @@
 
 mod util;
 
+mod abuse;
+
 mod bench;
 mod compare;
 mod docs;

@@ -24,6 +24,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         return compare(&files[0], &files[1], args, rule);
     }
     let lists = parameter_lists(&args.parameter_list)?;
+    check_size(args, &lists);
     let commands = schedule::expand(&args.commands, &args.names, &lists, args.shell)
         .unwrap_or_else(|e| usage(&e));
     let schedule = build_schedule(args)?;
@@ -52,6 +53,23 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     match error {
         Some(e @ BenchError::Failed { .. }) | Some(e @ BenchError::Spawn(_)) => Err(e.into()),
         None => Ok(()),
+    }
+}
+
+/// Refuses a cross product beyond `--max-commands` before building it: a million commands
+/// would take gigabytes and hours before the first run.
+fn check_size(args: &BenchArgs, lists: &[(String, Vec<String>)]) {
+    let total = lists
+        .iter()
+        .fold(args.commands.len() as u128, |n, (_, values)| {
+            n.saturating_mul(values.len() as u128)
+        });
+    if total > u128::from(args.max_commands) {
+        usage(&format!(
+            "{} commands × the -L lists make {total} commands to benchmark; at most {} (--max-commands raises the limit)",
+            args.commands.len(),
+            args.max_commands
+        ));
     }
 }
 

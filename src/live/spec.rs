@@ -68,8 +68,65 @@ pub enum SpecError {
         probe: String,
     },
     /// A name that bpftrace cannot use in a map name.
-    #[error("'{0}' is not a valid name: use letters, digits and _")]
+    #[error("'{0}' is not a valid name: use letters, digits and _ (at most 64)")]
     Name(String),
+    /// A part of a probe that would not reach bpftrace as one token: it could change the
+    /// generated program (which runs as root), so it is refused, never escaped.
+    #[error("'{spec}': {why}")]
+    Unsafe {
+        /// the whole spec
+        spec: String,
+        /// what is wrong, and what is allowed
+        why: String,
+    },
+}
+
+/// Longest path accepted in a probe spec (PATH_MAX).
+const MAX_PATH: usize = 4096;
+/// Longest provider, probe or symbol name accepted.
+const MAX_IDENT: usize = 256;
+
+/// A path as bpftrace reads it in an attach point: letters, digits and `_ . / - + @ ~` only. A
+/// space, quote, brace, colon, comma, semicolon, `$` or control character would end the
+/// attach point early or start program text.
+fn check_path(spec: &str, path: &str) -> Result<(), SpecError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "_./-+@~".contains(c);
+    let why = if path.len() > MAX_PATH {
+        Some(format!("the path is longer than {MAX_PATH} bytes"))
+    } else {
+        path.chars().find(|&c| !allowed(c)).map(|c| {
+            format!(
+                "the path contains {c:?}, which bpftrace would not read as part of a path (allowed: letters, digits, _ . / - + @ ~; make a symlink without it)"
+            )
+        })
+    };
+    why.map_or(Ok(()), |why| {
+        Err(SpecError::Unsafe {
+            spec: spec.to_string(),
+            why,
+        })
+    })
+}
+
+/// A provider, probe or function name: a C identifier; `.` is also allowed after the first
+/// character in function symbols (`foo.constprop.0`).
+fn check_ident(spec: &str, what: &str, name: &str, dots: bool) -> Result<(), SpecError> {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || (dots && c == '.'));
+    if first_ok && rest_ok && name.len() <= MAX_IDENT {
+        return Ok(());
+    }
+    Err(SpecError::Unsafe {
+        spec: spec.to_string(),
+        why: format!(
+            "the {what} '{}' is not an identifier (a letter or _, then letters, digits, _{}; at most {MAX_IDENT})",
+            name.escape_debug(),
+            if dots { " and ." } else { "" }
+        ),
+    })
 }
 
 impl Probe {
@@ -119,6 +176,9 @@ impl FromStr for Probe {
                 if !nonempty(&[name, provider, path]) {
                     return Err(bad());
                 }
+                check_path(s, path)?;
+                check_ident(s, "provider", provider, false)?;
+                check_ident(s, "probe name", name, false)?;
                 Ok(Probe::Usdt {
                     path: path.into(),
                     provider: provider.into(),
@@ -130,6 +190,8 @@ impl FromStr for Probe {
                 if !nonempty(&[path, symbol]) {
                     return Err(bad());
                 }
+                check_path(s, path)?;
+                check_ident(s, "function", symbol, true)?;
                 let (path, symbol) = (path.to_string(), symbol.to_string());
                 Ok(if kind == "uprobe" {
                     Probe::Uprobe { path, symbol }
@@ -210,7 +272,9 @@ pub struct SpanSpec {
 }
 
 fn check_name(name: &str) -> Result<(), SpecError> {
-    let ok = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if ok {
         Ok(())
     } else {
@@ -359,5 +423,55 @@ mod tests {
         let v: ValueSpec = "delay=usdt:/t:p:start:arg1".parse().unwrap();
         assert_eq!(v.arg, 1);
         assert!("bad name=usdt:/t:p:s:arg1".parse::<ValueSpec>().is_err());
+    }
+
+    #[test]
+    fn hostile_probe_specs_are_refused_with_the_reason() {
+        let hostile = [
+            r#"uprobe:/bin/true:main/{system("id")}"#,
+            "uprobe:/bin/true:main{",
+            "uprobe:/bin/true:ma;in",
+            "uprobe:/bin/true:main\nkprobe:do_exit",
+            "uprobe:/bin/true:$x",
+            "uprobe:/bin/tr ue:main",
+            "uprobe:/bin/tr\"ue:main",
+            "uprobe:/bin/tr,ue:main",
+            "usdt:/bin/true:p{:n",
+            "usdt:/bin/true:p:n;",
+            "usdt:/bin/$HOME:p:n",
+            "usdt:/bin/x'y:p:n",
+            "uretprobe:/bin/true:1main",
+        ];
+        for spec in hostile {
+            let spec = spec.replace("\\n", "\n");
+            let e = spec.parse::<Probe>().unwrap_err();
+            assert!(matches!(e, SpecError::Unsafe { .. }), "{spec:?} gave {e:?}");
+        }
+        let long = format!("uprobe:/bin/true:{}", "a".repeat(300));
+        assert!(long.parse::<Probe>().is_err());
+        let long_path = format!("uprobe:/{}:main", "a".repeat(5000));
+        assert!(long_path.parse::<Probe>().is_err());
+        // Real specs still parse.
+        for ok in [
+            "usdt:/usr/lib/x86_64-linux-gnu/libmirserver.so.58:mir_server_wayland:sw_buffer_committed",
+            "uprobe:./server:handle_request",
+            "uretprobe:/usr/lib/libc++.so.1:_ZN3foo3barEv",
+            "uprobe:/opt/app-1.2/bin/x:foo.constprop.0",
+        ] {
+            assert!(ok.parse::<Probe>().is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn hostile_span_names_are_refused() {
+        for name in ["a{b", "a b", "a;b", "a\nb", "a$", ""] {
+            let spec = format!("{name}=uprobe:/bin/true:main..uretprobe:/bin/true:main");
+            assert!(SpanSpec::parse(&spec, None).is_err(), "{name:?}");
+        }
+        let long = format!(
+            "{}=uprobe:/bin/true:main..uretprobe:/bin/true:main",
+            "n".repeat(65)
+        );
+        assert!(SpanSpec::parse(&long, None).is_err());
     }
 }

@@ -1,0 +1,135 @@
+//! Bad input and hostile use (issue 17, the part done so far): one SIGTERM always ends a
+//! blocked latscope, absurd parameter lists are refused before any work, probe specs cannot
+//! inject program text, and directories are not results.
+
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::util::{self, run, stderr, stdout};
+
+/// Starts latscope with `args` in its own process group, sends one SIGTERM after `after`, and
+/// returns how long it took to end after the signal and its exit code.
+fn terminate(args: &[&str], after: Duration) -> (Duration, Option<i32>) {
+    let mut child = util::latscope()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    // SAFETY: a plain kill(2) of the child we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if sent.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = sent.elapsed();
+    // Whatever it started (a benchmarked command) goes with its group.
+    // SAFETY: kill(2) of the process group we created for the child.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    (took, status.code())
+}
+
+#[test]
+fn one_sigterm_ends_a_wayland_read_blocked_opening_a_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("log.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (took, code) = terminate(
+        &["wayland", fifo.to_str().unwrap()],
+        Duration::from_millis(300),
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "still running {took:?} after SIGTERM"
+    );
+    assert_eq!(code, Some(128 + libc::SIGTERM));
+}
+
+#[test]
+fn one_sigterm_ends_a_benchmark_of_a_command_that_never_exits() {
+    let (took, code) = terminate(
+        &["bench", "--runs", "3", "sleep 1000"],
+        Duration::from_millis(300),
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "still running {took:?} after SIGTERM"
+    );
+    assert!(code.is_some(), "killed rather than ended");
+}
+
+#[test]
+fn a_million_command_cross_product_is_refused_before_any_work() {
+    let list = |name: &str| {
+        format!(
+            "{name}={}",
+            (1..=1000)
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
+    let (a, b) = (list("a"), list("b"));
+    let start = Instant::now();
+    let out = run(&["bench", "--runs", "1", "-L", &a, "-L", &b, "true {a} {b}"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("make 1000000 commands") && stderr(&out).contains("--max-commands"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_probe_spec_cannot_inject_program_text() {
+    for spec in [
+        r#"x=uprobe:/bin/true:main/{system("id")}..uretprobe:/bin/true:main"#,
+        "x=uprobe:/bin/true:main..uretprobe:/bin/true:main;kprobe:do_exit",
+        "x=usdt:/bin/true:p:n}..usdt:/bin/true:p:m",
+        "x{=uprobe:/bin/true:main..uretprobe:/bin/true:main",
+    ] {
+        let out = run(&["live", "--span", spec, "--print-program"]);
+        assert_eq!(out.status.code(), Some(2), "{spec}: {}", stdout(&out));
+        assert!(stdout(&out).is_empty(), "{spec}: a program was printed");
+    }
+    let out = run(&[
+        "live",
+        "--rate",
+        "uprobe:/bin/tr ue:main",
+        "--print-program",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("make a symlink"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_directory_is_not_a_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for args in [
+        vec!["compare", d, d],
+        vec!["report", d, "-o", "/dev/null"],
+        vec!["wayland", d],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(!stderr(&out).contains("panicked"), "{args:?}");
+    }
+}
