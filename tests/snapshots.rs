@@ -44,6 +44,14 @@ fn latscope_in(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Every format of a command that writes all four: (--format value, snapshot extension).
+const ALL_FORMATS: [(&str, &str); 4] = [
+    ("text", "txt"),
+    ("markdown", "md"),
+    ("csv", "csv"),
+    ("json", "json"),
+];
+
 fn docs() -> std::path::PathBuf {
     util::root().join("tests/data/docs")
 }
@@ -51,12 +59,7 @@ fn docs() -> std::path::PathBuf {
 #[test]
 fn a_wayland_analysis_renders_as_expected_in_every_format() {
     let dir = util::root().join("tests/data/wayland");
-    for (format, ext) in [
-        ("text", "txt"),
-        ("markdown", "md"),
-        ("csv", "csv"),
-        ("json", "json"),
-    ] {
+    for (format, ext) in ALL_FORMATS {
         let out = latscope_in(
             &dir,
             &["wayland", "-f", format, "weston-simple-shm.client.log"],
@@ -136,12 +139,7 @@ fn a_saved_ipc_lab_renders_as_expected_as_text_and_markdown() {
 #[test]
 fn saved_benchmarks_compare_as_expected_in_every_format() {
     let dir = docs();
-    for (format, ext) in [
-        ("text", "txt"),
-        ("markdown", "md"),
-        ("csv", "csv"),
-        ("json", "json"),
-    ] {
+    for (format, ext) in ALL_FORMATS {
         let out = latscope_in(
             &dir,
             &[

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use super::counters::{self, Counter, Event};
 
-/// What one run measured.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// What one run measured (also a run of the `bench` document).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunMeasure {
     /// wall time from releasing the child to its exit
     pub wall_ns: u64,
@@ -26,8 +26,29 @@ pub struct RunMeasure {
     pub exit_code: Option<i32>,
     /// killed because it ran past the timeout
     pub timed_out: bool,
-    /// counter values by event name (absent: not supported here)
+    /// counter values by event name, in the order opened (absent: not supported here); a JSON
+    /// object in documents
+    #[serde(with = "counters_as_map")]
     pub counters: Vec<(String, u64)>,
+}
+
+/// Counters as a JSON object (`{"task-clock": 123, ...}`), keeping their order.
+mod counters_as_map {
+    use serde::ser::SerializeMap;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(counters: &[(String, u64)], s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(counters.len()))?;
+        for (name, value) in counters {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, u64)>, D::Error> {
+        let map = std::collections::BTreeMap::<String, u64>::deserialize(d)?;
+        Ok(map.into_iter().collect())
+    }
 }
 
 /// Why a command could not be run.

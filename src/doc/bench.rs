@@ -17,24 +17,8 @@ pub struct RuleDoc {
     pub alpha: f64,
 }
 
-/// One timed run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Run {
-    /// wall time
-    pub wall_ns: u64,
-    /// user CPU time
-    pub user_ns: u64,
-    /// system CPU time
-    pub sys_ns: u64,
-    /// peak resident set
-    pub max_rss_kb: u64,
-    /// exit status (`None`: killed by a signal)
-    pub exit_code: Option<i32>,
-    /// killed by `--timeout`
-    pub timed_out: bool,
-    /// counter values by name
-    pub counters: BTreeMap<String, u64>,
-}
+/// One timed run: wall, user and system time, peak RSS, exit status, counters.
+pub use crate::bench::spawn::RunMeasure as Run;
 
 /// How a metric's values are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

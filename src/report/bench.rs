@@ -190,7 +190,7 @@ pub fn document(commands: &[BenchCommand], m: &Measured, a: &Analysis, rule: Rul
                 command: cmd.command.clone(),
                 argv: cmd.argv.clone(),
                 parameters: cmd.parameters.iter().cloned().collect(),
-                runs: m.runs[c].iter().map(run_doc).collect(),
+                runs: m.runs[c].clone(),
                 wall: crate::doc::Summary::of_points(&crate::stats::ab::points(&walls)),
                 metrics: a
                     .metrics
@@ -234,18 +234,6 @@ pub fn document(commands: &[BenchCommand], m: &Measured, a: &Analysis, rule: Rul
     doc
 }
 
-fn run_doc(r: &RunMeasure) -> d::Run {
-    d::Run {
-        wall_ns: r.wall_ns,
-        user_ns: r.user_ns,
-        sys_ns: r.sys_ns,
-        max_rss_kb: r.max_rss_kb,
-        exit_code: r.exit_code,
-        timed_out: r.timed_out,
-        counters: r.counters.iter().cloned().collect(),
-    }
-}
-
 /// The commands and runs of a saved `bench` document, to analyse again.
 pub fn commands_and_runs(doc: &BenchDoc) -> (Vec<BenchCommand>, Vec<Vec<RunMeasure>>) {
     doc.commands
@@ -257,20 +245,7 @@ pub fn commands_and_runs(doc: &BenchDoc) -> (Vec<BenchCommand>, Vec<Vec<RunMeasu
                 argv: c.argv.clone(),
                 parameters: c.parameters.clone().into_iter().collect(),
             };
-            let runs = c
-                .runs
-                .iter()
-                .map(|r| RunMeasure {
-                    wall_ns: r.wall_ns,
-                    user_ns: r.user_ns,
-                    sys_ns: r.sys_ns,
-                    max_rss_kb: r.max_rss_kb,
-                    exit_code: r.exit_code,
-                    timed_out: r.timed_out,
-                    counters: r.counters.clone().into_iter().collect(),
-                })
-                .collect();
-            (cmd, runs)
+            (cmd, c.runs.clone())
         })
         .unzip()
 }

@@ -118,6 +118,11 @@ pub fn points(xs: &[f64]) -> Vec<(f64, u64)> {
 pub fn quantile(points: &[(f64, u64)], q: f64) -> f64 {
     let total: u64 = points.iter().map(|p| p.1).sum();
     let rank = ((q * total as f64).ceil() as u64).max(1);
+    at_rank(points, rank).unwrap_or(0.0)
+}
+
+/// The `rank`-th smallest value (1-based) of ascending `(value, count)` points.
+fn at_rank(points: &[(f64, u64)], rank: u64) -> Option<f64> {
     let mut seen = 0;
     points
         .iter()
@@ -125,7 +130,7 @@ pub fn quantile(points: &[(f64, u64)], q: f64) -> f64 {
             seen += p.1;
             seen >= rank
         })
-        .map_or(0.0, |p| p.0)
+        .map(|p| p.0)
 }
 
 /// The median of ascending `(value, count)` points: the middle value, or the mean of the two
@@ -135,20 +140,10 @@ pub fn weighted_median(points: &[(f64, u64)]) -> Option<f64> {
     if n == 0 {
         return None;
     }
-    let at_rank = |rank: u64| {
-        let mut seen = 0;
-        points
-            .iter()
-            .find(|p| {
-                seen += p.1;
-                seen >= rank
-            })
-            .map_or(f64::NAN, |p| p.0)
-    };
     Some(if n % 2 == 1 {
-        at_rank(n / 2 + 1)
+        at_rank(points, n / 2 + 1)?
     } else {
-        (at_rank(n / 2) + at_rank(n / 2 + 1)) / 2.0
+        (at_rank(points, n / 2)? + at_rank(points, n / 2 + 1)?) / 2.0
     })
 }
 
