@@ -109,7 +109,7 @@ fn bench_results_compare_command_by_command() {
     // during one of them (2× was seen to flip under load).
     let (old, new) = (save("1000000", "old.json"), save("8000000", "new.json"));
     let doc = compare_json(&old, &new);
-    // Different command lines (2M and 4M iterations): paired by position.
+    // Different command lines (1M and 8M iterations): paired by position.
     let wall = item(&doc, &format!("wall time of `{} 1000000`", spin.display()));
     assert_eq!(wall["verdict"], "slower", "{wall}");
     // The same command in both: paired by its command line, nothing left over.
