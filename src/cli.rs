@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::values::{count, duration_s, duration_us, percent, size, whole_seconds};
+use crate::values::{count, duration_s, duration_us, payload, percent, size, whole_seconds};
 
 use latscope::ingest::wayland::{GroupBy, SpanKind, SpanOptions};
 use latscope::stats::{LinearSpec, Unit};
@@ -331,8 +331,9 @@ pub struct IpcArgs {
     /// Where the peer runs: thread, process (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "thread,process")]
     pub peer: Vec<String>,
-    /// Message sizes, comma-separated (8 B, a 32×32 8-bit mask, 64 KiB by default).
-    #[arg(long, value_delimiter = ',', default_value = "8,1KiB,64KiB", value_parser = size)]
+    /// Message sizes, comma-separated (8 B, a 32×32 8-bit mask, 64 KiB by default; at most
+    /// 64 MiB).
+    #[arg(long, value_delimiter = ',', default_value = "8,1KiB,64KiB", value_parser = payload)]
     pub payload: Vec<usize>,
     /// stream: the writer's buffer, flushed once this many bytes are buffered (a list).
     #[arg(long, value_delimiter = ',', default_value = "4096", value_parser = size)]

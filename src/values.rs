@@ -62,9 +62,26 @@ pub fn percent(text: &str) -> Result<f64, String> {
     }
 }
 
-/// A size in bytes (`8`, `1KiB`, `64K`, `1MiB`).
+/// A size in bytes (`8`, `1KiB`, `64K`, `1MiB`), at most 1 GiB.
 pub fn size(text: &str) -> Result<usize, String> {
-    latscope::lab::ipc::parse_size(text)
+    at_most(text, 1 << 30)
+}
+
+/// A message size (`--payload`), at most 64 MiB: the lab holds several copies of each message
+/// per side, and a larger one would only measure the allocator.
+pub fn payload(text: &str) -> Result<usize, String> {
+    at_most(text, 64 << 20)
+}
+
+fn at_most(text: &str, limit: usize) -> Result<usize, String> {
+    let n = latscope::lab::ipc::parse_size(text)?;
+    if n > limit {
+        return Err(format!(
+            "'{text}' is {n} bytes; at most {} MiB",
+            limit >> 20
+        ));
+    }
+    Ok(n)
 }
 
 /// A count of at least 1.
@@ -104,5 +121,7 @@ mod tests {
         assert!(count("0").is_err() && count("-2").is_err());
         assert_eq!(size("1KiB"), Ok(1024));
         assert!(size("1 parsec").is_err());
+        assert_eq!(payload("64MiB"), Ok(64 << 20));
+        assert!(payload("100000MiB").unwrap_err().contains("at most 64 MiB"));
     }
 }

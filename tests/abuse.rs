@@ -133,3 +133,17 @@ fn a_directory_is_not_a_result() {
         assert!(!stderr(&out).contains("panicked"), "{args:?}");
     }
 }
+
+#[test]
+fn an_absurd_payload_is_refused_before_any_allocation() {
+    let out = run(&[
+        "lab",
+        "ipc",
+        "--transport",
+        "pipe",
+        "--payload",
+        "100000MiB",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("at most 64 MiB"), "{}", stderr(&out));
+}
