@@ -147,3 +147,52 @@ fn an_absurd_payload_is_refused_before_any_allocation() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("at most 64 MiB"), "{}", stderr(&out));
 }
+
+#[test]
+fn one_sigterm_ends_a_live_trace_while_bpftrace_starts() {
+    if !crate::live::live_available() {
+        return;
+    }
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id().to_string();
+    let spec = "x=uprobe:/bin/sleep:main..uretprobe:/bin/sleep:main";
+    let (took, code) = terminate(
+        &["live", "--pid", &pid, "--span", spec],
+        Duration::from_millis(200),
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(
+        took < Duration::from_secs(3),
+        "still running {took:?} after SIGTERM"
+    );
+    assert!(code.is_some(), "killed rather than ended");
+}
+
+#[test]
+fn one_sigterm_ends_an_ipc_lab_run() {
+    let (took, code) = terminate(
+        &[
+            "lab",
+            "ipc",
+            "--transport",
+            "pipe,unix-stream",
+            "--peer",
+            "process",
+            "--count",
+            "100000000",
+            "--max-time",
+            "60s",
+        ],
+        Duration::from_millis(500),
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "still running {took:?} after SIGTERM"
+    );
+    // A graceful stop: the partial results are printed and the exit status is 0.
+    assert_eq!(code, Some(0));
+}
