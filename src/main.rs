@@ -29,8 +29,22 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("latscope: error: {error:#}");
+            eprintln!("latscope: error: {}", message(&error));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes, each cause once: library errors already name their source in
+/// their own message (`cannot open 'x': No such file…`), so it is not repeated.
+fn message(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }

@@ -196,3 +196,154 @@ fn one_sigterm_ends_an_ipc_lab_run() {
     // A graceful stop: the partial results are printed and the exit status is 0.
     assert_eq!(code, Some(0));
 }
+
+/// Runs latscope in `dir` with its output in files; returns its exit code, its stderr and its
+/// peak RSS in KiB (from wait4, so it is latscope's own).
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
+fn run_measured(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, i64) {
+    let err = dir.join("stderr.txt");
+    let child = util::latscope()
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("stdout.txt")).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: waits for the child we spawned; status and usage are valid for writes.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, std::fs::read_to_string(err).unwrap(), usage.ru_maxrss)
+}
+
+/// Writes the bad inputs every file-reading command is tried on.
+fn bad_inputs(dir: &std::path::Path) {
+    let doc = |edit: &str| {
+        std::fs::read_to_string(util::root().join("tests/data/docs/spans-live.json"))
+            .unwrap()
+            .replacen("\"count\":1000", edit, 1)
+    };
+    let files: [(&str, Vec<u8>); 9] = [
+        ("empty.json", Vec::new()),
+        (
+            "garbage.bin",
+            (0..3000u32).map(|i| (i * 7919 % 251) as u8).collect(),
+        ),
+        (
+            "truncated.json",
+            doc("\"count\":1000").as_bytes()[..700].to_vec(),
+        ),
+        ("negative.json", doc("\"count\":-5").into_bytes()),
+        ("nan.json", doc("\"count\":\"NaN\"").into_bytes()),
+        ("huge.json", doc("\"count\":1e300").into_bytes()),
+        (
+            "wrong-kind.json",
+            br#"{"kind":"flamegraph","version":1}"#.to_vec(),
+        ),
+        ("newer.json", br#"{"kind":"spans","version":7}"#.to_vec()),
+        ("no-kind.json", br#"{"spans":[]}"#.to_vec()),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    std::fs::create_dir(dir.join("a-directory")).unwrap();
+}
+
+#[test]
+fn bad_inputs_give_a_clear_error_no_panic_and_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bad_inputs(d);
+    let expected = [
+        ("empty.json", "not JSON: EOF"),
+        ("garbage.bin", "not UTF-8 text"),
+        ("truncated.json", "not JSON: EOF while parsing"),
+        ("negative.json", "invalid value: integer `-5`"),
+        ("nan.json", "invalid type: string \"NaN\""),
+        ("huge.json", "invalid type: floating point `1e+300`"),
+        ("wrong-kind.json", "unknown kind \"flamegraph\""),
+        ("newer.json", "a spans document of version 7"),
+        ("no-kind.json", "no \"kind\""),
+        ("a-directory", "Is a directory"),
+        ("missing.json", "No such file"),
+    ];
+    let mut table = String::new();
+    for (file, message) in expected {
+        for cmd in [
+            vec!["compare", file, file],
+            vec!["report", file, "-o", "r.html"],
+            vec!["plot", file, "-o", "p.svg"],
+            vec!["export", file, "--to", "hlog"],
+            vec!["bench", "--compare", file, file],
+        ] {
+            let (code, err, rss) = run_measured(d, &cmd);
+            table.push_str(&format!(
+                "{code:?} {rss:>7} KiB  {cmd:?}: {}",
+                err.lines().next().unwrap_or("")
+            ));
+            table.push('\n');
+            assert_eq!(code, Some(1), "{cmd:?}: {err}");
+            assert!(
+                err.contains(message),
+                "{cmd:?}: expected '{message}' in: {err}"
+            );
+            assert!(!err.contains("panicked"), "{cmd:?}: {err}");
+            assert!(rss < 100 * 1024, "{cmd:?} used {rss} KiB");
+        }
+    }
+    eprintln!("{table}");
+}
+
+#[test]
+fn usage_mistakes_exit_2_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: [(&[&str], &str); 9] = [
+        (&["lab", "queue", "--batches", "0"], "--batches"),
+        (&["lab", "queue", "--sweep", "gap="], "has no values"),
+        (&["lab", "queue", "--prep", "soon"], "--prep"),
+        (&["bench", "--runs", "0", "true"], "--runs"),
+        (&["bench", "--noise", "150%", "true"], "--noise"),
+        (
+            &["bench", "-n", "a", "-n", "b", "true"],
+            "at most one name per command",
+        ),
+        (
+            &[
+                "live",
+                "--duration",
+                "1.5s",
+                "--span",
+                "x=uprobe:/bin/true:main..uretprobe:/bin/true:main",
+            ],
+            "--duration",
+        ),
+        (&["lab", "ipc", "--count", "0"], "--count"),
+        (
+            &["compare", "--format", "csv", "a", "b"],
+            "does not write --format csv",
+        ),
+    ];
+    for (args, message) in rows {
+        let (code, err, _) = run_measured(dir.path(), args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(message),
+            "{args:?}: expected '{message}' in: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_benchmarked_command_that_forks_a_daemon_or_floods_its_output_is_measured_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    for command in ["sleep 30 & exit 0", "head -c 100000000 /dev/zero"] {
+        let start = Instant::now();
+        let (code, err, rss) =
+            run_measured(dir.path(), &["bench", "--runs", "2", "--shell", command]);
+        assert_eq!(code, Some(0), "{command}: {err}");
+        assert!(start.elapsed() < Duration::from_secs(20), "{command}");
+        assert!(rss < 100 * 1024, "{command}: {rss} KiB");
+    }
+}

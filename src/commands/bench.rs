@@ -182,14 +182,12 @@ fn progress(s: &Schedule, commands: usize) -> ProgressBar {
 
 /// Reads a saved `bench` document.
 fn load(path: &std::path::Path) -> Result<BenchDoc> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    match doc::read(&path.display().to_string(), &text)? {
-        Document::Bench(d) => Ok(d),
+    match super::compare::load(path)?.document {
+        Some(Document::Bench(d)) => Ok(d),
         other => bail!(
             "{} is a {} result, not a bench result",
             path.display(),
-            other.kind().name()
+            other.map_or("foreign", |d| d.kind().name())
         ),
     }
 }

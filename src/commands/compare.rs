@@ -10,8 +10,13 @@ use latscope::stats::change::Rule;
 
 /// Reads any saved result.
 pub fn load(path: &std::path::Path) -> Result<Loaded> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        anyhow::anyhow!(
+            "{}: not a result (not UTF-8 text: latscope, bpftrace and .hlog results are text)",
+            path.display()
+        )
+    })?;
     Ok(doc::load(&path.display().to_string(), &text)?)
 }
 
@@ -44,6 +49,9 @@ pub fn comparison(
 
 /// Runs `latscope compare`.
 pub fn run(args: &CompareArgs) -> Result<()> {
+    if args.format == Format::Csv {
+        crate::commands::unsupported("compare", args.format);
+    }
     let (b, a) = (
         args.before.display().to_string(),
         args.after.display().to_string(),

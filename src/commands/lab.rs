@@ -12,7 +12,13 @@ use latscope::stats::{Unit, parse_duration};
 /// Runs `latscope lab queue`.
 pub fn queue(args: &QueueArgs) -> Result<()> {
     let base = base_params(args)?;
-    let configs = sweep_configs(base, &args.sweep)?;
+    // A mistake in --sweep is a usage error, like any other option's (exit 2).
+    let configs = sweep_configs(base, &args.sweep).unwrap_or_else(|e| {
+        use clap::CommandFactory;
+        crate::cli::Cli::command()
+            .error(clap::error::ErrorKind::ValueValidation, format!("{e:#}"))
+            .exit()
+    });
     let unit = args.unit.unit();
     let mode = if args.real {
         QueueMode::Real
@@ -107,6 +113,9 @@ fn sweep_configs(base: Params, sweeps: &[String]) -> Result<Vec<Config>> {
         let Some((name, values)) = sweep.split_once('=') else {
             bail!("--sweep expects NAME=v1,v2,..., got '{sweep}'");
         };
+        if values.split(',').all(|v| v.trim().is_empty()) {
+            bail!("--sweep {name}= has no values: give NAME=v1,v2,...");
+        }
         let mut next = Vec::new();
         for (labels, p) in &configs {
             for value in values.split(',').map(str::trim).filter(|v| !v.is_empty()) {
