@@ -368,6 +368,10 @@ pub struct IpcArgs {
     /// Also print each configuration's histogram.
     #[arg(long)]
     pub detail: bool,
+    /// Refuse, before running anything, more configurations than this (the product of the
+    /// lists; each configuration runs for up to --max-time).
+    #[arg(long, default_value_t = 1000, value_parser = count)]
+    pub max_configs: u64,
     /// Output format: text, json (the `lab-ipc` document, ns) or markdown.
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -299,8 +299,20 @@ fn bad_inputs_give_a_clear_error_no_panic_and_bounded_memory() {
 #[test]
 fn usage_mistakes_exit_2_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
-    let rows: [(&[&str], &str); 9] = [
+    let rates = (1..=2000)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let rows: [(&[&str], &str); 11] = [
+        (
+            &["lab", "ipc", "--pattern", "open-loop", "--rate", &rates],
+            "--max-configs",
+        ),
         (&["lab", "queue", "--batches", "0"], "--batches"),
+        (
+            &["lab", "queue", "--batches", "100000000000"],
+            "more than half of this machine's",
+        ),
         (&["lab", "queue", "--sweep", "gap="], "has no values"),
         (&["lab", "queue", "--prep", "soon"], "--prep"),
         (&["bench", "--runs", "0", "true"], "--runs"),
@@ -345,5 +357,45 @@ fn a_benchmarked_command_that_forks_a_daemon_or_floods_its_output_is_measured_in
         assert_eq!(code, Some(0), "{command}: {err}");
         assert!(start.elapsed() < Duration::from_secs(20), "{command}");
         assert!(rss < 100 * 1024, "{command}: {rss} KiB");
+    }
+}
+
+#[test]
+fn one_sigterm_ends_every_other_command_while_it_is_blocked_or_busy() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("result.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let f = fifo.to_str().unwrap();
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    let rows: [&[&str]; 6] = [
+        &["compare", f, f],
+        &["report", f, "-o", o],
+        &["plot", f, "-o", o],
+        &["export", f, "--to", "hlog"],
+        &[
+            "lab",
+            "queue",
+            "--real",
+            "--batches",
+            "100000000",
+            "--exec",
+            "1ms",
+        ],
+        &["demo"],
+    ];
+    for args in rows {
+        let (took, code) = terminate(args, Duration::from_millis(400));
+        assert!(
+            took < Duration::from_secs(3),
+            "{args:?}: still running {took:?} after SIGTERM"
+        );
+        assert!(code.is_some() || took < Duration::from_secs(3), "{args:?}");
     }
 }

@@ -103,10 +103,31 @@ fn settings(args: &IpcArgs) -> Settings {
     }
 }
 
+/// Refuses, before building it, a matrix of more configurations than `--max-configs`: each one
+/// runs for up to --max-time.
+fn check_size(args: &IpcArgs) {
+    let lists = [
+        args.transport.len().max(Transport::ALL.len()),
+        args.peer.len(),
+        args.payload.len(),
+        args.flush_bytes.len() + args.burst.len() + args.segments.len() + args.rate.len() + 1,
+    ];
+    let total = lists
+        .iter()
+        .fold(1u128, |n, &k| n.saturating_mul(k.max(1) as u128));
+    if total > u128::from(args.max_configs) {
+        usage(format!(
+            "these lists make up to {total} configurations; at most {} (--max-configs raises the limit)",
+            args.max_configs
+        ));
+    }
+}
+
 /// Builds the matrix from the command line; impossible options are usage errors.
 pub fn plan(args: &IpcArgs) -> Plan {
     let settings = settings(args);
     let payloads = &args.payload;
+    check_size(args);
     let peers = peers(args);
     let mut configs = Vec::new();
     let mut skipped = Vec::new();

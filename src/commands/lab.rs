@@ -19,6 +19,9 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
             .error(clap::error::ErrorKind::ValueValidation, format!("{e:#}"))
             .exit()
     });
+    for (_, p) in &configs {
+        check_memory(p.batches);
+    }
     let unit = args.unit.unit();
     let mode = if args.real {
         QueueMode::Real
@@ -44,6 +47,36 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
         Format::Csv => crate::commands::unsupported("lab queue", args.format),
     };
     crate::commands::print(&text)
+}
+
+/// Every request is kept (its stages are reported), so the requests must fit in memory: refuse,
+/// before any work, a `--batches` that would need more than half of this machine's memory.
+fn check_memory(batches: u64) {
+    // A request, plus the vectors that hold it while the model runs, about three times over.
+    let per_request = 3 * std::mem::size_of::<model::Request>() as u128;
+    let need = u128::from(batches) * per_request;
+    // SAFETY: sysinfo fills the struct it is given.
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    let total = if unsafe { libc::sysinfo(&mut info) } == 0 {
+        u128::from(info.totalram) * u128::from(info.mem_unit)
+    } else {
+        return;
+    };
+    if need > total / 2 {
+        use clap::CommandFactory;
+        let gib = |b: u128| b as f64 / f64::from(1u32 << 30);
+        crate::cli::Cli::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                format!(
+                    "--batches {batches} keeps every request: about {:.1} GiB, more than half of this machine's {:.1} GiB; at most {} here",
+                    gib(need),
+                    gib(total),
+                    total / 2 / per_request
+                ),
+            )
+            .exit()
+    }
 }
 
 fn run_one(p: &Params, args: &QueueArgs) -> RunReport {
