@@ -86,7 +86,7 @@ fn a_sweep_ranks_and_marks_the_configurations_where_the_measures_disagree() {
 #[test]
 fn bad_parameters_are_refused_with_the_names_that_exist() {
     let out = run(&["lab", "queue", "--sweep", "speed=1,2"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("unknown parameter 'speed'"),
         "{}",
