@@ -266,6 +266,114 @@ pub enum LabCommand {
     /// The peer program of a D-Bus process peer (started by `latscope lab ipc`).
     #[command(hide = true)]
     IpcPeer(IpcPeerArgs),
+    /// Requests on a real X server, per request: image uploads over the socket vs MIT-SHM
+    /// with K segments, and the RandR screen-configuration query in- vs out-of-process.
+    #[command(long_about = X11_ABOUT, after_help = X11_EXAMPLES)]
+    X11(X11Args),
+    /// The D-Bus backend of `latscope lab x11 config --via dbus` (started by the lab).
+    #[command(hide = true)]
+    X11Backend(X11BackendArgs),
+}
+
+const X11_ABOUT: &str = "\
+Requests on a real X server, timed one by one, as distributions.
+
+The server: --display, else $DISPLAY, else a private Xvfb that latscope starts (no TCP, its own
+authorization cookie, a free display number) and stops at the end. The report names it.
+
+Patterns (any of them; several run one after the other):
+  round-trip  GetInputFocus and its reply (what XSync sends): the floor of any synchronous call
+  upload      images into a pixmap of --depth, --size WxH, by --method:
+                put  PutImage (ZPixmap) over the socket, then a round trip to know it is drawn
+                shm  ShmPutImage from --segments K MIT-SHM segments (memfds passed by fd); a
+                     segment is rewritten only after the server's ShmCompletion event for it,
+                     so K uploads are in flight: latency grows with K, time per upload shrinks
+              --pipelined issues back to back with one sync at the end (x11perf's -putimageN /
+              -shmputN; shm then reuses one segment unsafely): the request stream only.
+              After each configuration the pixmap is read back (GetImage) and compared with the
+              last image uploaded.
+  config      libkscreen's query: RandR GetScreenResourcesCurrent, GetOutputInfo and the EDID
+              property of every output, GetCrtcInfo of every CRTC. --via inproc runs it here;
+              --via dbus asks a backend process over a private dbus-daemon, which returns the
+              configuration serialized. --cache on answers from the last result until a RandR
+              notify event says it changed (libkscreen's backends cache).
+
+Comma lists (--method, --size, --depth, --segments, --via, --cache) make a cross product, one
+row each, fastest median first. Per row: min/p50/p99/max latency, operations/s and MB/s (apart
+from latency), context switches and CPU time per operation of the client, the X server (found
+by the socket's peer credentials, read from /proc), the backend and dbus-daemon.
+
+Sizes take WxH; durations take ns, us, ms, s.";
+
+const X11_EXAMPLES: &str = "\
+Examples:
+  latscope lab x11 upload --method put,shm --segments 1,4,16,64     # Java2D: 32x32 A8 masks, socket vs MIT-SHM
+  latscope lab x11 upload --size 10x10,100x100 --depth 24 --pipelined   # next to x11perf -putimage10 / -shmput10
+  latscope lab x11 config --via inproc,dbus --cache off,on           # libkscreen: in-process vs the D-Bus backend
+  latscope lab x11 round-trip upload config --display :0 --format json --save x11.json
+  latscope compare before.json x11.json; latscope report x11.json -o x11.html
+
+Exit status: 0 success, 1 error (no server, the server died, a configuration failed), 2 usage.";
+
+/// `latscope lab x11`
+#[derive(Debug, Args)]
+pub struct X11Args {
+    /// What to measure: round-trip, upload, config (default: all three).
+    #[arg(value_name = "PATTERN")]
+    pub patterns: Vec<String>,
+    /// The X server (default: $DISPLAY, else a private Xvfb).
+    #[arg(long)]
+    pub display: Option<String>,
+    /// upload: put (PutImage over the socket), shm (MIT-SHM), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "put,shm")]
+    pub method: Vec<String>,
+    /// upload: image sizes WxH, comma-separated (Java2D's mask tiles are 32x32).
+    #[arg(long, value_delimiter = ',', default_value = "32x32", value_parser = crate::values::wxh)]
+    pub size: Vec<(u16, u16)>,
+    /// upload: the pixmap's depth: 8 (an alpha mask), 24 or 32 (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "8", value_parser = crate::values::depth)]
+    pub depth: Vec<u8>,
+    /// upload with shm: segments rotated (comma-separated; at least 1).
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub segments: Vec<u32>,
+    /// upload: issue back to back with one sync at the end (x11perf's measure).
+    #[arg(long)]
+    pub pipelined: bool,
+    /// config: inproc, dbus (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "inproc,dbus")]
+    pub via: Vec<String>,
+    /// config: off, on (comma-separated): answer from a cache refreshed on RandR events.
+    #[arg(long, value_delimiter = ',', default_value = "off")]
+    pub cache: Vec<String>,
+    /// Measured operations per configuration (at most; at least 1).
+    #[arg(long, short = 'n', default_value_t = 10_000, value_parser = count)]
+    pub count: u64,
+    /// Operations before measuring.
+    #[arg(long, default_value_t = 200)]
+    pub warmup: u64,
+    /// Stop measuring a configuration after this long: 1s, 500ms (bare: s).
+    #[arg(long, default_value = "1s", value_parser = duration_s)]
+    pub max_time: std::time::Duration,
+    /// An argument for the private Xvfb (repeatable), e.g. `--xvfb-arg=-extension
+    /// --xvfb-arg=MIT-SHM`, or a screen: `--xvfb-arg=-screen --xvfb-arg=0 --xvfb-arg=640x480x24`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub xvfb_arg: Vec<String>,
+    /// Refuse, before running anything, more configurations than this.
+    #[arg(long, default_value_t = 1000, value_parser = count)]
+    pub max_configs: u64,
+    /// Output format: text, json (the `lab-x11` document, ns) or markdown.
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Also write the JSON result to this file.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+}
+
+/// `latscope lab x11-backend`
+#[derive(Debug, Args)]
+pub struct X11BackendArgs {
+    /// The private bus's address.
+    pub address: String,
 }
 
 const IPC_ABOUT: &str = "\

@@ -25,6 +25,8 @@ fn main() -> ExitCode {
         cli::Command::Lab(cli::LabCommand::Queue(args)) => commands::lab::queue(args),
         cli::Command::Lab(cli::LabCommand::Ipc(args)) => commands::ipc::run(args),
         cli::Command::Lab(cli::LabCommand::IpcPeer(args)) => commands::ipc::peer(args),
+        cli::Command::Lab(cli::LabCommand::X11(args)) => commands::x11::run(args),
+        cli::Command::Lab(cli::LabCommand::X11Backend(args)) => commands::x11::backend(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

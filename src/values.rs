@@ -93,6 +93,28 @@ pub fn count(text: &str) -> Result<u64, String> {
     }
 }
 
+/// An image size `WxH` in pixels, each 1 to 32767 (the X11 limit).
+pub fn wxh(text: &str) -> Result<(u16, u16), String> {
+    let bad = || format!("'{text}' is not a size WxH such as 32x32 (1 to 32767 each)");
+    let (w, h) = text.split_once(['x', 'X']).ok_or_else(bad)?;
+    let side = |v: &str| {
+        v.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|&n| (1..=32767).contains(&n))
+            .ok_or_else(bad)
+    };
+    Ok((side(w)?, side(h)?))
+}
+
+/// A pixmap depth X servers offer: 1, 4, 8, 15, 16, 24 or 32.
+pub fn depth(text: &str) -> Result<u8, String> {
+    text.parse::<u8>()
+        .ok()
+        .filter(|d| [1, 4, 8, 15, 16, 24, 32].contains(d))
+        .ok_or_else(|| format!("'{text}' is not a pixmap depth (1, 4, 8, 15, 16, 24 or 32)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +145,22 @@ mod tests {
         assert!(size("1 parsec").is_err());
         assert_eq!(payload("64MiB"), Ok(64 << 20));
         assert!(payload("100000MiB").unwrap_err().contains("at most 64 MiB"));
+    }
+
+    #[test]
+    fn image_sizes_are_width_by_height_within_the_x11_limit() {
+        assert_eq!(wxh("32x32"), Ok((32, 32)));
+        assert_eq!(wxh("10X100"), Ok((10, 100)));
+        for bad in ["32", "0x4", "4x0", "40000x1", "axb", "-1x2"] {
+            assert!(wxh(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn depths_are_the_ones_x_servers_offer() {
+        assert_eq!(depth("8"), Ok(8));
+        assert_eq!(depth("24"), Ok(24));
+        assert!(depth("7").is_err());
+        assert!(depth("64").is_err());
     }
 }

@@ -151,6 +151,11 @@ pub fn items(file: &str, doc: &Document) -> Result<Vec<Item>, DocError> {
             .iter()
             .map(|r| Item::from_histogram(r.label(), None, r.dist.summary, Some(&r.dist.histogram)))
             .collect(),
+        Document::LabX11(d) => d
+            .results
+            .iter()
+            .map(|r| Item::from_histogram(r.label(), None, r.dist.summary, Some(&r.dist.histogram)))
+            .collect(),
         Document::LabQueue(d) => d
             .rows
             .iter()

@@ -23,6 +23,7 @@ pub mod lab;
 pub mod probes;
 mod read;
 pub mod spans;
+pub mod x11;
 
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +46,8 @@ pub enum Kind {
     LabIpc,
     /// the queue lab (`latscope lab queue`)
     LabQueue,
+    /// the X11 lab (`latscope lab x11`)
+    LabX11,
     /// a comparison (`latscope compare`)
     Compare,
     /// USDT probes (`latscope probes`)
@@ -53,11 +56,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Spans,
         Kind::Bench,
         Kind::LabIpc,
         Kind::LabQueue,
+        Kind::LabX11,
         Kind::Compare,
         Kind::Probes,
     ];
@@ -69,6 +73,7 @@ impl Kind {
             Kind::Bench => "bench",
             Kind::LabIpc => "lab-ipc",
             Kind::LabQueue => "lab-queue",
+            Kind::LabX11 => "lab-x11",
             Kind::Compare => "compare",
             Kind::Probes => "probes",
         }
@@ -91,6 +96,8 @@ pub enum Document {
     LabIpc(lab::LabIpcDoc),
     /// `lab-queue`
     LabQueue(lab::LabQueueDoc),
+    /// `lab-x11`
+    LabX11(x11::LabX11Doc),
     /// `compare`
     Compare(compare::CompareDoc),
     /// `probes`
@@ -105,6 +112,7 @@ impl Document {
             Document::Bench(_) => Kind::Bench,
             Document::LabIpc(_) => Kind::LabIpc,
             Document::LabQueue(_) => Kind::LabQueue,
+            Document::LabX11(_) => Kind::LabX11,
             Document::Compare(_) => Kind::Compare,
             Document::Probes(_) => Kind::Probes,
         }
@@ -117,6 +125,7 @@ impl Document {
             Document::Bench(d) => serde_json::to_value(d),
             Document::LabIpc(d) => serde_json::to_value(d),
             Document::LabQueue(d) => serde_json::to_value(d),
+            Document::LabX11(d) => serde_json::to_value(d),
             Document::Compare(d) => serde_json::to_value(d),
             Document::Probes(d) => serde_json::to_value(d),
         };
@@ -130,6 +139,7 @@ impl Document {
             Document::Bench(d) => d.check(),
             Document::LabIpc(d) => d.check(),
             Document::LabQueue(d) => d.check(),
+            Document::LabX11(d) => d.check(),
             Document::Compare(d) => d.check(),
             Document::Probes(_) => Ok(()),
         }

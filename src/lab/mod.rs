@@ -2,8 +2,12 @@
 //!
 //! [`ipc`] measures what each IPC transport costs per message, as distributions.
 //!
+//! [`x11`] measures requests on a real X server: image uploads over the socket or MIT-SHM, and
+//! the RandR screen-configuration query in or out of process.
+//!
 //! [`queue`] models and runs a submission pipeline whose queue coalesces work, where
 //! "total time ÷ batches" and per-request latency disagree (the i915 gem_exec_nop critique).
 
 pub mod ipc;
 pub mod queue;
+pub mod x11;

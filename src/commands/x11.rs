@@ -1,0 +1,265 @@
+//! `latscope lab x11`: build the configurations, find or start the server, run, print.
+
+use anyhow::{Context, Result, bail};
+use clap::CommandFactory;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::{Cli, Format, X11Args, X11BackendArgs};
+use latscope::doc::lab::Timer;
+use latscope::lab::ipc::clock::{Monotonic, timer_overhead};
+use latscope::lab::x11::report::{self, X11Report};
+use latscope::lab::x11::run::{Lab, Outcome, Stop};
+use latscope::lab::x11::server::Server;
+use latscope::lab::x11::{Method, Pattern, Settings, Upload, Via};
+
+/// A usage error: printed by clap, exit status 2.
+fn usage(message: impl std::fmt::Display) -> ! {
+    Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, message)
+        .exit()
+}
+
+const PATTERNS: [&str; 3] = ["round-trip", "upload", "config"];
+
+fn parse_list<T>(
+    option: &str,
+    names: &[String],
+    parse: impl Fn(&str) -> Option<T>,
+    known: &str,
+) -> Vec<T> {
+    names
+        .iter()
+        .map(|n| {
+            parse(n).unwrap_or_else(|| {
+                usage(format!("{option}: unknown value '{n}' (one of: {known})"))
+            })
+        })
+        .collect()
+}
+
+fn uploads(args: &X11Args) -> Vec<Pattern> {
+    let methods = parse_list("--method", &args.method, Method::parse, "put, shm");
+    let mut out = Vec::new();
+    for &method in &methods {
+        for &(width, height) in &args.size {
+            for &depth in &args.depth {
+                let segments: Vec<u32> = if method == Method::Shm && !args.pipelined {
+                    args.segments.clone()
+                } else {
+                    vec![1]
+                };
+                for k in segments {
+                    out.push(Pattern::Upload(Upload {
+                        method,
+                        width,
+                        height,
+                        depth,
+                        segments: k,
+                        pipelined: args.pipelined,
+                    }));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn configs(args: &X11Args) -> Vec<Pattern> {
+    let vias = parse_list("--via", &args.via, Via::parse, "inproc, dbus");
+    let caches = parse_list(
+        "--cache",
+        &args.cache,
+        |c| match c {
+            "off" | "no" => Some(false),
+            "on" | "yes" => Some(true),
+            _ => None,
+        },
+        "off, on",
+    );
+    vias.iter()
+        .flat_map(|&via| {
+            caches
+                .iter()
+                .map(move |&cache| Pattern::Config { via, cache })
+        })
+        .collect()
+}
+
+/// Refuses, before building it, more configurations than `--max-configs`.
+fn check_size(args: &X11Args) {
+    let uploads = [
+        args.method.len(),
+        args.size.len(),
+        args.depth.len(),
+        args.segments.len(),
+    ]
+    .iter()
+    .fold(1u128, |n, &k| n.saturating_mul(k.max(1) as u128));
+    let total = uploads + (args.via.len() * args.cache.len()) as u128 + 1;
+    if total > u128::from(args.max_configs) {
+        usage(format!(
+            "these lists make up to {total} configurations; at most {} (--max-configs raises the limit)",
+            args.max_configs
+        ));
+    }
+}
+
+/// The configurations asked for, in the order given.
+pub fn plan(args: &X11Args) -> Vec<Pattern> {
+    check_size(args);
+    for p in &args.patterns {
+        if !PATTERNS.contains(&p.as_str()) {
+            usage(format!(
+                "unknown pattern '{p}' (one of: {})",
+                PATTERNS.join(", ")
+            ));
+        }
+    }
+    let wanted = |name: &str| args.patterns.is_empty() || args.patterns.iter().any(|p| p == name);
+    let mut out = Vec::new();
+    if wanted("round-trip") {
+        out.push(Pattern::RoundTrip);
+    }
+    if wanted("upload") {
+        out.extend(uploads(args));
+    }
+    if wanted("config") {
+        out.extend(configs(args));
+    }
+    out
+}
+
+fn settings(args: &X11Args) -> Settings {
+    Settings {
+        count: args.count,
+        warmup: args.warmup,
+        max_time_ns: u64::try_from(args.max_time.as_nanos()).unwrap_or(u64::MAX),
+    }
+}
+
+/// What a run gave.
+struct Ran {
+    outcomes: Vec<Outcome>,
+    skipped: Vec<(String, String)>,
+    interrupted: bool,
+    server_gone: bool,
+}
+
+fn execute(server: &Server, patterns: &[Pattern], settings: &Settings) -> Ran {
+    let cancel = crate::signals::cancel_on_interrupt();
+    let mut lab = Lab::new(
+        server,
+        settings.clone(),
+        cancel.clone(),
+        std::env::current_exe().ok(),
+    );
+    let bar = ProgressBar::new(patterns.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{pos}/{len} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut ran = Ran {
+        outcomes: Vec::new(),
+        skipped: Vec::new(),
+        interrupted: false,
+        server_gone: false,
+    };
+    for p in patterns {
+        if cancel.is_raised() {
+            break;
+        }
+        bar.set_message(p.to_string());
+        match lab.run(p) {
+            Ok(o) => {
+                let failed = o.stop == Stop::Failed;
+                ran.outcomes.push(o);
+                if failed && !server.alive() {
+                    ran.server_gone = true;
+                    break;
+                }
+            }
+            Err(e) if !server.alive() => {
+                ran.skipped.push((p.to_string(), e.to_string()));
+                ran.server_gone = true;
+                break;
+            }
+            Err(e) => ran.skipped.push((p.to_string(), e.to_string())),
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    ran.interrupted = cancel.is_raised();
+    ran
+}
+
+fn render(doc: &latscope::doc::x11::LabX11Doc, format: Format) -> String {
+    match format {
+        Format::Text => report::text(doc),
+        Format::Json => latscope::doc::to_json(doc, false),
+        Format::Markdown => report::markdown(doc),
+        Format::Csv => crate::commands::unsupported("lab x11", format),
+    }
+}
+
+/// Runs `latscope lab x11`.
+pub fn run(args: &X11Args) -> Result<()> {
+    let patterns = plan(args);
+    let settings = settings(args);
+    let cancel = crate::signals::cancel_on_interrupt();
+    let server = Server::open(args.display.as_deref(), &args.xvfb_arg, &cancel)?;
+    let t = timer_overhead(&Monotonic, 100_000);
+    let ran = execute(&server, &patterns, &settings);
+    let doc = report::document(&X11Report {
+        server: &server.info,
+        timer: Timer {
+            clock: "CLOCK_MONOTONIC".to_string(),
+            median_ns: t.median_ns,
+            min_ns: t.min_ns,
+            reads: t.reads,
+            resolution_ns: t.resolution_ns,
+        },
+        settings: &settings,
+        outcomes: &ran.outcomes,
+        skipped: &ran.skipped,
+        interrupted: ran.interrupted,
+    });
+    crate::commands::print(&render(&doc, args.format))?;
+    if let Some(path) = &args.save {
+        std::fs::write(path, latscope::doc::to_json(&doc, false))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if ran.server_gone {
+        bail!(
+            "the X server {} went away during the run; the rows measured before are printed above",
+            server.info.display
+        );
+    }
+    let failed: Vec<String> = doc
+        .results
+        .iter()
+        .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.label())))
+        .collect();
+    if !failed.is_empty() {
+        bail!(
+            "{} configuration(s) failed; what they measured is printed above:\n  {}",
+            failed.len(),
+            failed.join("\n  ")
+        );
+    }
+    if doc.results.is_empty() && !ran.interrupted {
+        bail!(
+            "nothing could run: {}",
+            ran.skipped
+                .iter()
+                .map(|(c, w)| format!("{c}: {w}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// Runs the hidden `latscope lab x11-backend`.
+pub fn backend(args: &X11BackendArgs) -> Result<()> {
+    latscope::lab::x11::backend::serve(&args.address).context("x11 backend")
+}

@@ -1,0 +1,443 @@
+//! One configuration end to end: set up (pixmap, segments, backend), warm up, measure until
+//! `--count` operations or `--max-time`, read every side's CPU time and context switches
+//! around the measured phase, and check the bytes.
+//!
+//! A failure in the middle of the measured phase (the server killed, a protocol error) keeps
+//! what was measured and says what failed; a failure while setting up is returned as an error
+//! so the caller can skip the configuration with the reason.
+
+use std::path::PathBuf;
+
+use x11rb::rust_connection::RustConnection;
+
+use super::backend::Backend;
+use super::screen::{self, Cached};
+use super::server::Server;
+use super::upload::{self, ShmRing, Target};
+use super::{Method, Pattern, Settings, Upload, Via, X11Error};
+use crate::ingest::Cancel;
+use crate::lab::ipc::clock::monotonic_ns;
+use crate::lab::ipc::transport::dbus::Bus;
+use crate::lab::ipc::usage::{self, Scope, Usage};
+use crate::stats::Distribution;
+
+/// What one latency sample spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meaning {
+    /// a request and its reply
+    RoundTrip,
+    /// issuing an upload → knowing the server is done with its data
+    UntilDone,
+    /// issuing one request only (pipelined)
+    Issue,
+    /// the whole configuration query, as the caller sees it
+    Query,
+}
+
+impl Meaning {
+    /// The name in the document.
+    pub fn name(self) -> &'static str {
+        match self {
+            Meaning::RoundTrip => "round-trip",
+            Meaning::UntilDone => "until-done",
+            Meaning::Issue => "issue",
+            Meaning::Query => "query",
+        }
+    }
+}
+
+/// Why the measured phase ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// every planned operation ran
+    Done,
+    /// `--max-time` came first
+    MaxTime,
+    /// Ctrl-C
+    Interrupted,
+    /// an operation failed
+    Failed,
+}
+
+/// What one configuration measured.
+#[derive(Debug)]
+pub struct Outcome {
+    /// the configuration
+    pub pattern: Pattern,
+    /// every measured sample, ns
+    pub latency: Distribution,
+    /// what a sample spans
+    pub meaning: Meaning,
+    /// how the client learns the server is done (`None`: not applicable)
+    pub completion: Option<&'static str>,
+    /// operations measured
+    pub ops: u64,
+    /// wall time of the measured phase, ns
+    pub elapsed_ns: u64,
+    /// bytes of image data or of serialized configuration per operation
+    pub bytes_per_op: u64,
+    /// the measuring process
+    pub client: Usage,
+    /// the X server (when its process is known)
+    pub server: Option<Usage>,
+    /// the D-Bus backend
+    pub backend: Option<Usage>,
+    /// dbus-daemon
+    pub broker: Option<Usage>,
+    /// most uploads in flight at once
+    pub max_in_flight: u64,
+    /// after an upload run: the pixmap read back equals the last image (`None`: not checked)
+    pub verified: Option<bool>,
+    /// why it stopped
+    pub stop: Stop,
+    /// what failed
+    pub error: Option<String>,
+}
+
+/// Runs configurations on one server.
+pub struct Lab<'a> {
+    server: &'a Server,
+    settings: Settings,
+    cancel: Cancel,
+    exe: Option<PathBuf>,
+    bus: Option<Bus>,
+    backend: Option<Backend>,
+}
+
+/// How each configuration drives the server.
+enum Driver<'b> {
+    RoundTrip,
+    PutSync(Target),
+    PutPipelined(Target),
+    Shm(Target, ShmRing),
+    ShmPipelined(Target, ShmRing),
+    Inproc { edid: u32, cache: Option<Cached> },
+    Dbus { backend: &'b Backend, cache: bool },
+}
+
+type Record<'r> = &'r mut dyn FnMut(u64);
+
+impl Driver<'_> {
+    fn step(
+        &mut self,
+        conn: &RustConnection,
+        root: u32,
+        seq: u64,
+        rec: Record,
+    ) -> Result<u64, X11Error> {
+        let start = monotonic_ns();
+        let since = |s: u64| monotonic_ns().saturating_sub(s);
+        match self {
+            Driver::RoundTrip => {
+                upload::sync(conn)?;
+                rec(since(start));
+            }
+            Driver::PutSync(t) => rec(upload::put_sync(conn, t, seq)?),
+            Driver::PutPipelined(t) => {
+                upload::put(conn, t, seq)?;
+                rec(since(start));
+            }
+            Driver::Shm(t, ring) => {
+                ring.upload(conn, t, seq, rec)?;
+                return Ok(ring.in_flight() as u64);
+            }
+            Driver::ShmPipelined(t, ring) => {
+                ring.upload_unsynced(conn, t, seq)?;
+                rec(since(start));
+            }
+            Driver::Inproc { edid, cache } => {
+                let config = match cache {
+                    Some(c) => c.get(conn, root, *edid)?,
+                    None => screen::query(conn, root, *edid)?,
+                };
+                rec(since(start));
+                std::hint::black_box(config);
+            }
+            Driver::Dbus { backend, cache } => {
+                let got = backend.get(*cache)?;
+                rec(since(start));
+                std::hint::black_box(got);
+            }
+        }
+        Ok(1)
+    }
+
+    /// Waits for whatever is still in flight.
+    fn finish(&mut self, conn: &RustConnection, rec: Record) -> Result<(), X11Error> {
+        match self {
+            Driver::PutPipelined(_) | Driver::ShmPipelined(..) => upload::sync(conn),
+            Driver::Shm(_, ring) => ring.drain(conn, rec),
+            _ => Ok(()),
+        }
+    }
+
+    fn target(&self) -> Option<&Target> {
+        match self {
+            Driver::PutSync(t) | Driver::PutPipelined(t) => Some(t),
+            Driver::Shm(t, _) | Driver::ShmPipelined(t, _) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+fn meaning(p: &Pattern) -> (Meaning, Option<&'static str>) {
+    match p {
+        Pattern::RoundTrip => (Meaning::RoundTrip, Some("GetInputFocus reply")),
+        Pattern::Upload(u) if u.pipelined => (Meaning::Issue, None),
+        Pattern::Upload(u) if u.method == Method::Put => {
+            (Meaning::UntilDone, Some("GetInputFocus reply (XSync)"))
+        }
+        Pattern::Upload(_) => (Meaning::UntilDone, Some("ShmCompletion event")),
+        Pattern::Config { .. } => (Meaning::Query, None),
+    }
+}
+
+impl<'a> Lab<'a> {
+    /// A lab on `server`; `exe` is the program started as the D-Bus backend.
+    pub fn new(
+        server: &'a Server,
+        settings: Settings,
+        cancel: Cancel,
+        exe: Option<PathBuf>,
+    ) -> Self {
+        Lab {
+            server,
+            settings,
+            cancel,
+            exe,
+            bus: None,
+            backend: None,
+        }
+    }
+
+    /// Starts the private bus and the backend (once).
+    pub fn start_backend(&mut self) -> Result<(), X11Error> {
+        if self.backend.is_some() {
+            return Ok(());
+        }
+        let exe = self
+            .exe
+            .clone()
+            .ok_or_else(|| X11Error::Backend("cannot find latscope's own executable".into()))?;
+        let bus = Bus::start().map_err(|e| X11Error::Backend(e.to_string()))?;
+        let backend = Backend::start(&exe, bus.address(), &self.server.client_env(), &self.cancel)?;
+        self.bus = Some(bus);
+        self.backend = Some(backend);
+        Ok(())
+    }
+
+    fn driver(&self, p: &Pattern) -> Result<Driver<'_>, X11Error> {
+        let conn = &self.server.conn;
+        let root = self.server.root();
+        Ok(match *p {
+            Pattern::RoundTrip => Driver::RoundTrip,
+            Pattern::Upload(u) => upload_driver(conn, root, u)?,
+            Pattern::Config {
+                via: Via::Inproc,
+                cache,
+            } => {
+                screen::check(conn)?;
+                Driver::Inproc {
+                    edid: screen::edid_atom(conn)?,
+                    cache: cache.then(Cached::default),
+                }
+            }
+            Pattern::Config {
+                via: Via::Dbus,
+                cache,
+            } => {
+                let backend = self
+                    .backend
+                    .as_ref()
+                    .ok_or_else(|| X11Error::Backend("not started".into()))?;
+                Driver::Dbus { backend, cache }
+            }
+        })
+    }
+
+    /// Runs one configuration. `Err`: it could not be set up.
+    pub fn run(&mut self, p: &Pattern) -> Result<Outcome, X11Error> {
+        let server = self.server;
+        let settings = self.settings.clone();
+        let cancel = self.cancel.clone();
+        if let Pattern::Config { via: Via::Dbus, .. } = p {
+            screen::check(&server.conn)?;
+            self.start_backend()?;
+        }
+        let broker_pid = self.bus.as_ref().map(|b| b.pid());
+        let mut driver = self.driver(p)?;
+        let backend_pid = match &driver {
+            Driver::Dbus { backend, .. } => Some(backend.pid()),
+            _ => None,
+        };
+        let bytes_per_op = bytes_per_op(&driver, server)?;
+        let conn = &server.conn;
+        let root = server.root();
+        // Warm-up: the first upload is checked, so a request the server refuses fails here.
+        if let Driver::PutSync(t) | Driver::PutPipelined(t) = &mut driver {
+            upload::put(conn, t, u64::MAX)?;
+            upload::sync(conn)?;
+            check_errors(conn)?;
+        }
+        for seq in 0..settings.warmup {
+            if cancel.is_raised() {
+                break;
+            }
+            driver.step(conn, root, seq, &mut |_| {})?;
+        }
+        driver.finish(conn, &mut |_| {})?;
+        let others = |pid: Option<u32>| pid.and_then(usage::of_process);
+        let before = (
+            usage::current(Scope::Process),
+            others(server.info.pid),
+            others(backend_pid),
+            others(broker_pid),
+        );
+        let (meaning, completion) = meaning(p);
+        let mut latency = Distribution::default();
+        let mut ops = 0u64;
+        let mut max_in_flight = 0u64;
+        let start = monotonic_ns();
+        let mut stop = Stop::Done;
+        let mut error = None;
+        let mut rec = |ns: u64| latency.record(ns);
+        for seq in 0..settings.count {
+            if cancel.is_raised() {
+                stop = Stop::Interrupted;
+                break;
+            }
+            if monotonic_ns().saturating_sub(start) > settings.max_time_ns {
+                stop = Stop::MaxTime;
+                break;
+            }
+            match driver.step(conn, root, seq, &mut rec) {
+                Ok(in_flight) => max_in_flight = max_in_flight.max(in_flight),
+                Err(e) => {
+                    stop = Stop::Failed;
+                    error = Some(describe_failure(e, server));
+                    break;
+                }
+            }
+            ops += 1;
+        }
+        if stop != Stop::Failed
+            && let Err(e) = driver.finish(conn, &mut rec)
+        {
+            stop = Stop::Failed;
+            error = Some(describe_failure(e, server));
+        }
+        let elapsed_ns = monotonic_ns().saturating_sub(start);
+        let after = (
+            usage::current(Scope::Process),
+            others(server.info.pid),
+            others(backend_pid),
+            others(broker_pid),
+        );
+        let verified = match (stop, driver.target()) {
+            (Stop::Failed, _) | (_, None) => None,
+            (_, Some(t)) => match upload::verify(conn, t) {
+                Ok(None) => Some(true),
+                Ok(Some(mismatch)) => {
+                    stop = Stop::Failed;
+                    error = Some(mismatch);
+                    Some(false)
+                }
+                Err(e) => {
+                    stop = Stop::Failed;
+                    error = Some(describe_failure(e, server));
+                    None
+                }
+            },
+        };
+        if stop != Stop::Failed
+            && let Err(e) = check_errors(conn)
+        {
+            stop = Stop::Failed;
+            error = Some(e.to_string());
+        }
+        release(driver, conn);
+        let diff = |a: Option<Usage>, b: Option<Usage>| Some(a?.since(&b?));
+        Ok(Outcome {
+            pattern: *p,
+            latency,
+            meaning,
+            completion,
+            ops,
+            elapsed_ns,
+            bytes_per_op,
+            client: after.0.since(&before.0),
+            server: diff(after.1, before.1),
+            backend: diff(after.2, before.2),
+            broker: diff(after.3, before.3),
+            max_in_flight,
+            verified,
+            stop,
+            error,
+        })
+    }
+}
+
+fn upload_driver(conn: &RustConnection, root: u32, u: Upload) -> Result<Driver<'static>, X11Error> {
+    let target = upload::prepare(conn, root, u)?;
+    Ok(match (u.method, u.pipelined) {
+        (Method::Put, false) => Driver::PutSync(target),
+        (Method::Put, true) => Driver::PutPipelined(target),
+        (Method::Shm, pipelined) => {
+            let k = if pipelined { 1 } else { u.segments.max(1) };
+            let ring = match ShmRing::new(conn, &target, k) {
+                Ok(r) => r,
+                Err(e) => {
+                    upload::release(conn, &target);
+                    return Err(e);
+                }
+            };
+            if pipelined {
+                Driver::ShmPipelined(target, ring)
+            } else {
+                Driver::Shm(target, ring)
+            }
+        }
+    })
+}
+
+fn bytes_per_op(driver: &Driver<'_>, server: &Server) -> Result<u64, X11Error> {
+    Ok(match driver {
+        Driver::Inproc { edid, .. } => screen::query(&server.conn, server.root(), *edid)?
+            .to_bytes()
+            .len() as u64,
+        Driver::Dbus { backend, cache } => backend.get(*cache)?.1 as u64,
+        other => other.target().map_or(0, |t| t.image_bytes() as u64),
+    })
+}
+
+/// Errors of unchecked requests arrive as events: any one fails the configuration.
+fn check_errors(conn: &RustConnection) -> Result<(), X11Error> {
+    use x11rb::connection::Connection;
+    while let Some(event) = conn.poll_for_event().map_err(X11Error::protocol)? {
+        if let x11rb::protocol::Event::Error(e) = event {
+            return Err(X11Error::Protocol(format!(
+                "the server refused a request: {e:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn describe_failure(e: X11Error, server: &Server) -> String {
+    if server.alive() {
+        e.to_string()
+    } else {
+        format!("the X server {} is gone ({e})", server.info.display)
+    }
+}
+
+fn release(driver: Driver<'_>, conn: &RustConnection) {
+    match driver {
+        Driver::PutSync(t) | Driver::PutPipelined(t) => upload::release(conn, &t),
+        Driver::Shm(t, ring) | Driver::ShmPipelined(t, ring) => {
+            ring.detach(conn);
+            upload::release(conn, &t);
+        }
+        _ => {}
+    }
+}

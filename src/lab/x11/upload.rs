@@ -1,0 +1,438 @@
+//! Image uploads into a pixmap: over the socket (`PutImage`) or through K MIT-SHM segments.
+//!
+//! What "done" means differs, and the difference is the lesson of the Java2D write-up:
+//! * `PutImage` copies the pixels into the request, so the client may reuse its buffer at
+//!   once, but it only *knows* the server has drawn them after a round trip: a synchronous
+//!   upload is `PutImage` + `GetInputFocus` (what `XSync` sends) and its reply.
+//! * `ShmPutImage` sends a few bytes; the pixels stay in a segment the server reads later, so a
+//!   segment may only be rewritten after the server's completion event for it
+//!   (`send_event = true`). With K segments rotated, K uploads are in flight: the latency of
+//!   one upload grows with K, the time per upload shrinks until the server is the bottleneck.
+//! * Pipelined (x11perf's `-putimage`/`-shmput`): requests issued back to back, one sync at
+//!   the end. For shm that reuses one segment without waiting, which is only safe because the
+//!   image never changes: it measures the request stream, not safe reuse.
+//!
+//! The segments are memfds attached by file descriptor (MIT-SHM 1.2), so nothing is left
+//! behind in the SysV namespace if latscope is killed.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use x11rb::connection::{Connection, RequestConnection};
+use x11rb::protocol::Event;
+use x11rb::protocol::shm::ConnectionExt as _;
+use x11rb::protocol::xproto::{ConnectionExt as _, CreateGCAux, ImageFormat, ImageOrder};
+use x11rb::rust_connection::RustConnection;
+
+use super::{Method, Upload, X11Error};
+use crate::lab::ipc::clock::monotonic_ns;
+
+/// The pixmap uploads go into, and the image layout the server expects for its depth.
+#[derive(Debug)]
+pub struct Target {
+    /// the pixmap
+    pub pixmap: u32,
+    /// a GC for it
+    pub gc: u32,
+    /// what is uploaded
+    pub upload: Upload,
+    /// bits per pixel in ZPixmap format for the depth
+    pub bits_per_pixel: u8,
+    /// bytes per row, padded as the server's pixmap format asks
+    pub stride: usize,
+    /// least significant byte first
+    pub lsb_first: bool,
+    /// the image to upload (its first 8 bytes are rewritten with each upload's number)
+    pub image: Vec<u8>,
+}
+
+impl Target {
+    /// Bytes of one image.
+    pub fn image_bytes(&self) -> usize {
+        self.image.len()
+    }
+
+    /// Stamps upload `seq` into the image.
+    fn stamp(&mut self, seq: u64) {
+        let n = self.image.len().min(8);
+        self.image[..n].copy_from_slice(&seq.to_le_bytes()[..n]);
+    }
+}
+
+fn protocol(e: impl std::fmt::Display) -> X11Error {
+    X11Error::protocol(e)
+}
+
+/// Creates the pixmap and checks the image can be uploaded as asked.
+pub fn prepare(conn: &RustConnection, root: u32, upload: Upload) -> Result<Target, X11Error> {
+    let setup = conn.setup();
+    let format = setup
+        .pixmap_formats
+        .iter()
+        .find(|f| f.depth == upload.depth)
+        .ok_or_else(|| {
+            let depths: Vec<String> = setup
+                .pixmap_formats
+                .iter()
+                .map(|f| f.depth.to_string())
+                .collect();
+            X11Error::Protocol(format!(
+                "this server has no pixmaps of depth {} (it has {})",
+                upload.depth,
+                depths.join(", ")
+            ))
+        })?;
+    let pad = usize::from(format.scanline_pad.max(8));
+    let bits = usize::from(upload.width) * usize::from(format.bits_per_pixel);
+    let stride = bits.div_ceil(pad) * pad / 8;
+    let bytes = stride * usize::from(upload.height);
+    check_size(conn, &upload, bytes)?;
+    let pixmap = conn.generate_id().map_err(protocol)?;
+    conn.create_pixmap(upload.depth, pixmap, root, upload.width, upload.height)
+        .map_err(protocol)?
+        .check()
+        .map_err(protocol)?;
+    let gc = conn.generate_id().map_err(protocol)?;
+    conn.create_gc(gc, pixmap, &CreateGCAux::new())
+        .map_err(protocol)?
+        .check()
+        .map_err(protocol)?;
+    let image = (0..bytes).map(|i| (i * 7 % 251) as u8).collect();
+    Ok(Target {
+        pixmap,
+        gc,
+        upload,
+        bits_per_pixel: format.bits_per_pixel,
+        stride,
+        lsb_first: setup.image_byte_order == ImageOrder::LSB_FIRST,
+        image,
+    })
+}
+
+/// A `PutImage` larger than the server takes is refused before anything runs.
+fn check_size(conn: &RustConnection, upload: &Upload, bytes: usize) -> Result<(), X11Error> {
+    let request = 24 + bytes.div_ceil(4) * 4;
+    let max = conn.maximum_request_bytes();
+    if upload.method == Method::Put && request > max {
+        return Err(X11Error::TooLarge(format!(
+            "a {}x{} image at depth {} is a {request}-byte PutImage request; this server takes at most {max} bytes per request{}: use a smaller --size or --method shm",
+            upload.width,
+            upload.height,
+            upload.depth,
+            if conn
+                .extension_information("BIG-REQUESTS")
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                " (with BIG-REQUESTS)"
+            } else {
+                " (it has no BIG-REQUESTS)"
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// Waits for the reply to `GetInputFocus`: every earlier request has been handled.
+pub fn sync(conn: &RustConnection) -> Result<(), X11Error> {
+    conn.get_input_focus()
+        .map_err(protocol)?
+        .reply()
+        .map_err(protocol)?;
+    Ok(())
+}
+
+/// Issues one `PutImage` of upload `seq` (no wait).
+pub fn put(conn: &RustConnection, t: &mut Target, seq: u64) -> Result<(), X11Error> {
+    t.stamp(seq);
+    let u = t.upload;
+    conn.put_image(
+        ImageFormat::Z_PIXMAP,
+        t.pixmap,
+        t.gc,
+        u.width,
+        u.height,
+        0,
+        0,
+        0,
+        u.depth,
+        &t.image,
+    )
+    .map_err(protocol)?;
+    Ok(())
+}
+
+/// One synchronous upload over the socket: `PutImage` then a round trip; its latency in ns.
+pub fn put_sync(conn: &RustConnection, t: &mut Target, seq: u64) -> Result<u64, X11Error> {
+    let start = monotonic_ns();
+    put(conn, t, seq)?;
+    sync(conn)?;
+    Ok(monotonic_ns().saturating_sub(start))
+}
+
+/// One shared segment: a memfd mapped here and attached to the server.
+#[derive(Debug)]
+struct Segment {
+    id: u32,
+    map: *mut u8,
+    len: usize,
+    _fd: OwnedFd,
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made by `Segment::new` with this length and is dropped once.
+        unsafe { libc::munmap(self.map.cast(), self.len) };
+    }
+}
+
+impl Segment {
+    fn new(conn: &RustConnection, len: usize) -> Result<Segment, X11Error> {
+        let io = |e: std::io::Error| X11Error::Protocol(format!("shared segment: {e}"));
+        // SAFETY: a NUL-terminated name; memfd_create returns a new descriptor or -1.
+        let fd = unsafe { libc::memfd_create(c"latscope-x11-shm".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io(std::io::Error::last_os_error()));
+        }
+        // SAFETY: a new descriptor owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: ftruncate and mmap of our own memfd; the result is checked.
+        let map = unsafe {
+            if libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) != 0 {
+                return Err(io(std::io::Error::last_os_error()));
+            }
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io(std::io::Error::last_os_error()));
+        }
+        let id = conn.generate_id().map_err(protocol)?;
+        let server_fd = fd.try_clone().map_err(io)?;
+        let segment = Segment {
+            id,
+            map: map.cast(),
+            len,
+            _fd: fd,
+        };
+        conn.shm_attach_fd(id, server_fd, true)
+            .map_err(protocol)?
+            .check()
+            .map_err(protocol)?;
+        Ok(segment)
+    }
+
+    fn write(&mut self, image: &[u8]) {
+        let n = image.len().min(self.len);
+        // SAFETY: the mapping is `len` bytes long and nothing else in this process aliases it;
+        // the server only reads it, and only while we wait for its completion event.
+        unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), self.map, n) };
+    }
+}
+
+/// K segments rotated; a segment is rewritten only after the server's completion event for
+/// the upload that used it.
+#[derive(Debug)]
+pub struct ShmRing {
+    segments: Vec<Segment>,
+    /// (segment index, issue time) of every upload in flight, in issue order: the server
+    /// handles requests in order, so completions arrive in this order
+    in_flight: VecDeque<(usize, u64)>,
+    busy: Vec<bool>,
+    next: usize,
+}
+
+impl ShmRing {
+    /// Attaches `k` segments of one image each.
+    pub fn new(conn: &RustConnection, t: &Target, k: u32) -> Result<ShmRing, X11Error> {
+        if conn
+            .extension_information(x11rb::protocol::shm::X11_EXTENSION_NAME)
+            .map_err(protocol)?
+            .is_none()
+        {
+            return Err(X11Error::Missing("MIT-SHM"));
+        }
+        let segments = (0..k)
+            .map(|_| Segment::new(conn, t.image_bytes().max(1)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ShmRing {
+            busy: vec![false; segments.len()],
+            segments,
+            in_flight: VecDeque::new(),
+            next: 0,
+        })
+    }
+
+    /// Uploads in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Issues upload `seq` from the next segment, first waiting until the server is done with
+    /// it; every completion seen is passed to `done` as a latency in ns (issue → event).
+    pub fn upload(
+        &mut self,
+        conn: &RustConnection,
+        t: &mut Target,
+        seq: u64,
+        done: &mut dyn FnMut(u64),
+    ) -> Result<(), X11Error> {
+        let i = self.next;
+        self.next = (self.next + 1) % self.segments.len();
+        while self.busy[i] {
+            self.complete_one(conn, done)?;
+        }
+        t.stamp(seq);
+        self.segments[i].write(&t.image);
+        let start = monotonic_ns();
+        self.issue(conn, t, i, true)?;
+        conn.flush().map_err(protocol)?;
+        self.busy[i] = true;
+        self.in_flight.push_back((i, start));
+        Ok(())
+    }
+
+    /// Issues upload `seq` from the first segment without a completion event and without
+    /// waiting (x11perf's `-shmput`): only the request stream is measured.
+    pub fn upload_unsynced(
+        &mut self,
+        conn: &RustConnection,
+        t: &mut Target,
+        seq: u64,
+    ) -> Result<(), X11Error> {
+        if seq == 0 {
+            t.stamp(seq);
+            self.segments[0].write(&t.image);
+        }
+        self.issue(conn, t, 0, false)
+    }
+
+    fn issue(
+        &self,
+        conn: &RustConnection,
+        t: &Target,
+        i: usize,
+        send_event: bool,
+    ) -> Result<(), X11Error> {
+        let u = t.upload;
+        conn.shm_put_image(
+            t.pixmap,
+            t.gc,
+            u.width,
+            u.height,
+            0,
+            0,
+            u.width,
+            u.height,
+            0,
+            0,
+            u.depth,
+            ImageFormat::Z_PIXMAP.into(),
+            send_event,
+            self.segments[i].id,
+            0,
+        )
+        .map_err(protocol)?;
+        Ok(())
+    }
+
+    /// Waits for the next completion event.
+    fn complete_one(
+        &mut self,
+        conn: &RustConnection,
+        done: &mut dyn FnMut(u64),
+    ) -> Result<(), X11Error> {
+        loop {
+            match conn.wait_for_event().map_err(protocol)? {
+                Event::ShmCompletion(ev) => {
+                    let now = monotonic_ns();
+                    let Some((i, start)) = self.in_flight.pop_front() else {
+                        return Err(X11Error::Protocol(
+                            "a completion event for no upload in flight".into(),
+                        ));
+                    };
+                    if self.segments[i].id != ev.shmseg {
+                        return Err(X11Error::Protocol(format!(
+                            "completion for segment {:#x}, expected {:#x}",
+                            ev.shmseg, self.segments[i].id
+                        )));
+                    }
+                    self.busy[i] = false;
+                    done(now.saturating_sub(start));
+                    return Ok(());
+                }
+                Event::Error(e) => return Err(X11Error::Protocol(format!("{e:?}"))),
+                _ => {}
+            }
+        }
+    }
+
+    /// Waits for every upload in flight.
+    pub fn drain(
+        &mut self,
+        conn: &RustConnection,
+        done: &mut dyn FnMut(u64),
+    ) -> Result<(), X11Error> {
+        while !self.in_flight.is_empty() {
+            self.complete_one(conn, done)?;
+        }
+        Ok(())
+    }
+
+    /// Detaches every segment from the server.
+    pub fn detach(self, conn: &RustConnection) {
+        for s in &self.segments {
+            let _ = conn.shm_detach(s.id);
+        }
+        let _ = conn.flush();
+    }
+}
+
+/// Reads the pixmap back and compares it with the last image uploaded (padding, and the unused
+/// byte of a 24-bit pixel stored in 32 bits, are not compared). `Ok(None)`: equal.
+pub fn verify(conn: &RustConnection, t: &Target) -> Result<Option<String>, X11Error> {
+    let u = t.upload;
+    let reply = conn
+        .get_image(ImageFormat::Z_PIXMAP, t.pixmap, 0, 0, u.width, u.height, !0)
+        .map_err(protocol)?
+        .reply()
+        .map_err(protocol)?;
+    let row_bytes = usize::from(u.width) * usize::from(t.bits_per_pixel) / 8;
+    let unused =
+        (u.depth == 24 && t.bits_per_pixel == 32).then_some(if t.lsb_first { 3 } else { 0 });
+    for y in 0..usize::from(u.height) {
+        let range = y * t.stride..y * t.stride + row_bytes;
+        let (Some(got), Some(want)) = (reply.data.get(range.clone()), t.image.get(range)) else {
+            return Ok(Some(format!(
+                "GetImage returned {} bytes, expected rows of {} bytes",
+                reply.data.len(),
+                t.stride
+            )));
+        };
+        let differs = got
+            .iter()
+            .zip(want)
+            .enumerate()
+            .find(|(i, (g, w))| g != w && unused != Some(i % 4));
+        if let Some((x, (g, w))) = differs {
+            return Ok(Some(format!(
+                "the pixmap differs from the last image at row {y}, byte {x}: {g:#04x}, uploaded {w:#04x}"
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// Frees the pixmap and GC.
+pub fn release(conn: &RustConnection, t: &Target) {
+    let _ = conn.free_gc(t.gc);
+    let _ = conn.free_pixmap(t.pixmap);
+    let _ = conn.flush();
+}
