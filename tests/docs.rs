@@ -127,8 +127,8 @@ fn malformed_documents_are_refused_with_what_is_wrong() {
     let cases: [Case; 8] = [
         (
             "lab-ipc.json",
-            &|v| v["kind"] = "lab-x11".into(),
-            "unknown kind \"lab-x11\"",
+            &|v| v["kind"] = "lab-teletype".into(),
+            "unknown kind \"lab-teletype\"",
         ),
         (
             "bench-a.json",
