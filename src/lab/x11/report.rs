@@ -155,6 +155,11 @@ fn side_cs(s: &Option<SideUsage>) -> String {
     })
 }
 
+fn side_cpu(s: &Option<SideUsage>) -> String {
+    s.as_ref()
+        .map_or("–".to_string(), |s| human(s.cpu_ns_per_msg.round() as u64))
+}
+
 /// The header lines: which server, what a sample means.
 pub fn header(doc: &LabX11Doc) -> String {
     let s = &doc.server;
@@ -168,7 +173,7 @@ pub fn header(doc: &LabX11Doc) -> String {
          extensions: {}\n\
          up to {} operations per configuration after {} warm-up, at most {} each; timer {} per read\n\
          latency: round-trip = request → reply; upload until-done = issue → the client knows the server is done with the data (put: XSync's GetInputFocus reply; shm: ShmCompletion event, then the segment is reused); pipelined = issuing one request (one sync at the end); config = the whole query as the caller sees it\n\
-         ops/s and MB/s: throughput over the measured phase (not 1/latency); cs/op and CPU/op: client + X server (+ backend + dbus-daemon), per operation\n",
+         ops/s and MB/s: throughput over the measured phase (not 1/latency); cs/op and CPU/op: client + X server (+ backend + dbus-daemon) per operation; X cs/op and X CPU/op: the X server's alone (from /proc), what the server can sustain whatever the client\n",
         s.display,
         s.vendor,
         s.release,
@@ -198,7 +203,7 @@ pub fn text(doc: &LabX11Doc) -> String {
     let mut out = header(doc);
     let _ = writeln!(
         out,
-        "\n{:<34} {:>7} {:>9} {:>9} {:>9} {:>9} {:>11} {:>8} {:>7} {:>9} {:>9}",
+        "\n{:<34} {:>7} {:>9} {:>9} {:>9} {:>9} {:>11} {:>8} {:>7} {:>9} {:>9} {:>9}",
         "configuration",
         "n",
         "min",
@@ -209,13 +214,14 @@ pub fn text(doc: &LabX11Doc) -> String {
         "MB/s",
         "cs/op",
         "X cs/op",
-        "CPU/op"
+        "CPU/op",
+        "X CPU/op"
     );
     for r in &doc.results {
         let s = &r.dist.summary;
         let _ = writeln!(
             out,
-            "{:<34} {:>7} {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>8.1} {:>7.2} {:>9} {:>9}",
+            "{:<34} {:>7} {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>8.1} {:>7.2} {:>9} {:>9} {:>9}",
             r.label(),
             s.count,
             cell(s.min),
@@ -227,6 +233,7 @@ pub fn text(doc: &LabX11Doc) -> String {
             r.ctx_switches_per_op,
             side_cs(&r.sides.server),
             human(r.cpu_ns_per_op.round() as u64),
+            side_cpu(&r.sides.server),
         );
         if let Some(n) = note(r) {
             let _ = writeln!(out, "  ! {n}");

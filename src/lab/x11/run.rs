@@ -118,21 +118,27 @@ enum Driver<'b> {
 type Record<'r> = &'r mut dyn FnMut(u64);
 
 impl Driver<'_> {
+    /// One operation, started at `start` (the loop's own clock reading, so that each
+    /// operation costs one more reading, not two).
     fn step(
         &mut self,
         conn: &RustConnection,
         root: u32,
         seq: u64,
+        start: u64,
         rec: Record,
     ) -> Result<u64, X11Error> {
-        let start = monotonic_ns();
         let since = |s: u64| monotonic_ns().saturating_sub(s);
         match self {
             Driver::RoundTrip => {
                 upload::sync(conn)?;
                 rec(since(start));
             }
-            Driver::PutSync(t) => rec(upload::put_sync(conn, t, seq)?),
+            Driver::PutSync(t) => {
+                upload::put(conn, t, seq)?;
+                upload::sync(conn)?;
+                rec(since(start));
+            }
             Driver::PutPipelined(t) => {
                 upload::put(conn, t, seq)?;
                 rec(since(start));
@@ -283,7 +289,7 @@ impl<'a> Lab<'a> {
             if cancel.is_raised() {
                 break;
             }
-            driver.step(conn, root, seq, &mut |_| {})?;
+            driver.step(conn, root, seq, monotonic_ns(), &mut |_| {})?;
         }
         driver.finish(conn, &mut |_| {})?;
         let others = |pid: Option<u32>| pid.and_then(usage::of_process);
@@ -306,11 +312,12 @@ impl<'a> Lab<'a> {
                 stop = Stop::Interrupted;
                 break;
             }
-            if monotonic_ns().saturating_sub(start) > settings.max_time_ns {
+            let now = monotonic_ns();
+            if now.saturating_sub(start) > settings.max_time_ns {
                 stop = Stop::MaxTime;
                 break;
             }
-            match driver.step(conn, root, seq, &mut rec) {
+            match driver.step(conn, root, seq, now, &mut rec) {
                 Ok(in_flight) => max_in_flight = max_in_flight.max(in_flight),
                 Err(e) => {
                     stop = Stop::Failed;

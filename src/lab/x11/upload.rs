@@ -16,6 +16,7 @@
 //! behind in the SysV namespace if latscope is killed.
 
 use std::collections::VecDeque;
+use std::io::IoSlice;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use x11rb::connection::{Connection, RequestConnection};
@@ -44,6 +45,9 @@ pub struct Target {
     pub lsb_first: bool,
     /// the image to upload (its first 8 bytes are rewritten with each upload's number)
     pub image: Vec<u8>,
+    /// the `PutImage` request before and after the pixels, serialized once: an upload then
+    /// costs what the protocol costs, not a request built anew (x11perf's Xlib reuses too)
+    put_request: (Vec<u8>, Vec<u8>),
 }
 
 impl Target {
@@ -97,8 +101,10 @@ pub fn prepare(conn: &RustConnection, root: u32, upload: Upload) -> Result<Targe
         .map_err(protocol)?
         .check()
         .map_err(protocol)?;
-    let image = (0..bytes).map(|i| (i * 7 % 251) as u8).collect();
+    let image: Vec<u8> = (0..bytes).map(|i| (i * 7 % 251) as u8).collect();
+    let put_request = put_request(pixmap, gc, &upload, &image);
     Ok(Target {
+        put_request,
         pixmap,
         gc,
         upload,
@@ -107,6 +113,23 @@ pub fn prepare(conn: &RustConnection, root: u32, upload: Upload) -> Result<Targe
         lsb_first: setup.image_byte_order == ImageOrder::LSB_FIRST,
         image,
     })
+}
+
+fn put_request(pixmap: u32, gc: u32, u: &Upload, image: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let request = x11rb::protocol::xproto::PutImageRequest {
+        format: ImageFormat::Z_PIXMAP,
+        drawable: pixmap,
+        gc,
+        width: u.width,
+        height: u.height,
+        dst_x: 0,
+        dst_y: 0,
+        left_pad: 0,
+        depth: u.depth,
+        data: std::borrow::Cow::Borrowed(image),
+    };
+    let ([header, _, padding], _) = request.serialize();
+    (header.into_owned(), padding.into_owned())
 }
 
 /// A `PutImage` larger than the server takes is refused before anything runs.
@@ -146,29 +169,15 @@ pub fn sync(conn: &RustConnection) -> Result<(), X11Error> {
 /// Issues one `PutImage` of upload `seq` (no wait).
 pub fn put(conn: &RustConnection, t: &mut Target, seq: u64) -> Result<(), X11Error> {
     t.stamp(seq);
-    let u = t.upload;
-    conn.put_image(
-        ImageFormat::Z_PIXMAP,
-        t.pixmap,
-        t.gc,
-        u.width,
-        u.height,
-        0,
-        0,
-        0,
-        u.depth,
-        &t.image,
-    )
-    .map_err(protocol)?;
+    let (header, padding) = &t.put_request;
+    let parts = [
+        IoSlice::new(header),
+        IoSlice::new(&t.image),
+        IoSlice::new(padding),
+    ];
+    conn.send_request_without_reply(&parts, Vec::new())
+        .map_err(protocol)?;
     Ok(())
-}
-
-/// One synchronous upload over the socket: `PutImage` then a round trip; its latency in ns.
-pub fn put_sync(conn: &RustConnection, t: &mut Target, seq: u64) -> Result<u64, X11Error> {
-    let start = monotonic_ns();
-    put(conn, t, seq)?;
-    sync(conn)?;
-    Ok(monotonic_ns().saturating_sub(start))
 }
 
 /// One shared segment: a memfd mapped here and attached to the server.
@@ -237,6 +246,29 @@ impl Segment {
     }
 }
 
+fn shm_request(t: &Target, shmseg: u32, send_event: bool, major: u8) -> Vec<u8> {
+    let u = t.upload;
+    let request = x11rb::protocol::shm::PutImageRequest {
+        drawable: t.pixmap,
+        gc: t.gc,
+        total_width: u.width,
+        total_height: u.height,
+        src_x: 0,
+        src_y: 0,
+        src_width: u.width,
+        src_height: u.height,
+        dst_x: 0,
+        dst_y: 0,
+        depth: u.depth,
+        format: ImageFormat::Z_PIXMAP.into(),
+        send_event,
+        shmseg,
+        offset: 0,
+    };
+    let ([bytes], _) = request.serialize(major);
+    bytes.into_owned()
+}
+
 /// K segments rotated; a segment is rewritten only after the server's completion event for
 /// the upload that used it.
 #[derive(Debug)]
@@ -247,6 +279,10 @@ pub struct ShmRing {
     in_flight: VecDeque<(usize, u64)>,
     busy: Vec<bool>,
     next: usize,
+    /// per segment, the `ShmPutImage` request with a completion event, serialized once
+    requests: Vec<Vec<u8>>,
+    /// the first segment's request without an event (pipelined)
+    unsynced: Vec<u8>,
 }
 
 impl ShmRing {
@@ -259,10 +295,22 @@ impl ShmRing {
         {
             return Err(X11Error::Missing("MIT-SHM"));
         }
+        let major = conn
+            .extension_information(x11rb::protocol::shm::X11_EXTENSION_NAME)
+            .map_err(protocol)?
+            .ok_or(X11Error::Missing("MIT-SHM"))?
+            .major_opcode;
         let segments = (0..k)
             .map(|_| Segment::new(conn, t.image_bytes().max(1)))
             .collect::<Result<Vec<_>, _>>()?;
+        let requests = segments
+            .iter()
+            .map(|s| shm_request(t, s.id, true, major))
+            .collect();
+        let unsynced = shm_request(t, segments[0].id, false, major);
         Ok(ShmRing {
+            requests,
+            unsynced,
             busy: vec![false; segments.len()],
             segments,
             in_flight: VecDeque::new(),
@@ -292,7 +340,7 @@ impl ShmRing {
         t.stamp(seq);
         self.segments[i].write(&t.image);
         let start = monotonic_ns();
-        self.issue(conn, t, i, true)?;
+        self.issue(conn, i, true)?;
         conn.flush().map_err(protocol)?;
         self.busy[i] = true;
         self.in_flight.push_back((i, start));
@@ -311,35 +359,17 @@ impl ShmRing {
             t.stamp(seq);
             self.segments[0].write(&t.image);
         }
-        self.issue(conn, t, 0, false)
+        self.issue(conn, 0, false)
     }
 
-    fn issue(
-        &self,
-        conn: &RustConnection,
-        t: &Target,
-        i: usize,
-        send_event: bool,
-    ) -> Result<(), X11Error> {
-        let u = t.upload;
-        conn.shm_put_image(
-            t.pixmap,
-            t.gc,
-            u.width,
-            u.height,
-            0,
-            0,
-            u.width,
-            u.height,
-            0,
-            0,
-            u.depth,
-            ImageFormat::Z_PIXMAP.into(),
-            send_event,
-            self.segments[i].id,
-            0,
-        )
-        .map_err(protocol)?;
+    fn issue(&self, conn: &RustConnection, i: usize, send_event: bool) -> Result<(), X11Error> {
+        let request = if send_event {
+            &self.requests[i]
+        } else {
+            &self.unsynced
+        };
+        conn.send_request_without_reply(&[IoSlice::new(request)], Vec::new())
+            .map_err(protocol)?;
         Ok(())
     }
 
