@@ -31,6 +31,9 @@ PKGS=(
     procps                          # ps/kill used when debugging
     dbus-daemon                     # latscope lab ipc --transport dbus (a private bus)
     linux-perf                      # scripts/bench/ipc_vs_perf.py (perf bench sched pipe)
+    xvfb                            # latscope lab x11 (a private X server)
+    x11-apps                        # x11perf, next to latscope lab x11 upload --pipelined
+    libkf5screen-bin                # kscreen-doctor: the real libkscreen, next to lab x11 config
 )
 
 missing=()
@@ -55,7 +58,7 @@ else
 fi
 
 # Sanity check: the binaries the capture scripts run.
-for c in weston weston-simple-shm weston-presentation-shm glmark2-es2-wayland miral-shell python3 setsid timeout bpftrace cc setpriv valgrind chromium dbus-daemon; do
+for c in weston weston-simple-shm weston-presentation-shm glmark2-es2-wayland miral-shell python3 setsid timeout bpftrace cc setpriv valgrind chromium dbus-daemon Xvfb x11perf kscreen-doctor; do
     command -v "$c" >/dev/null 2>&1 || { echo "install-deps: '$c' still missing after install" >&2; exit 1; }
 done
 [[ -e /usr/lib/x86_64-linux-gnu/libweston-10/headless-backend.so ]] ||

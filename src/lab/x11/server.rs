@@ -382,11 +382,17 @@ impl Server {
         self.conn.setup().roots[self.screen].root
     }
 
-    /// Whether the server process still runs (always true when its id is unknown).
+    /// Whether the server process still runs (always true when its id is unknown): not gone
+    /// from `/proc`, and not a zombie waiting for its parent.
     pub fn alive(&self) -> bool {
-        self.info
-            .pid
-            .is_none_or(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        self.info.pid.is_none_or(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                let state = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim().chars().next());
+                !matches!(state, Some('Z' | 'X') | None)
+            })
+        })
     }
 }
 
