@@ -817,6 +817,9 @@ pub struct DemoArgs {
     /// Skip the IPC part (the WAYLAND_DEBUG part alone takes milliseconds).
     #[arg(long)]
     pub no_ipc: bool,
+    /// Skip the X11 part (run when Xvfb is installed or $DISPLAY is set).
+    #[arg(long)]
+    pub no_x11: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -559,3 +559,35 @@ fn the_lab_and_kscreen_doctor_agree_on_in_process_vs_d_bus() {
     // Whole processes (~20 ms of Qt start-up) cannot contradict it.
     assert_ne!(verdict, "faster", "{wall}");
 }
+
+#[test]
+fn the_demo_has_an_x11_part_when_xvfb_is_installed_and_says_how_to_get_it_when_not() {
+    if !x11_available() {
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    let out = latscope()
+        .args(["demo", "--no-ipc"])
+        .env_remove("DISPLAY")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("upload shm 32x32x8 K=4") && text.contains("config dbus"),
+        "{text}"
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let out = latscope()
+        .args(["demo", "--no-ipc"])
+        .env_remove("DISPLAY")
+        .env("PATH", empty.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("apt-get install xvfb") && !stdout(&out).contains("upload shm"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -78,7 +78,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let text = args.output.format == Format::Text;
     if !args.no_ipc {
         eprintln!(
-            "latscope demo 1/2: what each IPC transport costs per message on this machine (a few seconds)"
+            "latscope demo 1/3: what each IPC transport costs per message on this machine (a few seconds)"
         );
         let plan = ipc_plan();
         let settings = plan.settings.clone();
@@ -91,8 +91,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             )?;
         }
     }
+    if !args.no_x11 {
+        x11_part(text)?;
+    }
     eprintln!(
-        "latscope demo 2/2: WAYLAND_DEBUG log of glmark2-es2-wayland (build benchmark) on weston \
+        "latscope demo 3/3: WAYLAND_DEBUG log of glmark2-es2-wayland (build benchmark) on weston \
          headless, bundled with latscope"
     );
     if text {
@@ -118,6 +121,29 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         let _ = std::fs::remove_file(&path);
     }
     result
+}
+
+/// The X11 part: on `$DISPLAY` or a private Xvfb, or how to get one.
+fn x11_part(text: bool) -> Result<()> {
+    eprintln!(
+        "latscope demo 2/3: a 32x32 mask upload over the X socket vs MIT-SHM, and the screen-configuration query in-process vs over D-Bus, on a real X server"
+    );
+    match super::x11::demo() {
+        Ok(Some(table)) if text => super::print(&format!(
+            "{table}\non your system: latscope lab x11 upload --method put,shm --segments 1,4,16,64   (Java2D's mask upload)\n                latscope lab x11 config --via inproc,dbus --cache off,on        (libkscreen's query)\n\n"
+        )),
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => {
+            eprintln!(
+                "latscope demo: no X server here: set $DISPLAY, or install Xvfb (Debian: apt-get install xvfb) and latscope starts a private one"
+            );
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("latscope demo: the X11 part could not run: {e:#}");
+            Ok(())
+        }
+    }
 }
 
 /// A new file for the demo's HTML report in the temporary directory: a new random name

@@ -259,6 +259,59 @@ pub fn run(args: &X11Args) -> Result<()> {
     Ok(())
 }
 
+/// The demo's X11 part: the Java2D and libkscreen questions on `$DISPLAY` or a private Xvfb,
+/// as text; `None` when there is no X server to be had.
+pub fn demo() -> Result<Option<String>> {
+    use latscope::lab::x11::server::find_xvfb;
+    let have_display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
+    if !have_display && find_xvfb().is_none() {
+        return Ok(None);
+    }
+    let mut patterns = vec![Pattern::RoundTrip];
+    for (method, segments) in [
+        (Method::Put, 1),
+        (Method::Shm, 1),
+        (Method::Shm, 4),
+        (Method::Shm, 16),
+    ] {
+        patterns.push(Pattern::Upload(Upload {
+            method,
+            width: 32,
+            height: 32,
+            depth: 8,
+            segments,
+            pipelined: false,
+        }));
+    }
+    for via in [Via::Inproc, Via::Dbus] {
+        patterns.push(Pattern::Config { via, cache: false });
+    }
+    let settings = Settings {
+        count: 3_000,
+        warmup: 100,
+        max_time_ns: 300_000_000,
+    };
+    let cancel = crate::signals::cancel_on_interrupt();
+    let server = Server::open(None, &[], &cancel)?;
+    let t = timer_overhead(&Monotonic, 10_000);
+    let ran = execute(&server, &patterns, &settings);
+    let doc = report::document(&X11Report {
+        server: &server.info,
+        timer: Timer {
+            clock: "CLOCK_MONOTONIC".to_string(),
+            median_ns: t.median_ns,
+            min_ns: t.min_ns,
+            reads: t.reads,
+            resolution_ns: t.resolution_ns,
+        },
+        settings: &settings,
+        outcomes: &ran.outcomes,
+        skipped: &ran.skipped,
+        interrupted: ran.interrupted,
+    });
+    Ok(Some(report::text(&doc)))
+}
+
 /// Runs the hidden `latscope lab x11-backend`.
 pub fn backend(args: &X11BackendArgs) -> Result<()> {
     latscope::lab::x11::backend::serve(&args.address).context("x11 backend")
