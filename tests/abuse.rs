@@ -399,3 +399,43 @@ fn one_sigterm_ends_every_other_command_while_it_is_blocked_or_busy() {
         assert!(code.is_some() || took < Duration::from_secs(3), "{args:?}");
     }
 }
+
+#[test]
+fn an_unreadable_file_is_an_error_naming_it_for_every_reader() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return; // as another user the file below would simply be unreadable by its owner
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The directory is 0700 root: nobody may enter it, whatever the file's own mode.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let doc = dir.path().join("secret.json");
+    std::fs::copy(util::root().join("tests/data/docs/spans-live.json"), &doc).unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(out_dir.path(), Some(65534), Some(65534)).unwrap();
+    let f = doc.to_str().unwrap();
+    let log = dir.path().join("client.log");
+    std::fs::write(&log, "").unwrap();
+    let rows: [&[&str]; 6] = [
+        &["compare", f, f],
+        &["report", f, "-o", "r.html"],
+        &["plot", f, "-o", "p.svg"],
+        &["export", f, "--to", "hlog"],
+        &["bench", "--compare", f, f],
+        &["wayland", log.to_str().unwrap()],
+    ];
+    for args in rows {
+        let out = util::latscope()
+            .args(args)
+            .current_dir(out_dir.path())
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        let err = util::stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("Permission denied"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

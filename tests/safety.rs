@@ -25,7 +25,9 @@ fn is_root() -> bool {
 /// `latscope demo --no-ipc` with `TMPDIR=tmp`, as `uid` if given (root only).
 fn demo(tmp: &Path, uid: Option<u32>) -> Output {
     let mut command = util::latscope();
-    command.args(["demo", "--no-ipc"]).env("TMPDIR", tmp);
+    command
+        .args(["demo", "--no-ipc", "--no-x11"])
+        .env("TMPDIR", tmp);
     if let Some(uid) = uid {
         command.uid(uid).gid(uid);
     }
@@ -96,7 +98,13 @@ fn the_demo_writes_a_new_report_each_run_and_the_one_asked_for_with_report() {
 
     let chosen = tmp.path().join("mine.html");
     let out = util::latscope()
-        .args(["demo", "--no-ipc", "--report", chosen.to_str().unwrap()])
+        .args([
+            "demo",
+            "--no-ipc",
+            "--no-x11",
+            "--report",
+            chosen.to_str().unwrap(),
+        ])
         .env("TMPDIR", tmp.path())
         .output()
         .unwrap();
@@ -118,7 +126,7 @@ fn the_demo_writes_a_new_report_each_run_and_the_one_asked_for_with_report() {
 fn the_demo_leaves_no_empty_report_when_it_writes_none() {
     let tmp = tempfile::tempdir().unwrap();
     let out = util::latscope()
-        .args(["demo", "--no-ipc", "--format", "csv"])
+        .args(["demo", "--no-ipc", "--no-x11", "--format", "csv"])
         .env("TMPDIR", tmp.path())
         .output()
         .unwrap();
