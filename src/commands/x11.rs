@@ -173,12 +173,12 @@ fn execute(server: &Server, patterns: &[Pattern], settings: &Settings) -> Ran {
             Ok(o) => {
                 let failed = o.stop == Stop::Failed;
                 ran.outcomes.push(o);
-                if failed && !server.alive() {
+                if failed && server.gone_within(std::time::Duration::from_millis(500)) {
                     ran.server_gone = true;
                     break;
                 }
             }
-            Err(e) if !server.alive() => {
+            Err(e) if server.gone_within(std::time::Duration::from_millis(500)) => {
                 ran.skipped.push((p.to_string(), e.to_string()));
                 ran.server_gone = true;
                 break;

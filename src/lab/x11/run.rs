@@ -431,7 +431,7 @@ fn check_errors(conn: &RustConnection) -> Result<(), X11Error> {
 }
 
 fn describe_failure(e: X11Error, server: &Server) -> String {
-    if server.alive() {
+    if !server.gone_within(std::time::Duration::from_millis(500)) {
         e.to_string()
     } else {
         format!("the X server {} is gone ({e})", server.info.display)

@@ -382,6 +382,21 @@ impl Server {
         self.conn.setup().roots[self.screen].root
     }
 
+    /// Whether the server process is gone, or goes within `wait`: a broken connection is seen
+    /// before the dying server has left `/proc`.
+    pub fn gone_within(&self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        loop {
+            if !self.alive() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Whether the server process still runs (always true when its id is unknown): not gone
     /// from `/proc`, and not a zombie waiting for its parent.
     pub fn alive(&self) -> bool {
