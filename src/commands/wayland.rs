@@ -114,6 +114,7 @@ pub fn analyse_and_print(
         input: stats.fields(),
         warnings: stats.warnings(),
         files,
+        labels: Vec::new(),
         unit: output.unit.unit(),
     };
     // Whatever was read is printed, even when reading failed part-way.

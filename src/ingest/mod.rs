@@ -5,7 +5,8 @@
 //! and must still be read) and hold only the state of what is open. Files, standard input and
 //! Ctrl-C are handled here, at the edge.
 
-mod lines;
+pub mod lines;
+pub mod trace;
 pub mod wayland;
 
 pub use lines::{Cancel, LineReader, ReadSummary};

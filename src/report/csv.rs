@@ -10,8 +10,14 @@ pub struct CsvSink<W: Write> {
     out: W,
     names: Vec<String>,
     files: Vec<String>,
+    labels: Labels,
+    shared_names: Option<Labels>,
     error: Option<std::io::Error>,
 }
+
+/// Group labels that grow while the input is read (values of a `--by` field), shared with the
+/// reader that finds them.
+pub type Labels = std::rc::Rc<std::cell::RefCell<Vec<String>>>;
 
 impl<W: Write> CsvSink<W> {
     /// Writes the header line and returns the sink.
@@ -21,8 +27,22 @@ impl<W: Write> CsvSink<W> {
             out,
             names,
             files,
+            labels: Labels::default(),
+            shared_names: None,
             error,
         }
+    }
+
+    /// Names spans from `names`, which may grow while the input is read.
+    pub fn with_span_names(mut self, names: Labels) -> Self {
+        self.shared_names = Some(names);
+        self
+    }
+
+    /// Names `Group::Label` groups from `labels`.
+    pub fn with_labels(mut self, labels: Labels) -> Self {
+        self.labels = labels;
+        self
     }
 
     /// Flushes and returns the first write error, if any.
@@ -38,6 +58,12 @@ impl<W: Write> CsvSink<W> {
             Group::All => String::new(),
             Group::Object(label) => quote(&label.to_string()),
             Group::File(i) => quote(self.files.get(i as usize).map_or("", String::as_str)),
+            Group::Label(i) => quote(
+                self.labels
+                    .borrow()
+                    .get(i as usize)
+                    .map_or("", String::as_str),
+            ),
         }
     }
 }
@@ -47,10 +73,14 @@ impl<W: Write> SpanSink for CsvSink<W> {
         if self.error.is_some() {
             return;
         }
-        let name = self.names.get(key.span).map_or("?", String::as_str);
+        let shared = self.shared_names.as_ref().map(|n| n.borrow());
+        let names = shared.as_deref().unwrap_or(&self.names);
+        let name = quote(names.get(key.span).map_or("?", String::as_str));
         let side = key.side.map_or("", |s| s.name());
         let group = self.group(key.group);
-        if let Err(e) = writeln!(self.out, "{name},{side},{group},{start_ns},{latency_ns}") {
+        let result = writeln!(self.out, "{name},{side},{group},{start_ns},{latency_ns}");
+        drop(shared);
+        if let Err(e) = result {
             self.error = Some(e);
         }
     }

@@ -28,6 +28,8 @@ pub struct SpansReport<'a> {
     pub input: Vec<(&'static str, u64)>,
     /// warnings about the input, one sentence each
     pub warnings: Vec<String>,
+    /// group labels, indexed like [`Group::Label`]
+    pub labels: Vec<String>,
     /// input names, indexed like [`Group::File`]
     pub files: Vec<String>,
     /// unit for human-readable output (machine-readable output is always in ns)
@@ -72,6 +74,12 @@ impl<'a> SpansReport<'a> {
             Group::Object(label) => Some(label.to_string()),
             Group::File(i) => Some(
                 self.files
+                    .get(i as usize)
+                    .cloned()
+                    .unwrap_or_else(|| i.to_string()),
+            ),
+            Group::Label(i) => Some(
+                self.labels
                     .get(i as usize)
                     .cloned()
                     .unwrap_or_else(|| i.to_string()),

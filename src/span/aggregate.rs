@@ -82,6 +82,12 @@ impl Aggregator {
         })
     }
 
+    /// Replaces the span names (an input that discovers its span names while it is read,
+    /// Chrome JSON, names them at the end).
+    pub fn set_names(&mut self, names: Vec<String>) {
+        self.names = names;
+    }
+
     /// The name of span `index`.
     pub fn span_name(&self, index: usize) -> &str {
         self.names.get(index).map_or("?", String::as_str)

@@ -93,6 +93,8 @@ pub enum Group {
     Object(ObjectLabel),
     /// one series per input file (its index in the input list)
     File(u32),
+    /// one series per value of a field (an index into the labels the input keeps)
+    Label(u32),
 }
 
 /// Identifies one series: a span (index into the span names the [`Aggregator`] was given), the

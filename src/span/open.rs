@@ -74,6 +74,11 @@ impl<K: Hash + Eq> OpenSpans<K> {
         }
     }
 
+    /// Whether `key` has an open span.
+    pub fn contains(&self, key: &K) -> bool {
+        self.open.contains_key(key)
+    }
+
     /// Number of open spans.
     pub fn len(&self) -> usize {
         self.open.len()

@@ -1,0 +1,253 @@
+//! babeltrace2's pretty text of CTF traces (LTTng userspace and kernel):
+//!
+//! ```text
+//! [13:37:01.123456789] (+0.000001234) host provider:event: { cpu_id = 1 }, { vpid = 42 }, { x = 5, s = "a b" }
+//! ```
+//!
+//! The stamp is `[HH:MM:SS.nnnnnnnnn]` (wall time of day: a trace that crosses midnight is
+//! unwrapped), `[SECONDS.nnnnnnnnn]` with `--clock-seconds`, or `[YYYY-MM-DD HH:MM:SS.nnnnnnnnn]`
+//! with `--clock-date`. The delta `(+...)` and the host name are optional. Every `name = value`
+//! of every `{ ... }` group is a field (the stream context's `cpu_id`, `vpid`, `vtid`, ... and
+//! the payload alike); a string value is given without its quotes; nested structures and
+//! arrays are kept as their text.
+
+use super::{Event, Parsed};
+
+const DAY_NS: u64 = 86_400_000_000_000;
+
+/// State across lines: the day offset of a time-of-day clock.
+#[derive(Debug, Default)]
+pub struct Babeltrace {
+    last_ns: Option<u64>,
+    day_offset: u64,
+}
+
+/// Nanoseconds of `HH:MM:SS.fraction`.
+fn time_of_day(text: &str) -> Option<u64> {
+    let mut parts = text.splitn(3, ':');
+    let h: u64 = parts.next()?.parse().ok()?;
+    let m: u64 = parts.next()?.parse().ok()?;
+    let s = super::seconds_to_ns(parts.next()?)?;
+    (h < 24 && m < 60).then_some((h * 3600 + m * 60) * 1_000_000_000 + s)
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn dated(text: &str) -> Option<u64> {
+    let (date, time) = text.split_once(' ')?;
+    let mut p = date.splitn(3, '-');
+    let y: i64 = p.next()?.parse().ok()?;
+    let m: i64 = p.next()?.parse().ok()?;
+    let d: i64 = p.next()?.parse().ok()?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let days = u64::try_from(days_from_civil(y, m, d)).ok()?;
+    days.checked_mul(DAY_NS)?.checked_add(time_of_day(time)?)
+}
+
+impl Babeltrace {
+    /// Parses one line into `ev`.
+    pub fn parse(&mut self, line: &str, ev: &mut Event) -> Parsed {
+        ev.clear();
+        let t = line.trim_start();
+        if t.is_empty() {
+            return Parsed::Skip;
+        }
+        let offset = line.len() - t.len();
+        let Some(close) = t.find(']').filter(|_| t.starts_with('[')) else {
+            return Parsed::Malformed("no [timestamp]");
+        };
+        let Some(ts) = self.stamp(&t[1..close]) else {
+            return Parsed::Malformed("the timestamp is not HH:MM:SS.n, SECONDS.n or a date");
+        };
+        ev.ts_ns = ts;
+        let mut i = offset + close + 1;
+        let rest = &line[i..];
+        let skipped = rest.len() - rest.trim_start().len();
+        i += skipped;
+        if line[i..].starts_with("(+")
+            || line[i..].starts_with("(-")
+            || line[i..].starts_with("(+?")
+        {
+            match line[i..].find(')') {
+                Some(p) => i += p + 1,
+                None => return Parsed::Malformed("an unclosed (+delta)"),
+            }
+        }
+        // The event name is the first token ending in ':' (a host name before it does not).
+        let Some(name) = event_name(line, i) else {
+            return Parsed::Malformed("no event name ending in ':'");
+        };
+        ev.name = name.clone();
+        groups(line, name.end + 1, ev);
+        Parsed::Event
+    }
+
+    fn stamp(&mut self, text: &str) -> Option<u64> {
+        if text.contains(' ') {
+            return dated(text);
+        }
+        if !text.contains(':') {
+            return super::seconds_to_ns(text);
+        }
+        let ns = time_of_day(text)?;
+        // Half a day backwards is taken as midnight passing, not as a clock going back.
+        if let Some(last) = self.last_ns
+            && ns + self.day_offset + DAY_NS / 2 < last
+        {
+            self.day_offset += DAY_NS;
+        }
+        let ns = ns + self.day_offset;
+        self.last_ns = Some(ns);
+        Some(ns)
+    }
+}
+
+fn event_name(line: &str, from: usize) -> Option<std::ops::Range<usize>> {
+    let bytes = line.as_bytes();
+    let mut i = from;
+    loop {
+        while i < bytes.len() && bytes[i] == b' ' {
+            i += 1;
+        }
+        if i >= bytes.len() || bytes[i] == b'{' {
+            return None;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i] != b' ' {
+            i += 1;
+        }
+        if bytes[i - 1] == b':' && i - 1 > start {
+            return Some(start..i - 1);
+        }
+    }
+}
+
+/// Every `name = value` at the top level of every `{ ... }` group after `from`.
+fn groups(line: &str, from: usize, ev: &mut Event) {
+    let bytes = line.as_bytes();
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut item_start = 0;
+    let mut i = from;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if in_string {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match c {
+                b'"' => in_string = true,
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth == 1 {
+                        item_start = i + 1;
+                    }
+                }
+                b'}' | b']' => {
+                    if depth == 1 {
+                        item(line, item_start..i, ev);
+                    }
+                    depth = depth.saturating_sub(1);
+                }
+                b',' if depth == 1 => {
+                    item(line, item_start..i, ev);
+                    item_start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+}
+
+fn item(line: &str, range: std::ops::Range<usize>, ev: &mut Event) {
+    let text = &line[range.clone()];
+    let Some(eq) = text.find(" = ") else {
+        return;
+    };
+    let name = trim(line, range.start..range.start + eq);
+    let mut value = trim(line, range.start + eq + 3..range.end);
+    let v = &line[value.clone()];
+    if v.len() >= 2 && v.starts_with('"') && v.ends_with('"') {
+        value = value.start + 1..value.end - 1;
+    }
+    if !name.is_empty() {
+        ev.fields.push((name, value));
+    }
+}
+
+fn trim(line: &str, r: std::ops::Range<usize>) -> std::ops::Range<usize> {
+    let text = &line[r.clone()];
+    let start = r.start + (text.len() - text.trim_start().len());
+    let end = r.end - (text.len() - text.trim_end().len());
+    start..end.max(start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(b: &mut Babeltrace, line: &str) -> (u64, String, Vec<(String, String)>) {
+        let mut ev = Event::default();
+        assert_eq!(b.parse(line, &mut ev), Parsed::Event, "{line}");
+        let f = ev
+            .fields
+            .iter()
+            .map(|(k, v)| (line[k.clone()].to_string(), line[v.clone()].to_string()))
+            .collect();
+        (ev.ts_ns, ev.name(line).to_string(), f)
+    }
+
+    #[test]
+    fn a_pretty_line_has_its_stamp_name_and_every_field() {
+        let mut b = Babeltrace::default();
+        let line = r#"[13:37:01.123456789] (+0.000001234) host mir_server_compositor:frame_start: { cpu_id = 1 }, { vpid = 42, procname = "mir server" }, { id = 7, arr = [ [0] = 1, [1] = 2 ] }"#;
+        let (ts, name, f) = parse(&mut b, line);
+        assert_eq!(ts, (13 * 3600 + 37 * 60 + 1) * 1_000_000_000 + 123_456_789);
+        assert_eq!(name, "mir_server_compositor:frame_start");
+        assert_eq!(f[0], ("cpu_id".into(), "1".into()));
+        assert_eq!(f[1], ("vpid".into(), "42".into()));
+        assert_eq!(f[2], ("procname".into(), "mir server".into()));
+        assert_eq!(f[3], ("id".into(), "7".into()));
+        assert_eq!(f[4], ("arr".into(), "[ [0] = 1, [1] = 2 ]".into()));
+    }
+
+    #[test]
+    fn seconds_and_dates_are_read_and_midnight_is_unwrapped() {
+        let mut b = Babeltrace::default();
+        let (ts, ..) = parse(&mut b, "[1700000000.000000001] p:e: { a = 1 }");
+        assert_eq!(ts, 1_700_000_000_000_000_001);
+        let (ts, ..) = parse(&mut b, "[1970-01-02 00:00:01.5] p:e:");
+        assert_eq!(ts, DAY_NS + 1_500_000_000);
+        let mut b = Babeltrace::default();
+        let (before, ..) = parse(&mut b, "[23:59:59.999999999] p:e:");
+        let (after, ..) = parse(&mut b, "[00:00:00.000000001] p:e:");
+        assert_eq!(after - before, 2);
+    }
+
+    #[test]
+    fn lines_that_are_not_events_are_malformed() {
+        let mut b = Babeltrace::default();
+        let mut ev = Event::default();
+        for bad in ["hello", "[nope] p:e:", "[1.5] {", "[25:00:00.0] p:e:"] {
+            assert!(
+                matches!(b.parse(bad, &mut ev), Parsed::Malformed(_)),
+                "{bad}"
+            );
+        }
+    }
+}

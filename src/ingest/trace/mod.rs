@@ -1,0 +1,118 @@
+//! Traces from other tools: `perf script` text, ftrace / trace-cmd text, babeltrace2's text of
+//! CTF (LTTng) traces, Chrome Trace Event JSON, and JSON lines / CSV with named columns.
+//!
+//! Engineers record with perf, ftrace, LTTng and Perfetto every day and turn those traces into
+//! latency numbers with one-off scripts. Every format here becomes the same [`Event`] (a
+//! timestamp in integer nanoseconds, a name, and named fields), so one pairing engine
+//! ([`rules`]) turns any of them into spans, with the bookkeeping the WAYLAND_DEBUG engine has
+//! (unmatched starts, superseded starts, orphan ends, ends before their start). Chrome JSON
+//! also carries spans itself (`X` with `dur`, `B`/`E`, async `b`/`e`); those are taken as
+//! they are.
+//!
+//! Line formats are parsed in place: an event's name and fields are byte ranges of the line,
+//! so reading allocates nothing per line and runs at the speed of the line splitter.
+
+pub mod babeltrace;
+pub mod chrome;
+pub mod detect;
+pub mod read;
+pub mod rules;
+pub mod table;
+pub mod text;
+
+use std::ops::Range;
+
+pub use detect::{Format, detect};
+
+/// One event of a trace: a view into the line it came from.
+#[derive(Debug, Clone, Default)]
+pub struct Event {
+    /// nanoseconds in the trace's own clock
+    pub ts_ns: u64,
+    /// the event's name, a range of the line
+    pub name: Range<usize>,
+    /// `(name, value)` ranges of the line, in order
+    pub fields: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl Event {
+    /// Clears the event for the next line, keeping its memory.
+    pub fn clear(&mut self) {
+        self.ts_ns = 0;
+        self.name = 0..0;
+        self.fields.clear();
+    }
+
+    /// The value of field `name` in `line` (the first one, if repeated).
+    pub fn field<'l>(&self, line: &'l str, name: &str) -> Option<&'l str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| text::field_name(line, k) == name)
+            .and_then(|(_, v)| line.get(v.clone()))
+    }
+
+    /// The event's name in `line`.
+    pub fn name<'l>(&self, line: &'l str) -> &'l str {
+        line.get(self.name.clone()).unwrap_or("")
+    }
+}
+
+/// What a line was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed {
+    /// an event, now in the [`Event`] passed in
+    Event,
+    /// a header, comment or blank line
+    Skip,
+    /// something that should have been an event but is not, and why
+    Malformed(&'static str),
+}
+
+/// Parses a decimal number of seconds (`13760.296300641`, up to 9 decimals) into integer
+/// nanoseconds, exactly; `None` if it is not one.
+pub fn seconds_to_ns(text: &str) -> Option<u64> {
+    decimal_to_ns(text, 1_000_000_000)
+}
+
+/// `text` (digits, optionally `.` and up to 9 more digits) × `scale` ns, exactly: `"1.5"` with a
+/// scale of 1000 (µs) is 1500 ns. Digits beyond what a nanosecond holds are truncated.
+pub fn decimal_to_ns(text: &str, scale: u64) -> Option<u64> {
+    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+    if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let whole: u64 = int.parse().ok()?;
+    let mut ns = whole.checked_mul(scale)?;
+    // The fraction, scaled: frac digits d1 d2 ... contribute d_i × scale / 10^i.
+    let mut unit = scale;
+    for b in frac.bytes() {
+        unit /= 10;
+        if unit == 0 {
+            break;
+        }
+        ns = ns.checked_add(u64::from(b - b'0') * unit)?;
+    }
+    Some(ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_seconds_become_exact_nanoseconds() {
+        assert_eq!(seconds_to_ns("13760.296300641"), Some(13_760_296_300_641));
+        assert_eq!(seconds_to_ns("13760.296300"), Some(13_760_296_300_000));
+        assert_eq!(seconds_to_ns("1.5"), Some(1_500_000_000));
+        assert_eq!(seconds_to_ns("7"), Some(7_000_000_000));
+        assert_eq!(seconds_to_ns("0.0000000019"), Some(1));
+        for bad in ["", ".5", "1.2.3", "1e3", "-1", "1.x"] {
+            assert_eq!(seconds_to_ns(bad), None, "{bad}");
+        }
+        assert_eq!(decimal_to_ns("1.5", 1_000), Some(1_500));
+        assert_eq!(decimal_to_ns("250", 1_000_000), Some(250_000_000));
+    }
+}

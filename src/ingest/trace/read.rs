@@ -1,0 +1,276 @@
+//! Reading one trace: detect its format from the first 64 KiB (unless told), then stream it
+//! line by line (or, for Chrome JSON, element by element) into the [`Pairer`].
+
+use std::io::{self, Read};
+
+use super::babeltrace::Babeltrace;
+use super::chrome::{Chrome, ChromeStats};
+use super::rules::Pairer;
+use super::table::{Columns, Csv, json_line};
+use super::{Event, Format, Parsed, detect};
+use crate::ingest::{Cancel, LineReader, Location};
+use crate::span::SpanSink;
+
+/// How to read.
+#[derive(Debug, Clone, Default)]
+pub struct TraceOptions {
+    /// the format (`None`: detect it)
+    pub format: Option<Format>,
+    /// JSON lines / CSV columns
+    pub columns: Columns,
+    /// stop at Ctrl-C
+    pub cancel: Option<Cancel>,
+    /// fail at the first malformed line
+    pub strict: bool,
+}
+
+/// What reading a trace saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceStats {
+    /// the format read
+    pub format: Option<Format>,
+    /// whether it was detected (not given)
+    pub detected: bool,
+    /// bytes read
+    pub bytes: u64,
+    /// lines read (line formats)
+    pub lines: u64,
+    /// events and spans read
+    pub events: u64,
+    /// headers, comments, blank lines
+    pub skipped: u64,
+    /// lines that should have been events and were not
+    pub malformed: u64,
+    /// the first of them, and why
+    pub first_malformed: Option<(Location, &'static str)>,
+    /// events stamped before the event before them
+    pub backwards: u64,
+    /// the first of them
+    pub first_backwards: Option<Location>,
+    /// lines that were not UTF-8
+    pub not_utf8: u64,
+    /// Chrome JSON only
+    pub chrome: ChromeStats,
+    /// Ctrl-C stopped the read
+    pub interrupted: bool,
+}
+
+/// A trace could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// I/O
+    #[error("error reading '{file}': {source}")]
+    Read {
+        /// the input
+        file: String,
+        /// the OS error
+        source: io::Error,
+    },
+    /// no format recognised
+    #[error(
+        "{file}: not a trace latscope recognises (perf script, ftrace/trace-cmd, babeltrace2 text, Chrome JSON, JSON lines, CSV); give --input-format if it is one of them"
+    )]
+    Unknown {
+        /// the input
+        file: String,
+    },
+    /// a malformed line with --strict
+    #[error("{location}: malformed {format} line: {reason}")]
+    Malformed {
+        /// where
+        location: Location,
+        /// the format
+        format: &'static str,
+        /// why
+        reason: &'static str,
+    },
+}
+
+const HEAD: usize = 64 << 10;
+
+/// Reads the trace `reader` (named `file` in messages) into `pairer` and `sink`.
+pub fn read(
+    mut reader: impl Read,
+    file: &str,
+    options: &TraceOptions,
+    pairer: &mut Pairer,
+    sink: &mut impl SpanSink,
+    mut progress: impl FnMut(u64),
+) -> Result<TraceStats, TraceError> {
+    let io_error = |source| TraceError::Read {
+        file: file.to_string(),
+        source,
+    };
+    let mut head = Vec::with_capacity(HEAD);
+    (&mut reader)
+        .take(HEAD as u64)
+        .read_to_end(&mut head)
+        .map_err(io_error)?;
+    let (format, detected) = match options.format {
+        Some(f) => (f, false),
+        None => (
+            detect(&head).ok_or_else(|| TraceError::Unknown {
+                file: file.to_string(),
+            })?,
+            true,
+        ),
+    };
+    let mut stats = TraceStats {
+        format: Some(format),
+        detected,
+        ..TraceStats::default()
+    };
+    let input = io::Cursor::new(head).chain(reader);
+    if format == Format::Chrome {
+        read_chrome(input, options, pairer, sink, &mut stats, progress).map_err(io_error)?;
+        return Ok(stats);
+    }
+    let mut lines = LineReader::new(input);
+    if let Some(c) = &options.cancel {
+        lines = lines.cancel_on(c.clone());
+    }
+    let mut state = LineState {
+        format,
+        babeltrace: Babeltrace::default(),
+        csv: Csv::default(),
+        columns: &options.columns,
+        scratch: String::new(),
+        ev: Event::default(),
+        last_ts: None,
+    };
+    let mut failure = None;
+    let summary = lines
+        .for_each_line(
+            |no, line| {
+                if failure.is_some() {
+                    return;
+                }
+                let crate::ingest::lines::Line::Text(bytes) = line else {
+                    note_malformed(&mut stats, file, no, "a line longer than 1 MiB");
+                    return;
+                };
+                let Ok(text) = std::str::from_utf8(bytes) else {
+                    stats.not_utf8 += 1;
+                    return;
+                };
+                match state.parse(text) {
+                    Parsed::Skip => stats.skipped += 1,
+                    Parsed::Malformed(reason) => {
+                        if options.strict {
+                            failure = Some(TraceError::Malformed {
+                                location: Location {
+                                    file: file.to_string(),
+                                    line: no,
+                                },
+                                format: format.name(),
+                                reason,
+                            });
+                        }
+                        note_malformed(&mut stats, file, no, reason);
+                    }
+                    Parsed::Event => {
+                        stats.events += 1;
+                        state.check_order(&mut stats, file, no);
+                        let line = state.line(text);
+                        pairer.event(line, &state.ev, no, sink);
+                    }
+                }
+            },
+            &mut progress,
+        )
+        .map_err(io_error)?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    stats.lines = summary.lines;
+    stats.bytes = summary.bytes;
+    stats.interrupted = summary.cancelled;
+    Ok(stats)
+}
+
+fn note_malformed(stats: &mut TraceStats, file: &str, line: u64, reason: &'static str) {
+    stats.malformed += 1;
+    stats.first_malformed.get_or_insert((
+        Location {
+            file: file.to_string(),
+            line,
+        },
+        reason,
+    ));
+}
+
+struct LineState<'c> {
+    format: Format,
+    babeltrace: Babeltrace,
+    csv: Csv,
+    columns: &'c Columns,
+    scratch: String,
+    ev: Event,
+    last_ts: Option<u64>,
+}
+
+impl LineState<'_> {
+    fn parse(&mut self, text: &str) -> Parsed {
+        match self.format {
+            Format::Perf | Format::Ftrace => super::text::parse(text, &mut self.ev),
+            Format::Babeltrace => self.babeltrace.parse(text, &mut self.ev),
+            Format::JsonLines => json_line(text, self.columns, &mut self.scratch, &mut self.ev),
+            Format::Csv => self
+                .csv
+                .parse(text, self.columns, &mut self.scratch, &mut self.ev),
+            Format::Chrome => Parsed::Skip,
+        }
+    }
+
+    /// The text the event's ranges point into.
+    fn line<'a>(&'a self, text: &'a str) -> &'a str {
+        match self.format {
+            Format::JsonLines | Format::Csv => &self.scratch,
+            _ => text,
+        }
+    }
+
+    fn check_order(&mut self, stats: &mut TraceStats, file: &str, line: u64) {
+        let ts = self.ev.ts_ns;
+        if self.last_ts.is_some_and(|last| ts < last) {
+            stats.backwards += 1;
+            stats.first_backwards.get_or_insert(Location {
+                file: file.to_string(),
+                line,
+            });
+        }
+        self.last_ts = Some(ts);
+    }
+}
+
+fn read_chrome(
+    mut input: impl Read,
+    options: &TraceOptions,
+    pairer: &mut Pairer,
+    sink: &mut impl SpanSink,
+    stats: &mut TraceStats,
+    mut progress: impl FnMut(u64),
+) -> io::Result<()> {
+    let mut chrome = Chrome::default();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        if options.cancel.as_ref().is_some_and(Cancel::is_raised) {
+            stats.interrupted = true;
+            break;
+        }
+        let n = match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        stats.bytes += n as u64;
+        chrome.feed(&buf[..n], pairer, sink);
+        progress(stats.bytes);
+    }
+    chrome.finish(sink);
+    stats.chrome = chrome.stats;
+    stats.events = chrome.stats.elements;
+    stats.malformed = chrome.stats.malformed;
+    Ok(())
+}

@@ -1,0 +1,423 @@
+//! Which events start and end which span, and the pairing of them by key.
+//!
+//! A rule is `NAME=START..END` with a key: `--key pid` pairs a start and an end with equal
+//! `pid` fields; `--key pid=next_pid` pairs a start's `pid` with an end's `next_pid` (a
+//! sched_wakeup with the sched_switch that runs the task). An endpoint is an event name with
+//! optional filters, `sched:sched_switch:prev_state==R`, `...:prev_state^=R` (starts with),
+//! `...:next_comm!=swapper/0`. Several rules may feed one span name (a task waits for the CPU
+//! after a wake-up *or* after being preempted); they then share the open spans of that name,
+//! so one end closes one span.
+//!
+//! An event is first tried as an end, then as a start, so that one event can end a span and
+//! start the next (a sched_switch ends the next task's wait and starts the previous one's).
+
+use rustc_hash::FxHashMap;
+
+use super::Event;
+use crate::span::{Group, Open, OpenSpans, Outcome, SeriesKey, SpanSink};
+
+/// A rule could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RuleError(pub String);
+
+/// How a field is compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `^=`: starts with
+    Prefix,
+}
+
+/// `field OP value`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    /// the field
+    pub field: String,
+    /// the comparison
+    pub op: Op,
+    /// the value compared with
+    pub value: String,
+}
+
+/// An event name and the filters it must pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `sched:sched_wakeup`, or the part after the last `:` (matches with or without a group)
+    pub event: String,
+    /// all must hold
+    pub filters: Vec<Filter>,
+}
+
+fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 256
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'/'))
+}
+
+impl Endpoint {
+    /// `EVENT[:FIELD==V][:FIELD!=V][:FIELD^=V]`: the parts after the event that hold an
+    /// operator are filters.
+    pub fn parse(spec: &str) -> Result<Endpoint, RuleError> {
+        let parts: Vec<&str> = spec.split(':').collect();
+        let first_filter = parts
+            .iter()
+            .position(|p| p.contains("==") || p.contains("!=") || p.contains("^="))
+            .unwrap_or(parts.len());
+        let event = parts[..first_filter].join(":");
+        if event.is_empty() || !event.split(':').all(is_identifier) {
+            return Err(RuleError(format!(
+                "'{spec}': the event name '{event}' is not NAME or GROUP:NAME (letters, digits, _ . - /)"
+            )));
+        }
+        let filters = parts[first_filter..]
+            .iter()
+            .map(|p| Filter::parse(p, spec))
+            .collect::<Result<_, _>>()?;
+        Ok(Endpoint { event, filters })
+    }
+
+    /// Whether the event named `name` with these fields passes.
+    pub fn matches(&self, name: &str, line: &str, ev: &Event) -> bool {
+        names_match(&self.event, name)
+            && self.filters.iter().all(|f| {
+                let v = ev.field(line, &f.field);
+                match f.op {
+                    Op::Eq => v == Some(f.value.as_str()),
+                    Op::Ne => v != Some(f.value.as_str()),
+                    Op::Prefix => v.is_some_and(|v| v.starts_with(&f.value)),
+                }
+            })
+    }
+}
+
+impl Filter {
+    fn parse(part: &str, spec: &str) -> Result<Filter, RuleError> {
+        let (field, op, value) = [("==", Op::Eq), ("!=", Op::Ne), ("^=", Op::Prefix)]
+            .iter()
+            .find_map(|(text, op)| part.split_once(text).map(|(a, b)| (a, *op, b)))
+            .ok_or_else(|| RuleError(format!("'{spec}': '{part}' is not FIELD==VALUE")))?;
+        if !is_identifier(field) {
+            return Err(RuleError(format!(
+                "'{spec}': '{field}' is not a field name"
+            )));
+        }
+        Ok(Filter {
+            field: field.to_string(),
+            op,
+            value: value.to_string(),
+        })
+    }
+}
+
+/// `sched:sched_wakeup` matches `sched:sched_wakeup` and `sched_wakeup` (ftrace prints no
+/// group), and a spec without a group matches any group.
+pub fn names_match(spec: &str, name: &str) -> bool {
+    if spec == name {
+        return true;
+    }
+    let last = |s: &str| s.rsplit_once(':').map_or(s, |(_, n)| n).to_string();
+    (spec.contains(':') != name.contains(':')) && last(spec) == last(name)
+}
+
+/// The key of a rule: the start's fields and the end's fields, pairwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    /// fields of the start event
+    pub start: Vec<String>,
+    /// fields of the end event
+    pub end: Vec<String>,
+}
+
+impl Key {
+    /// `pid`, `pid=next_pid`, `a,b`, `a=x,b=y`; empty: every start pairs with the next end.
+    pub fn parse(spec: &str) -> Result<Key, RuleError> {
+        let mut key = Key {
+            start: Vec::new(),
+            end: Vec::new(),
+        };
+        for part in spec.split(',').filter(|p| !p.is_empty()) {
+            let (s, e) = part.split_once('=').unwrap_or((part, part));
+            for f in [s, e] {
+                if !is_identifier(f) {
+                    return Err(RuleError(format!("--key: '{f}' is not a field name")));
+                }
+            }
+            key.start.push(s.to_string());
+            key.end.push(e.to_string());
+        }
+        Ok(key)
+    }
+}
+
+/// One rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// index of its span name
+    pub span: usize,
+    /// what starts it
+    pub start: Endpoint,
+    /// what ends it
+    pub end: Endpoint,
+    /// how starts and ends pair
+    pub key: Key,
+}
+
+/// `NAME=START..END` (the name may be left out: `START..END` is named after the two events).
+pub fn parse_span(spec: &str) -> Result<(String, Endpoint, Endpoint), RuleError> {
+    let (name, body) = match spec.split_once('=') {
+        Some((n, b)) if !n.contains(':') && !n.contains('.') => (Some(n), b),
+        _ => (None, spec),
+    };
+    let (start, end) = body
+        .split_once("..")
+        .ok_or_else(|| RuleError(format!("'{spec}': not NAME=START..END")))?;
+    let (start, end) = (Endpoint::parse(start)?, Endpoint::parse(end)?);
+    let name = match name {
+        Some(n) if is_identifier(n) && n.len() <= 64 => n.to_string(),
+        Some(n) => {
+            return Err(RuleError(format!(
+                "'{n}' is not a span name (letters, digits, _ . - /; at most 64)"
+            )));
+        }
+        None => {
+            let last = |e: &Endpoint| e.event.rsplit(':').next().unwrap_or("").to_string();
+            format!("{}_to_{}", last(&start), last(&end))
+        }
+    };
+    Ok((name, start, end))
+}
+
+/// What to do with a start whose key already has an open span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    /// the newer start replaces the older, which is counted as superseded (the default, as
+    /// the WAYLAND_DEBUG engine and bcc's runqlat do)
+    KeepLast,
+    /// the older start stays; the newer one is counted as superseded (as `perf sched latency`)
+    KeepFirst,
+}
+
+/// Pairs events into spans by the rules.
+#[derive(Debug)]
+pub struct Pairer {
+    rules: Vec<Rule>,
+    spans: usize,
+    span_names: crate::report::csv::Labels,
+    span_ids: FxHashMap<String, usize>,
+    by: Option<String>,
+    repeat: Repeat,
+    open: OpenSpans<(usize, Box<str>)>,
+    labels: FxHashMap<String, u32>,
+    label_names: crate::report::csv::Labels,
+    key_buf: String,
+    /// events with a missing key field, and the line of the first one
+    pub missing_key: (u64, Option<u64>),
+    ends_seen: Vec<bool>,
+    closed: Vec<bool>,
+}
+
+impl Pairer {
+    /// A pairer of `rules` over the span `names` they index; series split by the start's `by`
+    /// field.
+    pub fn new(rules: Vec<Rule>, names: Vec<String>, by: Option<String>, repeat: Repeat) -> Pairer {
+        let spans = names.len();
+        let span_ids = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i))
+            .collect();
+        Pairer {
+            rules,
+            spans,
+            span_names: std::rc::Rc::new(std::cell::RefCell::new(names)),
+            span_ids,
+            by,
+            repeat,
+            open: OpenSpans::default(),
+            labels: FxHashMap::default(),
+            label_names: Default::default(),
+            key_buf: String::new(),
+            missing_key: (0, None),
+            ends_seen: vec![false; spans],
+            closed: vec![false; spans],
+        }
+    }
+
+    /// The group labels, indexed like [`Group::Label`] (shared: they grow while reading).
+    pub fn labels(&self) -> crate::report::csv::Labels {
+        self.label_names.clone()
+    }
+
+    fn key(&mut self, line: &str, ev: &Event, fields: &[String], line_no: u64) -> bool {
+        self.key_buf.clear();
+        for f in fields {
+            match ev.field(line, f) {
+                Some(v) => {
+                    self.key_buf.push_str(v);
+                    self.key_buf.push('\u{1f}');
+                }
+                None => {
+                    self.missing_key.0 += 1;
+                    self.missing_key.1.get_or_insert(line_no);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// The span names, rules' first, then those an input names itself (Chrome JSON).
+    pub fn span_names(&self) -> crate::report::csv::Labels {
+        self.span_names.clone()
+    }
+
+    /// The index of span `name`, added if new.
+    pub fn span_id(&mut self, name: &str) -> usize {
+        if let Some(&id) = self.span_ids.get(name) {
+            return id;
+        }
+        let mut names = self.span_names.borrow_mut();
+        let id = names.len();
+        names.push(name.to_string());
+        self.span_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// The field series are split by.
+    pub fn by(&self) -> Option<String> {
+        self.by.clone()
+    }
+
+    fn group(&mut self, line: &str, ev: &Event) -> Group {
+        let Some(by) = &self.by else {
+            return Group::All;
+        };
+        let value = ev.field(line, by).unwrap_or("?").to_string();
+        self.group_of(&value)
+    }
+
+    /// The group of field value `value`.
+    pub fn group_of(&mut self, value: &str) -> Group {
+        if let Some(&id) = self.labels.get(value) {
+            return Group::Label(id);
+        }
+        let mut names = self.label_names.borrow_mut();
+        let id = names.len() as u32;
+        names.push(value.to_string());
+        self.labels.insert(value.to_string(), id);
+        Group::Label(id)
+    }
+
+    /// Feeds one event (line number `line_no`) through every rule.
+    pub fn event(&mut self, line: &str, ev: &Event, line_no: u64, sink: &mut impl SpanSink) {
+        let name = ev.name(line);
+        self.ends_seen.iter_mut().for_each(|b| *b = false);
+        self.closed.iter_mut().for_each(|b| *b = false);
+        for i in 0..self.rules.len() {
+            if !self.rules[i].end.matches(name, line, ev) {
+                continue;
+            }
+            let span = self.rules[i].span;
+            let fields = std::mem::take(&mut self.rules[i].key.end);
+            let ok = self.key(line, ev, &fields, line_no);
+            self.rules[i].key.end = fields;
+            if !ok || self.closed[span] {
+                continue;
+            }
+            self.ends_seen[span] = true;
+            let key = (span, Box::from(self.key_buf.as_str()));
+            self.closed[span] = self.open.end(&key, ev.ts_ns, sink);
+        }
+        for span in 0..self.spans {
+            if self.ends_seen[span] && !self.closed[span] {
+                let series = SeriesKey {
+                    span,
+                    side: None,
+                    group: Group::All,
+                };
+                sink.outcome(&series, Outcome::OrphanEnd);
+            }
+        }
+        for i in 0..self.rules.len() {
+            if !self.rules[i].start.matches(name, line, ev) {
+                continue;
+            }
+            let span = self.rules[i].span;
+            let fields = std::mem::take(&mut self.rules[i].key.start);
+            let ok = self.key(line, ev, &fields, line_no);
+            self.rules[i].key.start = fields;
+            if !ok {
+                continue;
+            }
+            let series = SeriesKey {
+                span,
+                side: None,
+                group: self.group(line, ev),
+            };
+            let key = (span, Box::from(self.key_buf.as_str()));
+            if self.repeat == Repeat::KeepFirst && self.open.contains(&key) {
+                sink.outcome(&series, Outcome::Superseded);
+                continue;
+            }
+            let open = Open {
+                start_ns: ev.ts_ns,
+                series,
+            };
+            self.open.start(key, open, Outcome::Superseded, sink);
+        }
+    }
+
+    /// Counts every span still open as unmatched (the input ended).
+    pub fn finish(&mut self, sink: &mut impl SpanSink) {
+        self.open.finish(sink);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_take_an_event_and_filters() {
+        let e = Endpoint::parse("sched:sched_switch:prev_state^=R:next_comm!=swapper/0").unwrap();
+        assert_eq!(e.event, "sched:sched_switch");
+        assert_eq!(e.filters.len(), 2);
+        assert_eq!(e.filters[0].op, Op::Prefix);
+        assert_eq!(e.filters[1].value, "swapper/0");
+        for bad in ["", "a:{x}", "sched:sched_switch:x~=1", "a b"] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_match_with_or_without_the_group() {
+        assert!(names_match("sched:sched_wakeup", "sched:sched_wakeup"));
+        assert!(names_match("sched:sched_wakeup", "sched_wakeup"));
+        assert!(names_match("sched_wakeup", "sched:sched_wakeup"));
+        assert!(!names_match("sched:sched_wakeup", "sched:sched_wakeup_new"));
+        assert!(!names_match("irq:sched_wakeup", "sched:sched_wakeup"));
+    }
+
+    #[test]
+    fn spans_and_keys_are_parsed() {
+        let (name, s, e) = parse_span("run=sched:sched_wakeup..sched:sched_switch").unwrap();
+        assert_eq!(
+            (name.as_str(), s.event.as_str()),
+            ("run", "sched:sched_wakeup")
+        );
+        assert_eq!(e.event, "sched:sched_switch");
+        let (name, ..) = parse_span("sched:sched_wakeup..sched:sched_switch").unwrap();
+        assert_eq!(name, "sched_wakeup_to_sched_switch");
+        assert!(parse_span("run=a").is_err());
+        assert!(parse_span("{bad}=a..b").is_err());
+        let k = Key::parse("pid=next_pid,cpu").unwrap();
+        assert_eq!(k.start, ["pid", "cpu"]);
+        assert_eq!(k.end, ["next_pid", "cpu"]);
+        assert!(Key::parse("a;b").is_err());
+    }
+}

@@ -1,0 +1,218 @@
+//! Events as rows: JSON lines (one object per line) and CSV with a header line, with
+//! `--time FIELD --unit ns|us|ms|s --name FIELD` saying which columns hold the stamp and the
+//! event's name. Every other column is a field.
+//!
+//! A row's fields do not lie in the line as they are (JSON escapes, CSV quotes), so each row is
+//! written once into a scratch line, `name\tfield\tvalue\t...`, that the [`Event`] ranges point
+//! into.
+
+use super::{Event, Parsed};
+
+/// Which columns mean what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Columns {
+    /// the stamp's column
+    pub time: String,
+    /// nanoseconds per unit of the stamp
+    pub scale: u64,
+    /// the event name's column
+    pub name: String,
+}
+
+impl Default for Columns {
+    fn default() -> Self {
+        Columns {
+            time: "ts".to_string(),
+            scale: 1,
+            name: "name".to_string(),
+        }
+    }
+}
+
+/// A row turned into an event: fills `scratch` and `ev`.
+fn row<'a>(
+    columns: &Columns,
+    cells: impl Iterator<Item = (&'a str, std::borrow::Cow<'a, str>)>,
+    scratch: &mut String,
+    ev: &mut Event,
+) -> Parsed {
+    ev.clear();
+    scratch.clear();
+    let mut time = None;
+    let mut name = None;
+    for (key, value) in cells {
+        if key == columns.time {
+            time = Some(super::decimal_to_ns(value.trim(), columns.scale));
+            if time == Some(None) {
+                return Parsed::Malformed("the time column is not a non-negative number");
+            }
+            continue;
+        }
+        let k = scratch.len()..scratch.len() + key.len();
+        scratch.push_str(key);
+        scratch.push('\t');
+        let v = scratch.len()..scratch.len() + value.len();
+        scratch.push_str(&value);
+        scratch.push('\t');
+        if key == columns.name {
+            name = Some(v.clone());
+        }
+        ev.fields.push((k, v));
+    }
+    let (Some(Some(ts)), Some(name)) = (time, name) else {
+        return Parsed::Malformed("a row without the time or the name column");
+    };
+    ev.ts_ns = ts;
+    ev.name = name;
+    Parsed::Event
+}
+
+/// Parses one JSON line.
+pub fn json_line(line: &str, columns: &Columns, scratch: &mut String, ev: &mut Event) -> Parsed {
+    if line.trim().is_empty() {
+        return Parsed::Skip;
+    }
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(line) else {
+        return Parsed::Malformed("not a JSON object");
+    };
+    let cells = map.iter().map(|(k, v)| {
+        let text = match v {
+            serde_json::Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
+            other => std::borrow::Cow::Owned(other.to_string()),
+        };
+        (k.as_str(), text)
+    });
+    row(columns, cells, scratch, ev)
+}
+
+/// Splits a CSV line (RFC 4180 quotes, no line breaks inside fields).
+pub fn split_csv(line: &str) -> Vec<std::borrow::Cow<'_, str>> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    loop {
+        if let Some(quoted) = rest.strip_prefix('"') {
+            let mut value = String::new();
+            let mut chars = quoted.char_indices().peekable();
+            let mut end = quoted.len();
+            while let Some((i, c)) = chars.next() {
+                if c == '"' {
+                    if chars.peek().map(|&(_, d)| d) == Some('"') {
+                        value.push('"');
+                        chars.next();
+                    } else {
+                        end = i + 1;
+                        break;
+                    }
+                } else {
+                    value.push(c);
+                }
+            }
+            out.push(std::borrow::Cow::Owned(value));
+            rest = &quoted[end.min(quoted.len())..];
+            match rest.find(',') {
+                Some(p) => rest = &rest[p + 1..],
+                None => return out,
+            }
+        } else {
+            match rest.find(',') {
+                Some(p) => {
+                    out.push(std::borrow::Cow::Borrowed(&rest[..p]));
+                    rest = &rest[p + 1..];
+                }
+                None => {
+                    out.push(std::borrow::Cow::Borrowed(rest));
+                    return out;
+                }
+            }
+        }
+    }
+}
+
+/// CSV rows after a header line.
+#[derive(Debug, Default)]
+pub struct Csv {
+    header: Option<Vec<String>>,
+}
+
+impl Csv {
+    /// Parses one CSV line (the first non-empty one is the header).
+    pub fn parse(
+        &mut self,
+        line: &str,
+        columns: &Columns,
+        scratch: &mut String,
+        ev: &mut Event,
+    ) -> Parsed {
+        if line.trim().is_empty() {
+            return Parsed::Skip;
+        }
+        let Some(header) = &self.header else {
+            self.header = Some(
+                split_csv(line)
+                    .into_iter()
+                    .map(|c| c.trim().to_string())
+                    .collect(),
+            );
+            return Parsed::Skip;
+        };
+        let cells = split_csv(line);
+        if cells.len() != header.len() {
+            return Parsed::Malformed("a row with another number of columns than the header");
+        }
+        row(
+            columns,
+            header.iter().map(String::as_str).zip(cells),
+            scratch,
+            ev,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_json_line_has_its_time_name_and_fields() {
+        let cols = Columns {
+            time: "t".into(),
+            scale: 1_000,
+            name: "ev".into(),
+        };
+        let (mut scratch, mut ev) = (String::new(), Event::default());
+        let line = r#"{"t": 12.5, "ev": "frame", "id": 7, "who": "a\tb"}"#;
+        assert_eq!(json_line(line, &cols, &mut scratch, &mut ev), Parsed::Event);
+        assert_eq!(ev.ts_ns, 12_500);
+        assert_eq!(ev.name(&scratch), "frame");
+        assert_eq!(ev.field(&scratch, "id"), Some("7"));
+        assert!(matches!(
+            json_line(r#"{"ev":"x"}"#, &cols, &mut scratch, &mut ev),
+            Parsed::Malformed(_)
+        ));
+        assert!(matches!(
+            json_line("[1,2]", &cols, &mut scratch, &mut ev),
+            Parsed::Malformed(_)
+        ));
+    }
+
+    #[test]
+    fn csv_rows_follow_the_header_and_quotes_are_honoured() {
+        let cols = Columns::default();
+        let (mut scratch, mut ev) = (String::new(), Event::default());
+        let mut csv = Csv::default();
+        assert_eq!(
+            csv.parse("ts,name,note", &cols, &mut scratch, &mut ev),
+            Parsed::Skip
+        );
+        assert_eq!(
+            csv.parse(r#"100,start,"a, ""b""""#, &cols, &mut scratch, &mut ev),
+            Parsed::Event
+        );
+        assert_eq!(ev.ts_ns, 100);
+        assert_eq!(ev.field(&scratch, "note"), Some(r#"a, "b""#));
+        assert!(matches!(
+            csv.parse("1,2", &cols, &mut scratch, &mut ev),
+            Parsed::Malformed(_)
+        ));
+    }
+}

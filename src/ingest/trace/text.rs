@@ -1,0 +1,243 @@
+//! `perf script` and ftrace / trace-cmd text: `PREFIX TIMESTAMP: EVENT: PAYLOAD`.
+//!
+//! perf prints `comm pid [cpu] 13760.296300641: sched:sched_wakeup: comm=sh pid=18203 ...`
+//! (default fields; `-F` layouts drop or reorder the prefix), ftrace and `trace-cmd report -R`
+//! print `sh-18203 [000] d..2. 13760.296300: sched_wakeup: comm=sh pid=18203 ...`. Both are
+//! read by one parser: the timestamp is the first token of the form `SECONDS.FRACTION:`, the
+//! event is the next token ending in `:`, the payload's `key=value` tokens are the fields
+//! (tokens without `=`, like `==>`, are skipped). The prefix gives `common_comm`,
+//! `common_pid` and `common_cpu` (named as ftrace names its common fields, so they never
+//! collide with an event's own `pid`).
+
+use super::{Event, Parsed};
+
+fn is_timestamp(token: &str) -> bool {
+    let Some(t) = token.strip_suffix(':') else {
+        return false;
+    };
+    let Some((a, b)) = t.split_once('.') else {
+        return false;
+    };
+    !a.is_empty()
+        && !b.is_empty()
+        && a.bytes().all(|c| c.is_ascii_digit())
+        && b.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// Byte ranges of the whitespace-separated tokens of `line`.
+fn tokens(line: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            return None;
+        }
+        let start = i;
+        while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        Some((start, i))
+    })
+}
+
+/// Parses one line into `ev`.
+pub fn parse(line: &str, ev: &mut Event) -> Parsed {
+    ev.clear();
+    let trimmed = line.trim_start();
+    if trimmed.is_empty() || trimmed.starts_with('#') {
+        return Parsed::Skip;
+    }
+    let mut toks = tokens(line);
+    let mut prefix: [(usize, usize); 6] = [(0, 0); 6];
+    let mut n_prefix = 0;
+    let ts = loop {
+        let Some((a, b)) = toks.next() else {
+            return Parsed::Malformed("no timestamp (SECONDS.FRACTION:)");
+        };
+        if is_timestamp(&line[a..b]) {
+            break (a, b - 1);
+        }
+        if n_prefix < prefix.len() {
+            prefix[n_prefix] = (a, b);
+            n_prefix += 1;
+        }
+    };
+    let Some(ts_ns) = super::seconds_to_ns(&line[ts.0..ts.1]) else {
+        return Parsed::Malformed("a timestamp too large");
+    };
+    ev.ts_ns = ts_ns;
+    let Some((a, b)) = toks.next() else {
+        return Parsed::Malformed("no event name after the timestamp");
+    };
+    if !line[a..b].ends_with(':') || b - a < 2 {
+        return Parsed::Malformed("the event name does not end in ':'");
+    }
+    ev.name = a..b - 1;
+    prefix_fields(line, &prefix[..n_prefix], ev);
+    for (a, b) in toks {
+        let token = &line[a..b];
+        if let Some(eq) = token.find('=')
+            && eq > 0
+        {
+            ev.fields.push((a..a + eq, a + eq + 1..b));
+        }
+    }
+    Parsed::Event
+}
+
+const COMM: &str = "common_comm";
+const PID: &str = "common_pid";
+const CPU: &str = "common_cpu";
+
+/// The prefix: `[cpu]`, then perf's `comm pid[/tid]` or ftrace's `comm-pid` before it. The
+/// field names are static, so they are appended after the line as ranges would not do; they
+/// are kept in [`Event::fields`] through [`Event::push_static`].
+fn prefix_fields(line: &str, prefix: &[(usize, usize)], ev: &mut Event) {
+    let cpu_at = prefix.iter().position(|&(a, b)| {
+        let t = &line[a..b];
+        t.len() > 2 && t.starts_with('[') && t.ends_with(']')
+    });
+    if let Some(i) = cpu_at {
+        let (a, b) = prefix[i];
+        ev.push_static(CPU, a + 1..b - 1);
+    }
+    let before = &prefix[..cpu_at.unwrap_or(prefix.len())];
+    let Some(&(a, b)) = before.last() else {
+        return;
+    };
+    let last = &line[a..b];
+    // perf: `comm pid` or `comm pid/tid` (the comm may itself contain spaces).
+    let (pid, tid) = last.split_once('/').unwrap_or((last, last));
+    if !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) && before.len() >= 2 {
+        let tid_start = b - tid.len();
+        ev.push_static(PID, tid_start..b);
+        ev.push_static(COMM, before[0].0..before[before.len() - 2].1);
+        return;
+    }
+    // ftrace: `comm-pid`.
+    if let Some(dash) = last.rfind('-') {
+        let digits = &last[dash + 1..];
+        if !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()) {
+            ev.push_static(PID, a + dash + 1..b);
+            ev.push_static(COMM, before[0].0..a + dash);
+        }
+    }
+}
+
+impl Event {
+    /// A field whose name is not in the line (a prefix field): stored with an empty name
+    /// range and found by [`Event::common`].
+    fn push_static(&mut self, name: &'static str, value: std::ops::Range<usize>) {
+        let code = match name {
+            COMM => 0,
+            PID => 1,
+            _ => 2,
+        };
+        // usize::MAX - code marks a static name; no line is that long.
+        self.fields
+            .push((usize::MAX - code..usize::MAX - code, value));
+    }
+}
+
+/// The name of a field, static names included.
+pub fn field_name<'l>(line: &'l str, range: &std::ops::Range<usize>) -> &'l str {
+    match usize::MAX - range.start {
+        0 => COMM,
+        1 => PID,
+        2 => CPU,
+        _ => line.get(range.clone()).unwrap_or(""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(line: &str) -> (u64, String, Vec<(String, String)>) {
+        let mut ev = Event::default();
+        assert_eq!(parse(line, &mut ev), Parsed::Event, "{line}");
+        let f = ev
+            .fields
+            .iter()
+            .map(|(k, v)| (field_name(line, k).to_string(), line[v.clone()].to_string()))
+            .collect();
+        (ev.ts_ns, ev.name(line).to_string(), f)
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_perf_script_line_has_its_prefix_and_payload_fields() {
+        let line = "             seq 18205 [000] 13760.296837898: sched:sched_wakeup: comm=sh pid=18203 prio=120 target_cpu=000";
+        let (ts, name, f) = fields(line);
+        assert_eq!(ts, 13_760_296_837_898);
+        assert_eq!(name, "sched:sched_wakeup");
+        assert_eq!(
+            f,
+            pairs(&[
+                ("common_cpu", "000"),
+                ("common_pid", "18205"),
+                ("common_comm", "seq"),
+                ("comm", "sh"),
+                ("pid", "18203"),
+                ("prio", "120"),
+                ("target_cpu", "000"),
+            ])
+        );
+    }
+
+    #[test]
+    fn a_sched_switch_line_skips_the_arrow() {
+        let line = "sh 18203 [000] 13760.296300641: sched:sched_switch: prev_comm=sh prev_pid=18203 prev_prio=120 prev_state=S ==> next_comm=sh next_pid=18205 next_prio=120";
+        let (_, _, f) = fields(line);
+        assert!(f.contains(&("next_pid".into(), "18205".into())));
+        assert!(f.contains(&("prev_state".into(), "S".into())));
+        assert!(!f.iter().any(|(k, _)| k.contains('>')));
+    }
+
+    #[test]
+    fn an_ftrace_line_has_comm_dash_pid_and_flags() {
+        let line = "          <idle>-0       [001] d..2.  1234.567890: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=bash next_pid=42 next_prio=120";
+        let (ts, name, f) = fields(line);
+        assert_eq!(ts, 1_234_567_890_000);
+        assert_eq!(name, "sched_switch");
+        assert_eq!(f[0], ("common_cpu".into(), "001".into()));
+        assert_eq!(f[1], ("common_pid".into(), "0".into()));
+        assert_eq!(f[2], ("common_comm".into(), "<idle>".into()));
+    }
+
+    #[test]
+    fn a_perf_script_line_with_pid_and_tid_uses_the_thread() {
+        let line = "mir 100/107 [003] 5.000000001: probe_libmirserver:frame: (7f00) arg1=3";
+        let (ts, name, f) = fields(line);
+        assert_eq!(
+            (ts, name.as_str()),
+            (5_000_000_001, "probe_libmirserver:frame")
+        );
+        assert!(f.contains(&("common_pid".into(), "107".into())));
+        assert!(f.contains(&("arg1".into(), "3".into())));
+    }
+
+    #[test]
+    fn comments_and_blank_lines_are_skipped_and_garbage_is_malformed() {
+        let mut ev = Event::default();
+        assert_eq!(parse("# tracer: nop", &mut ev), Parsed::Skip);
+        assert_eq!(parse("   ", &mut ev), Parsed::Skip);
+        assert!(matches!(
+            parse("hello world", &mut ev),
+            Parsed::Malformed(_)
+        ));
+        assert!(matches!(parse("x 1.5:", &mut ev), Parsed::Malformed(_)));
+        assert!(matches!(
+            parse("x 99999999999999999999.5: ev: a=1", &mut ev),
+            Parsed::Malformed(_)
+        ));
+    }
+}
