@@ -25,6 +25,10 @@ pub enum Command {
     /// Latency distributions from WAYLAND_DEBUG logs (commit→release, frame→done, ...).
     #[command(long_about = WAYLAND_ABOUT, after_help = WAYLAND_EXAMPLES)]
     Wayland(WaylandArgs),
+    /// Latency from any trace: perf script, ftrace/trace-cmd, babeltrace2 (LTTng), Chrome
+    /// JSON, JSON lines, CSV: a start event and an end event paired by a key.
+    #[command(long_about = SPANS_ABOUT, after_help = SPANS_EXAMPLES)]
+    Spans(SpansArgs),
     /// A first look, no setup: a short IPC matrix, a bundled real WAYLAND_DEBUG log (glmark2
     /// on weston headless) and the coalescing-queue lesson, each with the command for your own.
     Demo(DemoArgs),
@@ -895,4 +899,123 @@ mod tests {
         };
         assert_eq!(args.span_options().enabled, [true, false, true, false]);
     }
+}
+
+const SPANS_ABOUT: &str = "\
+Latency from any trace: a start event and an end event paired by a key, as distributions.
+
+Inputs (detected from their first lines; --input-format to force):
+  perf        `perf script` text (default fields, -F layouts, --ns stamps)
+  ftrace      the tracefs `trace` file, `trace-cmd report -R`
+  babeltrace  babeltrace2's text of CTF traces (LTTng): [HH:MM:SS.n] (midnight unwrapped),
+              --clock-seconds or --clock-date stamps; every `{ name = value }` is a field
+  chrome      Chrome Trace Event JSON ({\"traceEvents\": [...]} or [...], streamed; a
+              truncated file keeps every complete event). Its own spans (X with dur, B/E per
+              thread, async b/e) are taken as they are; other events feed the rules
+  jsonl, csv  one event per line/row: --time FIELD (--time-unit), --name FIELD
+
+Rules: --span NAME=START..END (repeatable) or --start START --end END, where an endpoint is
+EVENT[:FIELD==VALUE][:FIELD!=VALUE][:FIELD^=PREFIX]; `sched:sched_wakeup` also matches
+ftrace's `sched_wakeup`. --key pairs starts and ends: `pid` (equal fields), `pid=next_pid`
+(the start's pid with the end's next_pid), `a,b` (several); one --key for all rules, or one
+per --span in order. An event is tried as an end before it is tried as a start. Rules with
+the same NAME share their open spans (one end closes one span).
+
+Counted, not sampled: starts never ended (unmatched), starts replaced by a newer one with the
+same key (superseded; --keep first keeps the older, as perf sched latency does), ends with no
+start (orphan ends), ends stamped before their start (backwards), events missing a key field
+(with the first file:line), lines that are not events (with the first file:line).
+
+perf's and ftrace's prefix gives common_comm, common_pid (the thread) and common_cpu.
+Every value is an integer number of nanoseconds in the trace's own clock.";
+
+const SPANS_EXAMPLES: &str = "\
+Examples:
+  perf record -e sched:sched_wakeup,sched:sched_switch -a -- sleep 5; perf script --ns > t.txt
+  latscope spans --start sched:sched_wakeup --end sched:sched_switch --key pid=next_pid --by comm t.txt
+  latscope spans --span 'wait=sched:sched_wakeup..sched:sched_switch' --span 'wait=sched:sched_switch:prev_state^=R..sched:sched_switch' \\
+      --key pid=next_pid --key prev_pid=next_pid --keep first t.txt     # what perf sched latency measures
+  babeltrace2 lttng-trace/ > t.txt; latscope spans --span 'frame=mir_server_compositor:frame_start..mir_server_compositor:frame_end' --key vtid t.txt
+  latscope spans trace.json                                     # Chrome JSON: its own spans
+  latscope spans --time t --time-unit us --name event --span 'req=start..done' --key id events.jsonl
+  latscope spans ... --format json > before.json; latscope compare before.json after.json
+
+Exit status: 0 success, 1 error (unreadable input, unknown format), 2 usage.";
+
+/// A trace format, or automatic detection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InputFormatArg {
+    /// detect from the first lines
+    Auto,
+    /// perf script text
+    Perf,
+    /// ftrace / trace-cmd report -R text
+    Ftrace,
+    /// babeltrace2 text
+    Babeltrace,
+    /// Chrome Trace Event JSON
+    Chrome,
+    /// JSON lines
+    Jsonl,
+    /// CSV with a header
+    Csv,
+}
+
+/// Which of two starts with the same key to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KeepArg {
+    /// the newer replaces the older (WAYLAND_DEBUG's rule, bcc runqlat)
+    Last,
+    /// the older stays (perf sched latency)
+    First,
+}
+
+/// `latscope spans`
+#[derive(Debug, Args)]
+pub struct SpansArgs {
+    /// Traces; `-` reads standard input.
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// A span: NAME=START..END (repeatable).
+    #[arg(long, value_name = "NAME=START..END")]
+    pub span: Vec<String>,
+    /// The start event of a single span (with --end).
+    #[arg(long, value_name = "EVENT[:FILTER]", requires = "end")]
+    pub start: Option<String>,
+    /// The end event of a single span (with --start).
+    #[arg(long, value_name = "EVENT[:FILTER]", requires = "start")]
+    pub end: Option<String>,
+    /// The name of the --start/--end span (default: START_to_END).
+    #[arg(long, value_name = "NAME")]
+    pub span_name: Option<String>,
+    /// Fields pairing starts and ends: FIELD, START_FIELD=END_FIELD, comma lists; one for all
+    /// rules or one per --span in order (default: none, every start pairs with the next end).
+    #[arg(long, value_name = "FIELD[=FIELD],...")]
+    pub key: Vec<String>,
+    /// Split each span into one series per value of this field of the start event.
+    #[arg(long, value_name = "FIELD")]
+    pub by: Option<String>,
+    /// Two starts with one key: keep the last (default) or the first.
+    #[arg(long, value_enum, default_value_t = KeepArg::Last)]
+    pub keep: KeepArg,
+    /// The input format.
+    #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
+    pub input_format: InputFormatArg,
+    /// jsonl/csv: the column holding the time stamp.
+    #[arg(long, default_value = "ts", value_name = "FIELD")]
+    pub time: String,
+    /// jsonl/csv: the stamp's unit.
+    #[arg(long, value_enum, default_value_t = UnitArg::Ns)]
+    pub time_unit: UnitArg,
+    /// jsonl/csv: the column holding the event's name.
+    #[arg(long = "name", default_value = "name", value_name = "FIELD")]
+    pub name_field: String,
+    /// List this many slowest spans of each series, with their start time in the trace.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub slowest: usize,
+    /// Fail at the first line that is not an event, naming it.
+    #[arg(long)]
+    pub strict: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }

@@ -8,6 +8,7 @@ pub mod lab;
 pub mod live;
 pub mod plot;
 pub mod probes;
+pub mod spans;
 pub mod wayland;
 pub mod x11;
 

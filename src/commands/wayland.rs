@@ -31,7 +31,7 @@ pub enum Input {
 }
 
 impl Input {
-    fn from_path(path: &Path) -> Input {
+    pub fn from_path(path: &Path) -> Input {
         if path.as_os_str() == "-" {
             Input::Stdin
         } else {
@@ -39,7 +39,7 @@ impl Input {
         }
     }
 
-    fn name(&self) -> String {
+    pub fn name(&self) -> String {
         match self {
             Input::Path(p) => p.display().to_string(),
             Input::Stdin => "<stdin>".to_string(),
@@ -47,7 +47,7 @@ impl Input {
         }
     }
 
-    fn open(&self) -> Result<(Box<dyn Read>, Option<u64>), latscope::Error> {
+    pub fn open(&self) -> Result<(Box<dyn Read>, Option<u64>), latscope::Error> {
         match self {
             Input::Path(p) => {
                 let open_error = |source| latscope::Error::Open {
@@ -129,7 +129,7 @@ pub fn analyse_and_print(
 
 /// Writes the HTML report of `report` (stats and plots) to `path`, or into `file`, already
 /// created and open, when there is one (`path` is then its name, for messages).
-fn write_report(
+pub fn write_report(
     report: &SpansReport<'_>,
     path: &std::path::Path,
     file: Option<File>,
@@ -147,7 +147,7 @@ fn write_report(
     Ok(())
 }
 
-fn render(report: &SpansReport<'_>, output: &OutputArgs) -> String {
+pub fn render(report: &SpansReport<'_>, output: &OutputArgs) -> String {
     match output.format {
         Format::Json => Json {
             pretty: output.pretty,
@@ -192,7 +192,7 @@ fn read_all(
     (total, None)
 }
 
-fn progress_bar(name: &str, size: Option<u64>) -> ProgressBar {
+pub fn progress_bar(name: &str, size: Option<u64>) -> ProgressBar {
     match size {
         Some(size) if size >= PROGRESS_MIN_BYTES => {
             let bar = ProgressBar::with_draw_target(Some(size), ProgressDrawTarget::stderr());

@@ -16,6 +16,8 @@ pub enum Source {
     Wayland,
     /// bpftrace, aggregated in the kernel (`latscope live`)
     Live,
+    /// a trace of another tool (`latscope spans`: perf, ftrace, LTTng, Chrome JSON, ...)
+    Trace,
 }
 
 /// What did not make a sample (WAYLAND_DEBUG spans; `None` where not counted).
@@ -105,6 +107,25 @@ pub struct SpansDoc {
     /// probe argument distributions (live; values, not necessarily ns)
     #[serde(default)]
     pub values: Vec<Series>,
+    /// the trace format read (`latscope spans`: `perf`, `ftrace`, `babeltrace`, ...)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// the slowest spans of each series, slowest first, with their start in the trace's clock
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slowest: Vec<SlowSpan>,
+}
+
+/// One of the slowest spans.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlowSpan {
+    /// the span's name
+    pub span: String,
+    /// its group, if split
+    pub group: Option<String>,
+    /// when it started, ns in the trace's own clock
+    pub start_ns: u64,
+    /// how long it took
+    pub latency_ns: u64,
 }
 
 impl SpansDoc {
@@ -121,6 +142,8 @@ impl SpansDoc {
             spans: Vec::new(),
             rates: Vec::new(),
             values: Vec::new(),
+            format: None,
+            slowest: Vec::new(),
         }
     }
 

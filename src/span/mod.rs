@@ -9,9 +9,11 @@
 
 mod aggregate;
 mod open;
+mod slowest;
 
 pub use aggregate::{Aggregator, Counters, Series};
 pub use open::{Open, OpenSpans};
+pub use slowest::{Slow, Slowest};
 
 use std::fmt;
 

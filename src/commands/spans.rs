@@ -1,0 +1,316 @@
+//! `latscope spans`: latency from any trace.
+
+use std::io;
+
+use anyhow::{Context, Result};
+use clap::CommandFactory;
+
+use super::wayland::{Input, progress_bar, render, write_report};
+use crate::cli::{Cli, Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
+use crate::signals;
+use latscope::doc::spans::{SlowSpan, Source};
+use latscope::ingest::trace::read::{TraceOptions, TraceStats, read};
+use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
+use latscope::ingest::trace::table::Columns;
+use latscope::ingest::trace::{Format as TraceFormat, rules::Endpoint};
+use latscope::report::SpansReport;
+use latscope::report::csv::CsvSink;
+use latscope::report::format::human;
+use latscope::span::{Aggregator, Group, Slowest, SpanSink};
+
+fn usage(message: impl std::fmt::Display) -> ! {
+    Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, message)
+        .exit()
+}
+
+/// The rules and span names of the command line; mistakes are usage errors.
+fn rules(args: &SpansArgs) -> (Vec<Rule>, Vec<String>) {
+    let mut specs: Vec<(String, Endpoint, Endpoint)> = args
+        .span
+        .iter()
+        .map(|s| parse_span(s).unwrap_or_else(|e| usage(format!("--span: {e}"))))
+        .collect();
+    if let (Some(start), Some(end)) = (&args.start, &args.end) {
+        let spec = match &args.span_name {
+            Some(n) => format!("{n}={start}..{end}"),
+            None => format!("{start}..{end}"),
+        };
+        specs.push(parse_span(&spec).unwrap_or_else(|e| usage(format!("--start/--end: {e}"))));
+    }
+    let keys: Vec<Key> = args
+        .key
+        .iter()
+        .map(|k| Key::parse(k).unwrap_or_else(|e| usage(e)))
+        .collect();
+    if keys.len() > 1 && keys.len() != specs.len() {
+        usage(format!(
+            "{} --key options for {} spans: give one for all, or one per span in order",
+            keys.len(),
+            specs.len()
+        ));
+    }
+    let mut names: Vec<String> = Vec::new();
+    let rules = specs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, start, end))| {
+            let span = names.iter().position(|n| *n == name).unwrap_or_else(|| {
+                names.push(name.clone());
+                names.len() - 1
+            });
+            let key = keys
+                .get(if keys.len() == 1 { 0 } else { i })
+                .cloned()
+                .unwrap_or(Key {
+                    start: Vec::new(),
+                    end: Vec::new(),
+                });
+            Rule {
+                span,
+                start,
+                end,
+                key,
+            }
+        })
+        .collect();
+    (rules, names)
+}
+
+fn options(args: &SpansArgs) -> TraceOptions {
+    let format = match args.input_format {
+        InputFormatArg::Auto => None,
+        InputFormatArg::Perf => Some(TraceFormat::Perf),
+        InputFormatArg::Ftrace => Some(TraceFormat::Ftrace),
+        InputFormatArg::Babeltrace => Some(TraceFormat::Babeltrace),
+        InputFormatArg::Chrome => Some(TraceFormat::Chrome),
+        InputFormatArg::Jsonl => Some(TraceFormat::JsonLines),
+        InputFormatArg::Csv => Some(TraceFormat::Csv),
+    };
+    let scale = match args.time_unit {
+        UnitArg::Ns => 1,
+        UnitArg::Us => 1_000,
+        UnitArg::Ms => 1_000_000,
+        UnitArg::S => 1_000_000_000,
+    };
+    TraceOptions {
+        format,
+        columns: Columns {
+            time: args.time.clone(),
+            scale,
+            name: args.name_field.clone(),
+        },
+        cancel: Some(signals::cancel_on_interrupt()),
+        strict: args.strict,
+    }
+}
+
+/// What every input gave, summed, with one line per input on its format.
+#[derive(Default)]
+struct Totals {
+    stats: TraceStats,
+    formats: Vec<String>,
+    notes: Vec<String>,
+    missing_key: (u64, Option<String>),
+}
+
+impl Totals {
+    fn add(&mut self, file: &str, s: &TraceStats) {
+        let t = &mut self.stats;
+        t.bytes += s.bytes;
+        t.lines += s.lines;
+        t.events += s.events;
+        t.skipped += s.skipped;
+        t.malformed += s.malformed;
+        t.backwards += s.backwards;
+        t.not_utf8 += s.not_utf8;
+        t.interrupted |= s.interrupted;
+        let format = s.format.map_or("?", TraceFormat::name);
+        let how = if s.detected { "detected" } else { "given" };
+        self.formats.push(format.to_string());
+        self.notes.push(format!("{file}: {format} ({how})"));
+        if let Some((loc, why)) = &s.first_malformed {
+            self.notes.push(format!(
+                "{} line(s) of {file} are not {format} events; the first, {loc}: {why}",
+                s.malformed
+            ));
+        }
+        if let Some(loc) = &s.first_backwards {
+            self.notes.push(format!(
+                "{} event(s) of {file} are stamped before the event before them; the first at {loc}",
+                s.backwards
+            ));
+        }
+        if s.chrome.truncated {
+            self.notes.push(format!(
+                "{file} ends inside an event: every complete one was read"
+            ));
+        }
+        if s.chrome.no_array {
+            self.notes
+                .push(format!("{file}: no traceEvents array was found"));
+        }
+    }
+
+    fn input(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.stats;
+        vec![
+            ("bytes", s.bytes),
+            ("lines", s.lines),
+            ("events", s.events),
+            ("skipped", s.skipped),
+            ("malformed", s.malformed),
+            ("backwards", s.backwards),
+            ("not_utf8", s.not_utf8),
+            ("missing_key", self.missing_key.0),
+        ]
+    }
+}
+
+/// Reads every input into `sink` through `pairer`; what was read before an error is kept.
+fn read_all(
+    inputs: &[Input],
+    options: &TraceOptions,
+    pairer: &mut Pairer,
+    sink: &mut impl SpanSink,
+) -> (Totals, Option<anyhow::Error>) {
+    let mut totals = Totals::default();
+    for input in inputs {
+        let name = input.name();
+        let (reader, size) = match input.open() {
+            Ok(opened) => opened,
+            Err(e) => return (totals, Some(e.into())),
+        };
+        let progress = progress_bar(&name, size);
+        let result = read(reader, &name, options, pairer, sink, |b| {
+            progress.set_position(b)
+        });
+        progress.finish_and_clear();
+        pairer.finish(sink);
+        match result {
+            Ok(stats) => totals.add(&name, &stats),
+            Err(e) => return (totals, Some(e.into())),
+        }
+        if totals.stats.interrupted {
+            break;
+        }
+    }
+    let (n, line) = pairer.missing_key;
+    totals.missing_key = (n, line.map(|l| l.to_string()));
+    if n > 0 {
+        totals.notes.push(format!(
+            "{n} event(s) matched a rule but lack a --key field (the first on line {})",
+            line.unwrap_or(0)
+        ));
+    }
+    (totals, None)
+}
+
+fn slow_spans(slowest: &Slowest, names: &[String], labels: &[String]) -> Vec<SlowSpan> {
+    slowest
+        .sorted()
+        .into_iter()
+        .map(|s| SlowSpan {
+            span: names.get(s.key.span).cloned().unwrap_or_default(),
+            group: match s.key.group {
+                Group::Label(i) => labels.get(i as usize).cloned(),
+                _ => None,
+            },
+            start_ns: s.start_ns,
+            latency_ns: s.latency_ns,
+        })
+        .collect()
+}
+
+fn slowest_text(slow: &[SlowSpan]) -> String {
+    if slow.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nslowest spans (start in the trace's clock):\n");
+    for s in slow {
+        let label = latscope::doc::label(&s.span, s.group.as_deref());
+        out.push_str(&format!(
+            "  {:>10}  {label}  start {}.{:09} s\n",
+            human(s.latency_ns),
+            s.start_ns / 1_000_000_000,
+            s.start_ns % 1_000_000_000
+        ));
+    }
+    out
+}
+
+/// Runs `latscope spans`.
+pub fn run(args: &SpansArgs) -> Result<()> {
+    let (rules, names) = rules(args);
+    let options = options(args);
+    let inputs: Vec<Input> = args.files.iter().map(|p| Input::from_path(p)).collect();
+    let repeat = match args.keep {
+        KeepArg::Last => Repeat::KeepLast,
+        KeepArg::First => Repeat::KeepFirst,
+    };
+    let no_rules = rules.is_empty();
+    let mut pairer = Pairer::new(rules, names, args.by.clone(), repeat);
+    if args.output.format == Format::Csv {
+        let files: Vec<String> = inputs.iter().map(Input::name).collect();
+        let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), Vec::new(), files)
+            .with_span_names(pairer.span_names())
+            .with_labels(pairer.labels());
+        let (_, error) = read_all(&inputs, &options, &mut pairer, &mut sink);
+        match sink.finish() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            other => other.context("writing CSV to standard output")?,
+        }
+        return error.map_or(Ok(()), Err);
+    }
+    let linear = args.output.linear_spec()?;
+    let mut sink = (
+        Aggregator::new(Vec::new(), linear),
+        Slowest::new(args.slowest),
+    );
+    let (totals, error) = read_all(&inputs, &options, &mut pairer, &mut sink);
+    let (mut aggregator, slowest) = sink;
+    let names = pairer.span_names().borrow().clone();
+    let labels = pairer.labels().borrow().clone();
+    aggregator.set_names(names.clone());
+    if no_rules
+        && aggregator.is_empty()
+        && error.is_none()
+        && !totals.formats.contains(&"chrome".to_string())
+    {
+        usage(
+            "no span to measure: give --span NAME=START..END or --start/--end (only Chrome JSON carries spans itself)",
+        );
+    }
+    let mut warnings = totals.notes.clone();
+    if totals.stats.interrupted {
+        warnings.push("interrupted: the spans read so far are reported".to_string());
+    }
+    let report = SpansReport {
+        aggregator: &aggregator,
+        input: totals.input(),
+        warnings,
+        files: inputs.iter().map(Input::name).collect(),
+        labels,
+        unit: args.output.unit.unit(),
+    };
+    let slow = slow_spans(&slowest, &names, &report.labels);
+    let text = match args.output.format {
+        Format::Json => {
+            let mut doc = latscope::report::json::document(&report);
+            doc.source = Source::Trace;
+            doc.format = Some(totals.formats.join(","));
+            doc.slowest = slow;
+            for s in &mut doc.spans {
+                s.by = s.group.as_ref().and(args.by.clone());
+            }
+            latscope::doc::to_json(&doc, args.output.pretty)
+        }
+        Format::Markdown => render(&report, &args.output),
+        _ => render(&report, &args.output) + &slowest_text(&slow),
+    };
+    crate::commands::print(&text)?;
+    if let Some(path) = &args.output.report {
+        write_report(&report, path, None)?;
+    }
+    error.map_or(Ok(()), Err)
+}

@@ -1,0 +1,100 @@
+//! The slowest spans of each series, with their start times, so that a user can find them in
+//! the trace: a bounded min-heap per series (memory: N spans per series, whatever the input).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rustc_hash::FxHashMap;
+
+use super::{Outcome, SeriesKey, SpanSink};
+
+/// One span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slow {
+    /// its series
+    pub key: SeriesKey,
+    /// when it started, ns in the input's clock
+    pub start_ns: u64,
+    /// how long it took
+    pub latency_ns: u64,
+}
+
+/// A [`SpanSink`] keeping the `n` slowest spans of each series.
+#[derive(Debug, Clone, Default)]
+pub struct Slowest {
+    n: usize,
+    heaps: FxHashMap<SeriesKey, BinaryHeap<Reverse<(u64, u64)>>>,
+}
+
+impl Slowest {
+    /// Keeps `n` per series (0: none).
+    pub fn new(n: usize) -> Slowest {
+        Slowest {
+            n,
+            heaps: FxHashMap::default(),
+        }
+    }
+
+    /// Every kept span, slowest first (ties: earliest first).
+    pub fn sorted(&self) -> Vec<Slow> {
+        let mut all: Vec<Slow> = self
+            .heaps
+            .iter()
+            .flat_map(|(key, heap)| {
+                heap.iter().map(|Reverse((latency_ns, start_ns))| Slow {
+                    key: *key,
+                    start_ns: *start_ns,
+                    latency_ns: *latency_ns,
+                })
+            })
+            .collect();
+        all.sort_by_key(|s| (Reverse(s.latency_ns), s.start_ns, s.key));
+        all
+    }
+}
+
+impl SpanSink for Slowest {
+    fn sample(&mut self, key: &SeriesKey, start_ns: u64, latency_ns: u64) {
+        if self.n == 0 {
+            return;
+        }
+        let heap = self.heaps.entry(*key).or_default();
+        if heap.len() < self.n {
+            heap.push(Reverse((latency_ns, start_ns)));
+        } else if heap
+            .peek()
+            .is_some_and(|Reverse(min)| (latency_ns, start_ns) > *min)
+        {
+            heap.pop();
+            heap.push(Reverse((latency_ns, start_ns)));
+        }
+    }
+
+    fn outcome(&mut self, _key: &SeriesKey, _outcome: Outcome) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::span::Group;
+
+    #[test]
+    fn the_n_slowest_of_each_series_are_kept_slowest_first() {
+        let key = |span| SeriesKey {
+            span,
+            side: None,
+            group: Group::All,
+        };
+        let mut s = Slowest::new(2);
+        for (i, lat) in [5u64, 9, 1, 7, 3].into_iter().enumerate() {
+            s.sample(&key(0), i as u64 * 100, lat);
+        }
+        s.sample(&key(1), 7, 4);
+        let got: Vec<(usize, u64, u64)> = s
+            .sorted()
+            .iter()
+            .map(|x| (x.key.span, x.start_ns, x.latency_ns))
+            .collect();
+        assert_eq!(got, [(0, 100, 9), (0, 300, 7), (1, 7, 4)]);
+    }
+}
