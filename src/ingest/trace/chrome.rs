@@ -56,6 +56,11 @@ fn micros(n: &serde_json::Number) -> Option<u64> {
     })
 }
 
+/// `(pid, tid)` as written.
+type Thread = (String, String);
+/// A `B` event waiting for its `E`: span, start, group.
+type Begun = (usize, u64, crate::span::Group);
+
 /// Where the splitter is in the document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -95,7 +100,7 @@ pub struct Chrome {
     element: Vec<u8>,
     in_element: bool,
     at_start: bool,
-    stacks: FxHashMap<(String, String), Vec<(usize, u64, crate::span::Group)>>,
+    stacks: FxHashMap<Thread, Vec<Begun>>,
     asyncs: OpenSpans<(usize, String)>,
     scratch: String,
     ev: Event,
