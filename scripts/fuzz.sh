@@ -35,7 +35,16 @@ done
 printf '%s' '{"kind":"spans","version":1,"unit":"ns","source":"live","input":{},"live":null,"warnings":[],"spans":[{"name":"x","side":null,"by":null,"group":null,"count":-5,"p50":"NaN"}],"rates":[],"values":[]}' > fuzz/corpus/doc_reader/nan
 printf '%s' '{"kind":"bench","version":1e300}' > fuzz/corpus/doc_reader/huge
 
-for target in wayland_line wayland_log linear_spec doc_reader; do
+# The trace reader: every committed trace (first 4 KiB), behind each format's selector byte.
+mkdir -p fuzz/corpus/trace_reader
+for t in tests/data/traces/*.*; do
+    [[ $t == *.md ]] && continue
+    for pick in 0 1 2 3 4 5 6; do
+        { printf "\\x0$pick"; head -c 4096 "$t"; } > "fuzz/corpus/trace_reader/$pick-$(basename "$t")"
+    done
+done
+
+for target in wayland_line wayland_log linear_spec doc_reader trace_reader; do
     echo "fuzz: $target for ${seconds}s" >&2
     cargo "${toolchain[@]}" fuzz run "$target" -- -max_total_time="$seconds" -max_len=65536 \
         -print_final_stats=1 2>&1 | tail -n 15

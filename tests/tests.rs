@@ -15,5 +15,6 @@ mod live;
 mod report;
 mod safety;
 mod snapshots;
+mod spans;
 mod wayland_cli;
 mod x11;

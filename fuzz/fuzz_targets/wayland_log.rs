@@ -26,6 +26,7 @@ fuzz_target!(|data: &[u8]| {
         input: stats.fields(),
         warnings: stats.warnings(),
         files: vec!["fuzz".into()],
+        labels: Vec::new(),
         unit: Unit::Us,
     };
     let _ = Text { linear: true, no_histogram: false }.render(&report);

@@ -101,11 +101,7 @@ pub fn read(
         file: file.to_string(),
         source,
     };
-    let mut head = Vec::with_capacity(HEAD);
-    (&mut reader)
-        .take(HEAD as u64)
-        .read_to_end(&mut head)
-        .map_err(io_error)?;
+    let head = read_head(&mut reader, options.cancel.as_ref()).map_err(io_error)?;
     let (format, detected) = match options.format {
         Some(f) => (f, false),
         None => (
@@ -120,13 +116,17 @@ pub fn read(
         detected,
         ..TraceStats::default()
     };
-    let input = io::Cursor::new(head).chain(reader);
+    // Ctrl-C during the first read: what was read is still analysed, nothing more is read.
+    let interrupted = options.cancel.as_ref().is_some_and(Cancel::is_raised);
+    let rest = reader.take(if interrupted { 0 } else { u64::MAX });
+    let input = io::Cursor::new(head).chain(rest);
     if format == Format::Chrome {
         read_chrome(input, options, pairer, sink, &mut stats, progress).map_err(io_error)?;
+        stats.interrupted |= interrupted;
         return Ok(stats);
     }
     let mut lines = LineReader::new(input);
-    if let Some(c) = &options.cancel {
+    if let Some(c) = options.cancel.as_ref().filter(|_| !interrupted) {
         lines = lines.cancel_on(c.clone());
     }
     let mut state = LineState {
@@ -184,8 +184,35 @@ pub fn read(
     }
     stats.lines = summary.lines;
     stats.bytes = summary.bytes;
-    stats.interrupted = summary.cancelled;
+    stats.interrupted = summary.cancelled || interrupted;
     Ok(stats)
+}
+
+/// The first bytes, enough to detect the format: 64 KiB, the end of the input, or 16 whole
+/// lines (a pipe from a live tracer must not wait for 64 KiB), whichever comes first. Ctrl-C
+/// stops the wait.
+fn read_head(reader: &mut impl Read, cancel: Option<&Cancel>) -> io::Result<Vec<u8>> {
+    let mut head = vec![0u8; HEAD];
+    let mut filled = 0;
+    while filled < HEAD {
+        match reader.read(&mut head[filled..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                if memchr::memchr_iter(b'\n', &head[..filled]).count() >= 16 {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                if cancel.is_some_and(Cancel::is_raised) {
+                    break;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    head.truncate(filled);
+    Ok(head)
 }
 
 fn note_malformed(stats: &mut TraceStats, file: &str, line: u64, reason: &'static str) {
@@ -253,20 +280,25 @@ fn read_chrome(
 ) -> io::Result<()> {
     let mut chrome = Chrome::default();
     let mut buf = vec![0u8; 1 << 20];
+    let cancelled = || options.cancel.as_ref().is_some_and(Cancel::is_raised);
     loop {
-        if options.cancel.as_ref().is_some_and(Cancel::is_raised) {
-            stats.interrupted = true;
-            break;
-        }
         let n = match input.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && !cancelled() => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                stats.interrupted = true;
+                break;
+            }
             Err(e) => return Err(e),
         };
         stats.bytes += n as u64;
         chrome.feed(&buf[..n], pairer, sink);
         progress(stats.bytes);
+        if cancelled() {
+            stats.interrupted = true;
+            break;
+        }
     }
     chrome.finish(sink);
     stats.chrome = chrome.stats;

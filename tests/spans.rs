@@ -1,0 +1,544 @@
+//! `latscope spans` on traces of other tools: committed samples and fresh captures (perf,
+//! ftrace through a tracefs instance, LTTng through babeltrace2, Chromium's own trace), each
+//! checked against the independent reference `tests/independent/trace_spans.py`, and perf's
+//! against `perf sched latency`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{self, latscope, python, run, stderr, stdout};
+
+fn data(name: &str) -> std::path::PathBuf {
+    util::root().join("tests/data").join(name)
+}
+
+/// `{series: (count, min, max)}` of a latscope `spans` document.
+fn ours(doc: &Value) -> BTreeMap<String, (u64, u64, u64)> {
+    doc["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["count"].as_u64().unwrap() > 0)
+        .map(|s| {
+            let name = s["group"]
+                .as_str()
+                .map_or_else(|| s["name"].as_str().unwrap().to_string(), str::to_string);
+            let n = |k: &str| s[k].as_u64().unwrap();
+            (name, (n("count"), n("min"), n("max")))
+        })
+        .collect()
+}
+
+/// The reference's `{series: (count, min, max)}`.
+fn reference(args: &[&str]) -> BTreeMap<String, (u64, u64, u64)> {
+    let out: Value = serde_json::from_slice(&python("trace_spans.py", args)).unwrap();
+    out.as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            let n = |f: &str| v[f].as_u64().unwrap();
+            (k.clone(), (n("count"), n("min"), n("max")))
+        })
+        .collect()
+}
+
+fn spans_json(args: &[&str]) -> Value {
+    let mut all = vec!["spans", "-f", "json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+/// Wake-up → run, by the woken task: latscope and the reference on a text trace.
+fn wakeups_agree(path: &Path) -> BTreeMap<String, (u64, u64, u64)> {
+    let p = path.to_str().unwrap();
+    let doc = spans_json(&[
+        "--start",
+        "sched:sched_wakeup",
+        "--end",
+        "sched:sched_switch",
+        "--key",
+        "pid=next_pid",
+        "--by",
+        "pid",
+        p,
+    ]);
+    let theirs = reference(&[
+        "text",
+        p,
+        "sched:sched_wakeup",
+        "sched:sched_switch",
+        "pid",
+        "next_pid",
+        "pid",
+    ]);
+    let mine = ours(&doc);
+    assert_eq!(mine, theirs, "{p}");
+    assert!(!mine.is_empty());
+    mine
+}
+
+#[test]
+fn committed_perf_and_ftrace_traces_pair_like_the_independent_reference() {
+    let perf = wakeups_agree(&data("traces/sched.perf.txt"));
+    // perf sched latency on the same capture: sh:18203 max 0.435 ms at 13760.327841 s.
+    assert_eq!(perf["18203"], (45, 1_883, 435_237));
+    wakeups_agree(&data("traces/sched.ftrace.txt"));
+    let doc = spans_json(&[
+        "--start",
+        "sched:sched_wakeup",
+        "--end",
+        "sched:sched_switch",
+        "--key",
+        "pid=next_pid",
+        data("traces/sched.ftrace.txt").to_str().unwrap(),
+    ]);
+    assert_eq!(doc["format"], "ftrace");
+    assert_eq!(doc["source"], "trace");
+}
+
+#[test]
+fn a_committed_lttng_trace_times_each_function_call() {
+    let p = data("traces/cyg-profile.babeltrace.txt");
+    let p = p.to_str().unwrap();
+    let span = "call=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit";
+    let doc = spans_json(&["--span", span, "--key", "addr,vtid", "--by", "addr", p]);
+    let theirs = reference(&[
+        "text",
+        p,
+        "lttng_ust_cyg_profile:func_entry",
+        "lttng_ust_cyg_profile:func_exit",
+        "addr,vtid",
+        "addr,vtid",
+        "addr",
+    ]);
+    let mine = ours(&doc);
+    assert_eq!(mine, theirs);
+    // work() sleeps 1.0 to 1.4 ms, 50 times.
+    let work = mine
+        .values()
+        .find(|v| v.0 == 50)
+        .expect("50 calls of work()");
+    assert!(work.1 >= 1_000_000 && work.2 < 20_000_000, "{work:?}");
+    assert_eq!(doc["format"], "babeltrace");
+}
+
+#[test]
+fn a_truncated_chromium_trace_keeps_every_complete_event() {
+    let p = data("traces/chromium-startup.truncated.json");
+    let doc = spans_json(&[p.to_str().unwrap()]);
+    assert_eq!(doc["format"], "chrome");
+    assert!(
+        doc["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("ends inside an event")),
+        "{}",
+        doc["warnings"]
+    );
+    // The reference needs whole JSON: close the array after the last complete event.
+    let text = std::fs::read_to_string(&p).unwrap();
+    let end = text.rfind("},\n").unwrap() + 1;
+    let dir = tempfile::tempdir().unwrap();
+    let whole = util::write(dir.path(), "whole.json", format!("{}]}}", &text[..end]));
+    let theirs = reference(&["chrome", whole.to_str().unwrap()]);
+    assert_eq!(ours(&doc), theirs);
+}
+
+#[test]
+fn json_lines_and_csv_pair_by_key_and_count_what_does_not_pair() {
+    let check = |doc: &Value| {
+        let s = &doc["spans"][0];
+        assert_eq!(s["name"], "req");
+        // 1: 3000 ns, 2: 3200 ns, 3: 4000 ns; 4 never done; 9 done without a start.
+        assert_eq!(
+            (s["count"].as_u64(), s["min"].as_u64(), s["max"].as_u64()),
+            (Some(3), Some(3000), Some(4000))
+        );
+        assert_eq!(s["unmatched"], 1);
+        let orphans: u64 = doc["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["orphan_ends"].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(orphans, 1);
+    };
+    let span = "req=request_start..request_done";
+    let jsonl = data("traces/requests.jsonl");
+    check(&spans_json(&[
+        "--span",
+        span,
+        "--key",
+        "id",
+        jsonl.to_str().unwrap(),
+    ]));
+    let csv = data("traces/requests.csv");
+    let doc = spans_json(&[
+        "--span",
+        span,
+        "--key",
+        "id",
+        "--time",
+        "t_us",
+        "--time-unit",
+        "us",
+        "--name",
+        "event",
+        csv.to_str().unwrap(),
+    ]);
+    check(&doc);
+    assert_eq!(doc["format"], "csv");
+}
+
+#[test]
+fn the_slowest_spans_are_listed_with_their_start_in_the_trace() {
+    let p = data("traces/sched.perf.txt");
+    let out = run(&[
+        "spans",
+        "--start",
+        "sched:sched_wakeup",
+        "--end",
+        "sched:sched_switch",
+        "--key",
+        "pid=next_pid",
+        "--slowest",
+        "2",
+        p.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("435 µs  sched_wakeup_to_sched_switch  start 13760.327841714 s"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn bad_traces_are_named_and_counted_and_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rule = ["--span", "x=a..b", "--key", "id"];
+    let spans = |file: &Path, extra: &[&str]| {
+        let mut args = vec!["spans"];
+        args.extend_from_slice(&rule);
+        args.extend_from_slice(extra);
+        args.push(file.to_str().unwrap());
+        run(&args)
+    };
+    // Not a trace at all: which formats were tried.
+    let out = spans(&util::write(d, "x.txt", "hello world\n"), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not a trace latscope recognises"),
+        "{}",
+        stderr(&out)
+    );
+    // Events without the key field, out of order, and a malformed line: counted with file:line.
+    let text =
+        "p 1 [000] 2.0: a: id=1\np 1 [000] 1.0: b: other=2\nnot an event\np 1 [000] 3.0: b: id=1\n";
+    let f = util::write(d, "t.txt", text);
+    let out = spans(&f, &["-f", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["input"]["missing_key"], 1);
+    assert_eq!(doc["input"]["backwards"], 1);
+    assert_eq!(doc["input"]["malformed"], 1);
+    let warnings = doc["warnings"].to_string();
+    assert!(warnings.contains("t.txt:3"), "{warnings}");
+    assert!(warnings.contains("t.txt:2"), "{warnings}");
+    assert_eq!(doc["spans"][0]["count"], 1);
+    // --strict stops at the malformed line, naming it.
+    let out = spans(&f, &["--strict"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("t.txt:3: malformed perf line"),
+        "{}",
+        stderr(&out)
+    );
+    // Rules that cannot be read are usage errors.
+    for bad in [
+        &["spans", "--span", "x=a", "f"][..],
+        &["spans", "--span", "x=a..b:{x}", "f"],
+        &[
+            "spans", "--span", "x=a..b", "--span", "y=a..b", "--key", "a", "--key", "b", "--key",
+            "c", "f",
+        ],
+        &["spans", "--start", "a", "f"],
+    ] {
+        assert_eq!(run(bad).status.code(), Some(2), "{bad:?}");
+    }
+}
+
+#[test]
+fn ctrl_c_prints_the_spans_read_so_far() {
+    let mut child = latscope()
+        .args(["spans", "--span", "x=a..b", "--key", "id", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(
+        &mut stdin,
+        b"p 1 [000] 1.0: a: id=1\np 1 [000] 1.5: b: id=1\n",
+    )
+    .unwrap();
+    std::io::Write::flush(&mut stdin).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    util::interrupt(child.id());
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("x: 1 samples"), "{}", stdout(&out));
+}
+
+/// Whether perf, tracefs, LTTng and babeltrace2 can be used; panics when they must be.
+fn tracers_available() -> bool {
+    let have = [
+        "perf",
+        "lttng",
+        "lttng-sessiond",
+        "babeltrace2",
+        "chromium",
+        "cc",
+    ]
+    .iter()
+    .all(|c| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) && Path::new("/sys/kernel/tracing/instances").exists();
+    if !have && std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
+        panic!("perf/lttng/babeltrace2/tracefs are missing but LATSCOPE_REQUIRE_STACK is set");
+    }
+    have
+}
+
+const SLEEPER: &str = "import time\nfor _ in range(100): time.sleep(0.002)\n";
+
+/// `perf sched latency`'s "max" per `python3` task (the sleeper): `{pid: max ns}` (printed in
+/// ms with 3 decimals). Other tasks are left out: perf also counts the wait after a preemption
+/// and keeps the first of two wake-ups, which a wake-up → run rule does not.
+fn perf_sched_max(data: &Path) -> BTreeMap<String, u64> {
+    let out = Command::new("perf")
+        .args(["sched", "latency", "--pids", "-i", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let task = l.split('|').next()?.trim();
+            let (comm, pid) = task.rsplit_once(':')?;
+            if comm != "python3" {
+                return None;
+            }
+            let pid = pid.to_string();
+            let max = l.split("max:").nth(1)?.split("ms").next()?.trim();
+            let ns = latscope::ingest::trace::decimal_to_ns(max, 1_000_000)?;
+            (ns > 0 && pid.bytes().all(|b| b.is_ascii_digit())).then_some((pid, ns))
+        })
+        .collect()
+}
+
+#[test]
+fn a_fresh_perf_capture_agrees_with_perf_sched_latency_on_each_tasks_worst_wake_up() {
+    if !tracers_available() {
+        return;
+    }
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let data_file = dir.path().join("perf.data");
+    let rec = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "sched:sched_wakeup,sched:sched_switch",
+            "-o",
+        ])
+        .arg(&data_file)
+        .args(["--", "python3", "-c", SLEEPER])
+        .output()
+        .unwrap();
+    assert!(
+        rec.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    let script = Command::new("perf")
+        .args(["script", "--ns", "-i"])
+        .arg(&data_file)
+        .output()
+        .unwrap();
+    let text = util::write(dir.path(), "t.txt", &script.stdout);
+    let mine = wakeups_agree(&text);
+    let theirs = perf_sched_max(&data_file);
+    let mut compared = 0;
+    for (pid, max) in &theirs {
+        if let Some(&(_, _, ours_max)) = mine.get(pid) {
+            // perf prints ms with 3 decimals: within half a microsecond.
+            assert!(
+                ours_max.abs_diff(*max) <= 500,
+                "task {pid}: latscope {ours_max} ns, perf sched latency {max} ns"
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared >= 1, "no task in common: {mine:?} vs {theirs:?}");
+}
+
+#[test]
+fn a_fresh_ftrace_capture_pairs_like_the_reference() {
+    if !tracers_available() {
+        return;
+    }
+    let _heavy = util::heavy();
+    let name = format!("latscope-test-{}", std::process::id());
+    let inst = Path::new("/sys/kernel/tracing/instances").join(&name);
+    std::fs::create_dir(&inst).unwrap();
+    let on = |path: &str, v: &str| std::fs::write(inst.join(path), v).unwrap();
+    on("events/sched/sched_wakeup/enable", "1");
+    on("events/sched/sched_switch/enable", "1");
+    let status = Command::new("python3")
+        .args(["-c", SLEEPER])
+        .status()
+        .unwrap();
+    on("tracing_on", "0");
+    let trace = std::fs::read(inst.join("trace")).unwrap();
+    std::fs::remove_dir(&inst).unwrap();
+    assert!(status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let mine = wakeups_agree(&util::write(dir.path(), "trace.txt", trace));
+    assert!(mine.values().any(|v| v.0 >= 50), "{mine:?}");
+}
+
+#[test]
+fn a_fresh_lttng_trace_read_through_babeltrace2_times_each_call() {
+    if !tracers_available() {
+        return;
+    }
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = util::write(
+        d,
+        "w.c",
+        "#include <unistd.h>\n__attribute__((noinline)) void work(int i) { usleep(1000 + (i % 5) * 100); }\nint main(void) { for (int i = 0; i < 50; i++) work(i); return 0; }\n",
+    );
+    let exe = d.join("w");
+    let cc = Command::new("cc")
+        .args(["-O1", "-finstrument-functions", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let home = d.join("lttng-home");
+    std::fs::create_dir(&home).unwrap();
+    let lttng = |args: &[&str]| {
+        let out = Command::new("lttng")
+            .env("LTTNG_HOME", &home)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "lttng {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // Our own session daemon, stopped at the end (if one already runs, it is used).
+    let mut daemon = Command::new("lttng-sessiond")
+        .args(["--no-kernel"])
+        .env("LTTNG_HOME", &home)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let out_dir = d.join("trace");
+    let session = format!("latscope-{}", std::process::id());
+    lttng(&[
+        "create",
+        &session,
+        &format!("--output={}", out_dir.display()),
+    ]);
+    lttng(&["enable-event", "-u", "lttng_ust_cyg_profile:*"]);
+    lttng(&["add-context", "-u", "-t", "vtid"]);
+    lttng(&["start"]);
+    let ran = Command::new(&exe)
+        .env("LD_PRELOAD", "liblttng-ust-cyg-profile.so.1")
+        .status()
+        .unwrap();
+    lttng(&["stop"]);
+    lttng(&["destroy", &session]);
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(ran.success());
+    let text = Command::new("babeltrace2").arg(&out_dir).output().unwrap();
+    assert!(
+        text.status.success(),
+        "{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    let p = util::write(d, "t.txt", &text.stdout);
+    let doc = spans_json(&[
+        "--span",
+        "call=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit",
+        "--key",
+        "addr,vtid",
+        "--by",
+        "addr",
+        p.to_str().unwrap(),
+    ]);
+    let mine = ours(&doc);
+    let theirs = reference(&[
+        "text",
+        p.to_str().unwrap(),
+        "lttng_ust_cyg_profile:func_entry",
+        "lttng_ust_cyg_profile:func_exit",
+        "addr,vtid",
+        "addr,vtid",
+        "addr",
+    ]);
+    assert_eq!(mine, theirs);
+    let work = mine
+        .values()
+        .find(|v| v.0 == 50)
+        .expect("50 calls of work()");
+    assert!(work.1 >= 1_000_000, "{work:?}");
+}
+
+#[test]
+fn a_fresh_chromium_trace_gives_the_spans_the_reference_finds() {
+    if !tracers_available() {
+        return;
+    }
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("chrome.json");
+    let status = Command::new("chromium")
+        .args(["--headless=new", "--no-sandbox", "--disable-gpu"])
+        .args(["--trace-startup=toplevel", "--trace-startup-format=json"])
+        .arg(format!("--trace-startup-file={}", file.display()))
+        .args(["--trace-startup-duration=1", "--dump-dom", "about:blank"])
+        .env("HOME", dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success() && file.exists());
+    let doc = spans_json(&[file.to_str().unwrap()]);
+    let theirs = reference(&["chrome", file.to_str().unwrap()]);
+    assert_eq!(ours(&doc), theirs);
+    assert!(theirs.values().map(|v| v.0).sum::<u64>() > 100);
+}
