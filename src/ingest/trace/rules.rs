@@ -294,11 +294,11 @@ impl Pairer {
     }
 
     fn group(&mut self, line: &str, ev: &Event) -> Group {
-        let Some(by) = &self.by else {
-            return Group::All;
+        let value = match &self.by {
+            Some(by) => ev.field(line, by).unwrap_or("?"),
+            None => return Group::All,
         };
-        let value = ev.field(line, by).unwrap_or("?").to_string();
-        self.group_of(&value)
+        self.group_of(value)
     }
 
     /// The group of field value `value`.

@@ -11,78 +11,102 @@
 
 use super::{Event, Parsed};
 
-fn is_timestamp(token: &str) -> bool {
-    let Some(t) = token.strip_suffix(':') else {
+/// `SECONDS.FRACTION:` as bytes, checked in one pass.
+fn is_timestamp(t: &[u8]) -> bool {
+    let n = t.len();
+    if n < 4 || t[n - 1] != b':' || !t[0].is_ascii_digit() {
         return false;
-    };
-    let Some((a, b)) = t.split_once('.') else {
-        return false;
-    };
-    !a.is_empty()
-        && !b.is_empty()
-        && a.bytes().all(|c| c.is_ascii_digit())
-        && b.bytes().all(|c| c.is_ascii_digit())
+    }
+    let mut dot = None;
+    for (i, &c) in t[..n - 1].iter().enumerate() {
+        match c {
+            b'0'..=b'9' => {}
+            b'.' if dot.is_none() => dot = Some(i),
+            _ => return false,
+        }
+    }
+    dot.is_some_and(|d| d > 0 && d < n - 2)
 }
 
-/// Byte ranges of the whitespace-separated tokens of `line`.
-fn tokens(line: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
-    let bytes = line.as_bytes();
+/// Seconds with up to 9 decimals as exact ns (digits checked by [`is_timestamp`]).
+fn seconds(t: &[u8]) -> Option<u64> {
+    let mut whole: u64 = 0;
     let mut i = 0;
-    std::iter::from_fn(move || {
-        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
-            i += 1;
+    while i < t.len() && t[i] != b'.' {
+        whole = whole.checked_mul(10)?.checked_add(u64::from(t[i] - b'0'))?;
+        i += 1;
+    }
+    let mut frac: u64 = 0;
+    let mut digits = 0;
+    for &c in t.get(i + 1..).unwrap_or(&[]) {
+        if digits == 9 {
+            break;
         }
-        if i >= bytes.len() {
-            return None;
-        }
-        let start = i;
-        while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        Some((start, i))
-    })
+        frac = frac * 10 + u64::from(c - b'0');
+        digits += 1;
+    }
+    frac *= 10u64.pow(9 - digits);
+    whole.checked_mul(1_000_000_000)?.checked_add(frac)
+}
+
+/// The next whitespace-separated token from `*i`.
+#[inline]
+fn next_token(b: &[u8], i: &mut usize) -> Option<(usize, usize)> {
+    while *i < b.len() && b[*i].is_ascii_whitespace() {
+        *i += 1;
+    }
+    if *i >= b.len() {
+        return None;
+    }
+    let start = *i;
+    // Tokens end at a space (a tab is rare): memchr finds it word by word.
+    let end = memchr::memchr2(b' ', b'\t', &b[start..]).map_or(b.len(), |p| start + p);
+    *i = end;
+    Some((start, end))
 }
 
 /// Parses one line into `ev`.
 pub fn parse(line: &str, ev: &mut Event) -> Parsed {
     ev.clear();
-    let trimmed = line.trim_start();
-    if trimmed.is_empty() || trimmed.starts_with('#') {
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    if i == b.len() || b[i] == b'#' {
         return Parsed::Skip;
     }
-    let mut toks = tokens(line);
     let mut prefix: [(usize, usize); 6] = [(0, 0); 6];
     let mut n_prefix = 0;
     let ts = loop {
-        let Some((a, b)) = toks.next() else {
+        let Some((a, e)) = next_token(b, &mut i) else {
             return Parsed::Malformed("no timestamp (SECONDS.FRACTION:)");
         };
-        if is_timestamp(&line[a..b]) {
-            break (a, b - 1);
+        if is_timestamp(&b[a..e]) {
+            break (a, e - 1);
         }
         if n_prefix < prefix.len() {
-            prefix[n_prefix] = (a, b);
+            prefix[n_prefix] = (a, e);
             n_prefix += 1;
         }
     };
-    let Some(ts_ns) = super::seconds_to_ns(&line[ts.0..ts.1]) else {
+    let Some(ts_ns) = seconds(&b[ts.0..ts.1]) else {
         return Parsed::Malformed("a timestamp too large");
     };
     ev.ts_ns = ts_ns;
-    let Some((a, b)) = toks.next() else {
+    let Some((a, e)) = next_token(b, &mut i) else {
         return Parsed::Malformed("no event name after the timestamp");
     };
-    if !line[a..b].ends_with(':') || b - a < 2 {
+    if b[e - 1] != b':' || e - a < 2 {
         return Parsed::Malformed("the event name does not end in ':'");
     }
-    ev.name = a..b - 1;
+    ev.name = a..e - 1;
     prefix_fields(line, &prefix[..n_prefix], ev);
-    for (a, b) in toks {
-        let token = &line[a..b];
-        if let Some(eq) = token.find('=')
+    while let Some((a, e)) = next_token(b, &mut i) {
+        if let Some(eq) = b[a..e].iter().position(|&c| c == b'=')
             && eq > 0
         {
-            ev.fields.push((a..a + eq, a + eq + 1..b));
+            ev.fields.push((a..a + eq, a + eq + 1..e));
         }
     }
     Parsed::Event
