@@ -20,6 +20,7 @@ pub mod dist;
 mod import;
 mod items;
 pub mod lab;
+pub mod lab_wayland;
 pub mod probes;
 mod read;
 pub mod spans;
@@ -45,6 +46,8 @@ pub enum Kind {
     LabIpc,
     /// the queue lab (`latscope lab queue`)
     LabQueue,
+    /// the Wayland lab (`latscope lab wayland`)
+    LabWayland,
     /// a comparison (`latscope compare`)
     Compare,
     /// USDT probes (`latscope probes`)
@@ -53,11 +56,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Spans,
         Kind::Bench,
         Kind::LabIpc,
         Kind::LabQueue,
+        Kind::LabWayland,
         Kind::Compare,
         Kind::Probes,
     ];
@@ -69,6 +73,7 @@ impl Kind {
             Kind::Bench => "bench",
             Kind::LabIpc => "lab-ipc",
             Kind::LabQueue => "lab-queue",
+            Kind::LabWayland => "lab-wayland",
             Kind::Compare => "compare",
             Kind::Probes => "probes",
         }
@@ -91,6 +96,8 @@ pub enum Document {
     LabIpc(lab::LabIpcDoc),
     /// `lab-queue`
     LabQueue(lab::LabQueueDoc),
+    /// `lab-wayland`
+    LabWayland(lab_wayland::LabWaylandDoc),
     /// `compare`
     Compare(compare::CompareDoc),
     /// `probes`
@@ -105,6 +112,7 @@ impl Document {
             Document::Bench(_) => Kind::Bench,
             Document::LabIpc(_) => Kind::LabIpc,
             Document::LabQueue(_) => Kind::LabQueue,
+            Document::LabWayland(_) => Kind::LabWayland,
             Document::Compare(_) => Kind::Compare,
             Document::Probes(_) => Kind::Probes,
         }
@@ -117,6 +125,7 @@ impl Document {
             Document::Bench(d) => serde_json::to_value(d),
             Document::LabIpc(d) => serde_json::to_value(d),
             Document::LabQueue(d) => serde_json::to_value(d),
+            Document::LabWayland(d) => serde_json::to_value(d),
             Document::Compare(d) => serde_json::to_value(d),
             Document::Probes(d) => serde_json::to_value(d),
         };
@@ -130,6 +139,7 @@ impl Document {
             Document::Bench(d) => d.check(),
             Document::LabIpc(d) => d.check(),
             Document::LabQueue(d) => d.check(),
+            Document::LabWayland(d) => d.check(),
             Document::Compare(d) => d.check(),
             Document::Probes(_) => Ok(()),
         }

@@ -140,6 +140,7 @@ pub fn read(file: &str, text: &str) -> Result<Document, DocError> {
         Kind::Bench => Document::Bench(typed(file, text)?),
         Kind::LabIpc => Document::LabIpc(typed(file, text)?),
         Kind::LabQueue => Document::LabQueue(typed(file, text)?),
+        Kind::LabWayland => Document::LabWayland(typed(file, text)?),
         Kind::Compare => Document::Compare(typed(file, text)?),
         Kind::Probes => Document::Probes(typed(file, text)?),
     };
