@@ -25,6 +25,8 @@ fn main() -> ExitCode {
         cli::Command::Lab(cli::LabCommand::Queue(args)) => commands::lab::queue(args),
         cli::Command::Lab(cli::LabCommand::Ipc(args)) => commands::ipc::run(args),
         cli::Command::Lab(cli::LabCommand::IpcPeer(args)) => commands::ipc::peer(args),
+        cli::Command::Lab(cli::LabCommand::Wayland(args)) => commands::wayland_lab::run(args),
+        cli::Command::Lab(cli::LabCommand::WaylandPeer(args)) => commands::wayland_lab::peer(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

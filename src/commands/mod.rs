@@ -9,6 +9,7 @@ pub mod live;
 pub mod plot;
 pub mod probes;
 pub mod wayland;
+pub mod wayland_lab;
 
 use std::io::Write;
 

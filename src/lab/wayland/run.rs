@@ -34,6 +34,8 @@ pub struct Outcome {
     pub stop: StopDoc,
     /// what failed
     pub error: Option<String>,
+    /// the connection broke: later configurations cannot run
+    pub compositor_gone: bool,
 }
 
 impl Outcome {
@@ -49,6 +51,7 @@ impl Outcome {
             elapsed_ns: 0,
             stop: StopDoc::Done,
             error: None,
+            compositor_gone: false,
         }
     }
 
@@ -114,6 +117,7 @@ impl Lab {
         let result = self.measure(config, &mut out);
         out.elapsed_ns = monotonic_ns() - start;
         if let Err(e) = result {
+            out.compositor_gone = matches!(e, LabError::Gone(_));
             out.stop = StopDoc::Failed;
             out.error = Some(e.to_string());
         } else if self.cancel.is_raised() {
