@@ -16,3 +16,4 @@ mod report;
 mod safety;
 mod snapshots;
 mod wayland_cli;
+mod wayland_lab;

@@ -22,7 +22,12 @@ fn usage(message: impl std::fmt::Display) -> ! {
         .exit()
 }
 
-fn parse_list<T>(option: &str, words: &[String], parse: fn(&str) -> Option<T>, known: &str) -> Vec<T> {
+fn parse_list<T>(
+    option: &str,
+    words: &[String],
+    parse: fn(&str) -> Option<T>,
+    known: &str,
+) -> Vec<T> {
     words
         .iter()
         .map(|w| {
@@ -41,7 +46,12 @@ pub fn plan(args: &WaylandLabArgs) -> Vec<Config> {
             ));
         }
     }
-    let paces = parse_list("pace", &args.pace, Pace::parse, "frame-callback, free-run, rate=HZ with HZ 1..10000");
+    let paces = parse_list(
+        "pace",
+        &args.pace,
+        Pace::parse,
+        "frame-callback, free-run, rate=HZ with HZ 1..10000",
+    );
     let damages = parse_list("damage", &args.damage, Damage::parse, "full, partial");
     let vias = parse_list("via", &args.via, Via::parse, "inproc, dbus");
     let wanted = |name: &str| args.patterns.iter().any(|p| p == name);
@@ -85,7 +95,9 @@ fn save(path: &Path, text: &str) -> Result<()> {
     };
     let (mut file, tmp) = latscope::files::create_unique(dir, ".latscope-save-", ".json")
         .with_context(|| format!("cannot write {}", path.display()))?;
-    let written = file.write_all(text.as_bytes()).and_then(|_| file.sync_all());
+    let written = file
+        .write_all(text.as_bytes())
+        .and_then(|_| file.sync_all());
     let renamed = written.and_then(|_| std::fs::rename(&tmp, path));
     if let Err(e) = renamed {
         let _ = std::fs::remove_file(&tmp);
@@ -106,7 +118,11 @@ fn render(doc: &LabWaylandDoc, format: Format) -> String {
 
 /// Runs every configuration, with a progress bar on a terminal; stops early on Ctrl-C or once
 /// the compositor is gone (the rest are listed as skipped).
-fn execute(lab: &mut Lab, configs: &[Config], cancel: &latscope::ingest::Cancel) -> (Vec<Outcome>, Vec<(String, String)>) {
+fn execute(
+    lab: &mut Lab,
+    configs: &[Config],
+    cancel: &latscope::ingest::Cancel,
+) -> (Vec<Outcome>, Vec<(String, String)>) {
     let bar = ProgressBar::new(configs.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{pos}/{len} {wide_msg}")
@@ -124,9 +140,11 @@ fn execute(lab: &mut Lab, configs: &[Config], cancel: &latscope::ingest::Cancel)
         outcomes.push(outcome);
         bar.inc(1);
         if gone {
-            skipped.extend(configs[i + 1..].iter().map(|c| {
-                (c.to_string(), "not run: the compositor is gone".to_string())
-            }));
+            skipped.extend(
+                configs[i + 1..]
+                    .iter()
+                    .map(|c| (c.to_string(), "not run: the compositor is gone".to_string())),
+            );
             break;
         }
     }
@@ -141,7 +159,11 @@ pub fn run(args: &WaylandLabArgs) -> Result<()> {
     let comp = compositor::find(args.display.as_deref())?;
     let described = describe(&comp.socket, &comp.origin, &cancel)
         .with_context(|| format!("compositor at {}", comp.socket.display()))?;
-    let mut lab = Lab::new(comp.socket.clone(), cancel.clone(), std::env::current_exe().ok());
+    let mut lab = Lab::new(
+        comp.socket.clone(),
+        cancel.clone(),
+        std::env::current_exe().ok(),
+    );
     let (outcomes, skipped) = execute(&mut lab, &configs, &cancel);
     let helper_error = lab.finish();
     drop(comp);

@@ -199,7 +199,10 @@ impl LabWaylandDoc {
                     .check()
                     .map_err(|e| format!("{} {}: {e}", r.label, m.name))?;
             }
-            for v in [r.frames_per_s, r.buffers_in_flight_mean].into_iter().flatten() {
+            for v in [r.frames_per_s, r.buffers_in_flight_mean]
+                .into_iter()
+                .flatten()
+            {
                 if !v.is_finite() || v < 0.0 {
                     return Err(format!("{}: {v} is not a rate or a mean", r.label));
                 }

@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use wayland_client::backend::WaylandError;
 use wayland_client::protocol::{
-    wl_buffer, wl_callback, wl_compositor, wl_output, wl_registry, wl_shm, wl_shm_pool,
-    wl_surface,
+    wl_buffer, wl_callback, wl_compositor, wl_output, wl_registry, wl_shm, wl_shm_pool, wl_surface,
 };
 use wayland_client::{Connection, Dispatch, DispatchError, EventQueue, QueueHandle, WEnum};
 use wayland_protocols::wp::presentation_time::client::{wp_presentation, wp_presentation_feedback};
@@ -150,7 +149,10 @@ impl Client {
     /// Connects to the socket at `path`; returns the client and the compositor's process name.
     pub fn connect(path: &Path) -> Result<(Client, Option<String>), LabError> {
         let stream = UnixStream::connect(path).map_err(|e| {
-            LabError::Setup(format!("cannot connect to the compositor at {}: {e}", path.display()))
+            LabError::Setup(format!(
+                "cannot connect to the compositor at {}: {e}",
+                path.display()
+            ))
         })?;
         let name = peer_name(&stream);
         let conn = Connection::from_socket(stream).map_err(|e| {
@@ -369,7 +371,10 @@ impl Dispatch<wp_presentation_feedback::WpPresentationFeedback, CommitTime> for 
         match event {
             wp_presentation_feedback::Event::Presented { refresh, flags, .. } => {
                 let at = committed.load(Ordering::Acquire);
-                state.frames.commit_to_presented.push(now.saturating_sub(at));
+                state
+                    .frames
+                    .commit_to_presented
+                    .push(now.saturating_sub(at));
                 state.frames.refresh_ns = Some(u64::from(refresh));
                 if let WEnum::Value(f) = flags {
                     state.frames.flags |= f.bits();

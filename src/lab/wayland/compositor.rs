@@ -61,7 +61,10 @@ pub fn find(display: Option<&str>) -> Result<Compositor, LabError> {
             weston: None,
         });
     }
-    if let Some(name) = std::env::var("WAYLAND_DISPLAY").ok().filter(|n| !n.is_empty()) {
+    if let Some(name) = std::env::var("WAYLAND_DISPLAY")
+        .ok()
+        .filter(|n| !n.is_empty())
+    {
         return Ok(Compositor {
             socket: socket_path(&name, runtime)?,
             origin: format!("$WAYLAND_DISPLAY={name}"),
@@ -98,11 +101,16 @@ impl Weston {
     pub fn start() -> Result<Weston, LabError> {
         let program = find_program("weston").ok_or(LabError::NoCompositor)?;
         let setup = |what: &str, e: std::io::Error| LabError::Setup(format!("{what}: {e}"));
-        let dir = files::private_dir("latscope-wl-").map_err(|e| setup("private runtime dir", e))?;
+        let dir =
+            files::private_dir("latscope-wl-").map_err(|e| setup("private runtime dir", e))?;
         let log = dir.path().join("weston.log");
         let mut command = Command::new(&program);
         command
-            .args(["--backend=headless-backend.so", "--idle-time=0", "--no-config"])
+            .args([
+                "--backend=headless-backend.so",
+                "--idle-time=0",
+                "--no-config",
+            ])
             .arg("--use-pixman")
             .arg(format!("--socket={SOCKET}"))
             .arg(format!("--log={}", log.display()))

@@ -38,7 +38,8 @@ struct Mapping {
 
 impl Mapping {
     fn new(bytes: usize) -> Result<Mapping, LabError> {
-        let err = |what: &str| LabError::Setup(format!("{what}: {}", std::io::Error::last_os_error()));
+        let err =
+            |what: &str| LabError::Setup(format!("{what}: {}", std::io::Error::last_os_error()));
         // SAFETY: a NUL-terminated name; the returned descriptor is owned here.
         let raw = unsafe { libc::memfd_create(c"latscope-wl-shm".as_ptr(), libc::MFD_CLOEXEC) };
         if raw < 0 {
@@ -214,7 +215,11 @@ fn pace(
 }
 
 /// Waits for a free buffer, preferring the one after `last`; returns its index.
-fn free_buffer(client: &mut Client, last: usize, cancel: &Cancel) -> Result<Option<usize>, LabError> {
+fn free_buffer(
+    client: &mut Client,
+    last: usize,
+    cancel: &Cancel,
+) -> Result<Option<usize>, LabError> {
     let n = client.state.slots.len();
     let pick = |slots: &[Slot]| (1..=n).map(|d| (last + d) % n).find(|&i| !slots[i].busy);
     match client.wait(cancel, STALL, |s| pick(&s.slots).is_some())? {

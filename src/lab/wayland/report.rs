@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
-use super::run::Outcome;
 use super::Config;
+use super::run::Outcome;
 use crate::doc::lab::{Skipped, StopDoc};
 use crate::doc::lab_wayland::{
     CompositorDoc, LabWaylandDoc, Metric, OutputDoc, WaylandParams, WaylandResult,
@@ -125,7 +125,12 @@ fn outputs_text(outputs: &[OutputDoc]) -> String {
                 .iter()
                 .find(|m| m.current)
                 .map_or("no current mode".into(), |m| {
-                    format!("{}x{}@{:.3} Hz", m.width, m.height, f64::from(m.refresh_mhz) / 1000.0)
+                    format!(
+                        "{}x{}@{:.3} Hz",
+                        m.width,
+                        m.height,
+                        f64::from(m.refresh_mhz) / 1000.0
+                    )
                 });
             let name = o.name.as_deref().or(o.xdg_name.as_deref()).unwrap_or("?");
             format!(
@@ -144,7 +149,9 @@ fn extras(r: &WaylandResult) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(fps) = r.frames_per_s {
         let held = match (r.buffers_in_flight_mean, r.buffers_in_flight_max) {
-            (Some(mean), Some(max)) => format!(", buffers held by the compositor after a commit: mean {mean:.2}, max {max}"),
+            (Some(mean), Some(max)) => format!(
+                ", buffers held by the compositor after a commit: mean {mean:.2}, max {max}"
+            ),
             _ => String::new(),
         };
         lines.push(format!("{fps:.1} frames/s{held}"));
@@ -167,7 +174,9 @@ fn extras(r: &WaylandResult) -> Vec<String> {
     }
     lines.extend(r.notes.iter().cloned());
     if let Some(e) = &r.error {
-        lines.push(format!("FAILED: {e} (rows above: what was measured before)"));
+        lines.push(format!(
+            "FAILED: {e} (rows above: what was measured before)"
+        ));
     } else if r.stop == StopDoc::Interrupted {
         lines.push("interrupted (Ctrl-C): partial".into());
     }
@@ -240,11 +249,21 @@ pub fn markdown(doc: &LabWaylandDoc) -> String {
     let notes: Vec<String> = doc
         .results
         .iter()
-        .flat_map(|r| extras(r).into_iter().map(move |l| format!("- {}: {}", r.label, l)))
+        .flat_map(|r| {
+            extras(r)
+                .into_iter()
+                .map(move |l| format!("- {}: {}", r.label, l))
+        })
         .collect();
     if !notes.is_empty() {
         out.push('\n');
-        out.push_str(&notes.iter().map(|l| markdown_cell(l)).collect::<Vec<_>>().join("\n"));
+        out.push_str(
+            &notes
+                .iter()
+                .map(|l| markdown_cell(l))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
         out.push('\n');
     }
     out
