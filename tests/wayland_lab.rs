@@ -459,7 +459,7 @@ fn fake_compositor_sending_an_error(path: &Path, message: &str) -> std::thread::
     let mut text = message.as_bytes().to_vec();
     text.push(0);
     let len = text.len() as u32;
-    while text.len() % 4 != 0 {
+    while !text.len().is_multiple_of(4) {
         text.push(0);
     }
     let mut event = Vec::new();
