@@ -788,6 +788,9 @@ pub struct DemoArgs {
     /// Skip the IPC part (the WAYLAND_DEBUG part alone takes milliseconds).
     #[arg(long)]
     pub no_ipc: bool,
+    /// Skip the Wayland lab part (a private weston headless, a few seconds).
+    #[arg(long)]
+    pub no_wayland_lab: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }

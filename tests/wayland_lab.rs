@@ -494,3 +494,48 @@ fn a_protocol_error_from_the_compositor_is_shown_with_its_message() {
     assert!(e.contains("latscope test: no such method"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
 }
+
+#[test]
+fn the_demo_runs_the_wayland_lab_on_a_private_weston() {
+    if !stack_available() {
+        return;
+    }
+    let _heavy = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = util::latscope()
+        .args(["demo", "--no-ipc"])
+        .env("TMPDIR", tmp.path())
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("compositor: weston (private weston headless)"),
+        "{text}"
+    );
+    assert!(text.contains("frames buffers=2"), "{text}");
+    assert!(
+        text.contains("on your system: latscope lab wayland"),
+        "{text}"
+    );
+    assert!(private_westons().is_empty(), "weston is still running");
+}
+
+#[test]
+fn the_demo_says_how_to_get_the_wayland_lab_without_weston() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let out = util::latscope()
+        .args(["demo", "--no-ipc"])
+        .env("TMPDIR", tmp.path())
+        .env("PATH", empty.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("apt-get install weston"),
+        "{}",
+        stdout(&out)
+    );
+}

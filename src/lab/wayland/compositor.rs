@@ -24,7 +24,7 @@ pub const STARTUP: Duration = Duration::from_secs(15);
 /// How long weston may take to exit after SIGTERM.
 pub const STOP_PATIENCE: Duration = Duration::from_secs(3);
 /// The socket name of a private weston (inside its private runtime directory).
-const SOCKET: &str = "latscope-0";
+pub const SOCKET: &str = "latscope-0";
 
 /// Where the compositor is, and whether latscope started it.
 #[derive(Debug)]
