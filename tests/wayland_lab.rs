@@ -59,8 +59,11 @@ fn ns(v: &Value, key: &str) -> f64 {
     v[key].as_f64().unwrap_or_else(|| panic!("no {key} in {v}"))
 }
 
-/// Private westons latscope started (their runtime directory is a latscope-wl- one).
-fn private_westons() -> Vec<u32> {
+/// Private westons latscope started with `TMPDIR=tmp` (their runtime directory is a
+/// latscope-wl- one in `tmp`): other tests' westons are not counted.
+fn private_westons(tmp: &Path) -> Vec<u32> {
+    let mut prefix = b"XDG_RUNTIME_DIR=".to_vec();
+    prefix.extend_from_slice(tmp.join("latscope-wl-").as_os_str().as_encoded_bytes());
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -84,7 +87,9 @@ fn round_trip_on_a_private_weston_names_the_compositor_and_stops_it() {
         return;
     }
     let _heavy = heavy();
+    let tmp = tempfile::tempdir().unwrap();
     let out = lab(&["round-trip", "--count", "100", "--format", "json"])
+        .env("TMPDIR", tmp.path())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -102,7 +107,10 @@ fn round_trip_on_a_private_weston_names_the_compositor_and_stops_it() {
     let sync = metric(&doc, "round-trip", "sync_to_done");
     assert_eq!(sync["count"], 100);
     assert!(ns(sync, "p50") > 0.0 && ns(sync, "p50") < 50e6, "{sync}");
-    assert!(private_westons().is_empty(), "weston is still running");
+    assert!(
+        private_westons(tmp.path()).is_empty(),
+        "weston is still running"
+    );
 }
 
 #[test]
@@ -388,14 +396,15 @@ fn an_unknown_pattern_or_pace_is_a_usage_error() {
 
 /// Starts `latscope lab wayland frames` for long, on a private weston; returns the child once
 /// frames are running (weston is up and a second passed).
-fn long_frames_run(format: &str) -> std::process::Child {
+fn long_frames_run(tmp: &Path, format: &str) -> std::process::Child {
     let child = lab(&["frames", "--frames", "100000", "--format", format])
+        .env("TMPDIR", tmp)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while private_westons().is_empty() && Instant::now() < deadline {
+    while private_westons(tmp).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(1500));
@@ -408,8 +417,9 @@ fn a_compositor_dying_mid_run_leaves_partial_rows_exit_1_and_a_message() {
         return;
     }
     let _heavy = heavy();
-    let child = long_frames_run("text");
-    for pid in private_westons() {
+    let tmp = tempfile::tempdir().unwrap();
+    let child = long_frames_run(tmp.path(), "text");
+    for pid in private_westons(tmp.path()) {
         // SAFETY: kill has no memory-safety preconditions; the test kills its own weston.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
@@ -430,25 +440,38 @@ fn a_compositor_dying_mid_run_leaves_partial_rows_exit_1_and_a_message() {
 }
 
 #[test]
-fn ctrl_c_prints_the_partial_results_and_stops_weston() {
+fn ctrl_c_or_sigterm_prints_the_partial_results_and_stops_weston() {
     if !stack_available() {
         return;
     }
     let _heavy = heavy();
-    let child = long_frames_run("json");
-    interrupt(child.id());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let doc = json(&out);
-    assert_eq!(doc["interrupted"], true);
-    assert_eq!(doc["results"][0]["stop"], "interrupted");
-    assert!(
-        metric(&doc, "frames", "frame_to_done")["count"]
-            .as_u64()
-            .unwrap()
-            >= 5
-    );
-    assert!(private_westons().is_empty(), "weston is still running");
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let tmp = tempfile::tempdir().unwrap();
+        let child = long_frames_run(tmp.path(), "json");
+        if signal == libc::SIGINT {
+            interrupt(child.id());
+        } else {
+            // SAFETY: kill has no memory-safety preconditions; the test signals its own child.
+            unsafe { libc::kill(child.id() as i32, signal) };
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "signal {signal}: {}",
+            stderr(&out)
+        );
+        let doc = json(&out);
+        assert_eq!(doc["interrupted"], true);
+        assert_eq!(doc["results"][0]["stop"], "interrupted");
+        let done = metric(&doc, "frames", "frame_to_done")["count"].as_u64();
+        assert!(done.unwrap() >= 5, "signal {signal}");
+        let left = private_westons(tmp.path());
+        assert!(
+            left.is_empty(),
+            "signal {signal}: weston {left:?} is still running"
+        );
+    }
 }
 
 /// A "compositor" that answers anything with a wl_display.error event about the client's first
@@ -519,7 +542,10 @@ fn the_demo_runs_the_wayland_lab_on_a_private_weston() {
         text.contains("on your system: latscope lab wayland"),
         "{text}"
     );
-    assert!(private_westons().is_empty(), "weston is still running");
+    assert!(
+        private_westons(tmp.path()).is_empty(),
+        "weston is still running"
+    );
 }
 
 #[test]
