@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Cli, Format, IpcPeerArgs, WaylandLabArgs};
 use latscope::doc::lab_wayland::LabWaylandDoc;
-use latscope::lab::wayland::run::{Lab, Outcome, describe};
+use latscope::lab::wayland::run::{Lab, Outcome, describe, unsupported};
 use latscope::lab::wayland::{
     Config, Damage, FrameParams, PATTERNS, Pace, Via, compositor, outputs, report,
 };
@@ -159,12 +159,22 @@ pub fn run(args: &WaylandLabArgs) -> Result<()> {
     let comp = compositor::find(args.display.as_deref())?;
     let described = describe(&comp.socket, &comp.origin, &cancel)
         .with_context(|| format!("compositor at {}", comp.socket.display()))?;
-    let mut lab = Lab::new(
-        comp.socket.clone(),
-        cancel.clone(),
-        std::env::current_exe().ok(),
-    );
-    let (outcomes, skipped) = execute(&mut lab, &configs, &cancel);
+    let mut not_run = Vec::new();
+    let configs: Vec<Config> = configs
+        .into_iter()
+        .filter(|c| match unsupported(c, &described.globals) {
+            Some(why) => {
+                eprintln!("latscope: warning: {c}: {why}");
+                not_run.push((c.to_string(), why));
+                false
+            }
+            None => true,
+        })
+        .collect();
+    let exe = std::env::current_exe().ok();
+    let mut lab = Lab::new(comp.socket.clone(), cancel.clone(), exe);
+    let (outcomes, mut skipped) = execute(&mut lab, &configs, &cancel);
+    skipped.splice(0..0, not_run);
     let helper_error = lab.finish();
     drop(comp);
     let doc = report::document(described, &outcomes, &skipped, cancel.is_raised());

@@ -91,6 +91,26 @@ pub fn describe(socket: &Path, origin: &str, cancel: &Cancel) -> Result<Composit
     })
 }
 
+/// Why `config` cannot run on a compositor offering `globals` (the interfaces it needs and
+/// does not get), or `None` when it can.
+pub fn unsupported(config: &Config, globals: &[GlobalDoc]) -> Option<String> {
+    let needs: &[&str] = match config {
+        Config::Frames(_) => &["wl_compositor", "wl_shm", "xdg_wm_base"],
+        Config::RoundTrip { .. } | Config::Outputs { .. } => &[],
+    };
+    let missing: Vec<&str> = needs
+        .iter()
+        .copied()
+        .filter(|n| !globals.iter().any(|g| g.interface == *n))
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "skipped: the compositor does not offer {} (xdg-shell and wl_shm are needed to draw a window)",
+            missing.join(", ")
+        )
+    })
+}
+
 /// Runs configurations against one compositor.
 pub struct Lab {
     socket: PathBuf,
@@ -168,5 +188,33 @@ impl Lab {
     /// Stops the D-Bus helper, if one ran; describes how it failed, if it did.
     pub fn finish(mut self) -> Option<String> {
         self.helper.take().and_then(Helper::finish)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::wayland::{Damage, FrameParams, Pace};
+
+    #[test]
+    fn frames_without_xdg_shell_are_skipped_with_what_is_missing() {
+        let globals: Vec<GlobalDoc> = ["wl_compositor", "wl_shm"]
+            .iter()
+            .map(|i| GlobalDoc {
+                interface: i.to_string(),
+                version: 1,
+            })
+            .collect();
+        let frames = Config::Frames(FrameParams {
+            buffers: 2,
+            width: 8,
+            height: 8,
+            frames: 1,
+            pace: Pace::FreeRun,
+            damage: Damage::Full,
+        });
+        let why = unsupported(&frames, &globals).unwrap();
+        assert!(why.contains("does not offer xdg_wm_base"), "{why}");
+        assert_eq!(unsupported(&Config::RoundTrip { count: 1 }, &globals), None);
     }
 }
