@@ -565,3 +565,103 @@ fn the_demo_says_how_to_get_the_wayland_lab_without_weston() {
         stdout(&out)
     );
 }
+
+/// One Wayland message: object, opcode, argument words and strings already encoded.
+fn message(object: u32, opcode: u32, args: &[u8]) -> Vec<u8> {
+    let mut m = Vec::new();
+    m.extend_from_slice(&object.to_ne_bytes());
+    m.extend_from_slice(&((((8 + args.len()) as u32) << 16) | opcode).to_ne_bytes());
+    m.extend_from_slice(args);
+    m
+}
+
+fn string_arg(text: &str) -> Vec<u8> {
+    let mut a = ((text.len() + 1) as u32).to_ne_bytes().to_vec();
+    a.extend_from_slice(text.as_bytes());
+    a.push(0);
+    while !a.len().is_multiple_of(4) {
+        a.push(0);
+    }
+    a
+}
+
+/// A tiny compositor offering only `globals`: it answers wl_display.get_registry with them and
+/// wl_display.sync with done, on every connection, and ignores everything else.
+fn fake_compositor_offering(path: &Path, globals: &'static [(&'static str, u32)]) {
+    let listener = UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut pending = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stream.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                pending.extend_from_slice(&buf[..n]);
+                let mut reply = Vec::new();
+                while pending.len() >= 8 {
+                    let word = |i: usize| u32::from_ne_bytes(pending[i..i + 4].try_into().unwrap());
+                    let (object, size_op) = (word(0), word(4));
+                    let size = (size_op >> 16) as usize;
+                    if pending.len() < size || size < 8 {
+                        break;
+                    }
+                    let new_id = if size >= 12 { word(8) } else { 0 };
+                    match (object, size_op & 0xffff) {
+                        (1, 1) => {
+                            for (i, (interface, version)) in globals.iter().enumerate() {
+                                let mut args = (i as u32 + 1).to_ne_bytes().to_vec();
+                                args.extend(string_arg(interface));
+                                args.extend_from_slice(&version.to_ne_bytes());
+                                reply.extend(message(new_id, 0, &args));
+                            }
+                        }
+                        (1, 0) => {
+                            reply.extend(message(new_id, 0, &7u32.to_ne_bytes()));
+                            reply.extend(message(1, 1, &new_id.to_ne_bytes()));
+                        }
+                        _ => {}
+                    }
+                    pending.drain(..size);
+                }
+                if stream.write_all(&reply).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn a_compositor_without_xdg_shell_gets_frames_skipped_with_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("bare-0");
+    fake_compositor_offering(&socket, &[("wl_compositor", 4), ("wl_shm", 1)]);
+    let display = socket.to_str().unwrap();
+    let out = lab(&[
+        "--display",
+        display,
+        "round-trip",
+        "frames",
+        "--count",
+        "20",
+    ])
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("sync_to_done"), "{text}");
+    assert!(
+        text.contains("skipped frames buffers=2") && text.contains("does not offer xdg_wm_base"),
+        "{text}"
+    );
+    // With nothing else asked for, nothing could run: an error that says why.
+    let out = lab(&["--display", display, "frames"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nothing could run"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -187,6 +187,10 @@ pub fn run(args: &WaylandLabArgs) -> Result<()> {
         .filter_map(|o| o.failed().map(|e| format!("{}: {e}", o.config)))
         .collect();
     failed.extend(helper_error.map(|e| format!("the D-Bus helper: {e}")));
+    if outcomes.is_empty() && !cancel.is_raised() {
+        let why: Vec<String> = skipped.iter().map(|(c, w)| format!("{c}: {w}")).collect();
+        bail!("nothing could run: {}", why.join("; "));
+    }
     if !failed.is_empty() {
         bail!(
             "{} configuration(s) failed; what they measured is printed above:\n  {}",
