@@ -268,7 +268,7 @@ fn frames(
     let start = monotonic_ns();
     let mut last = p.buffers as usize - 1;
     for k in 0..p.frames {
-        if pace(client, p, k, start, cancel)? == Wait::Cancelled {
+        if cancel.is_raised() || pace(client, p, k, start, cancel)? == Wait::Cancelled {
             break;
         }
         let t0 = monotonic_ns();
