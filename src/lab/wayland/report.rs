@@ -273,6 +273,48 @@ pub fn markdown(doc: &LabWaylandDoc) -> String {
 mod tests {
     use super::*;
 
+    fn committed() -> LabWaylandDoc {
+        let text = include_str!("../../../tests/data/docs/lab-wayland.json");
+        match crate::doc::read("lab-wayland.json", text) {
+            Ok(crate::doc::Document::LabWayland(d)) => d,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_text_gives_the_compositor_every_row_and_units() {
+        let text = text(&committed());
+        assert!(text.starts_with(
+            "compositor: weston (private weston headless)\nglobals: wl_compositor v4"
+        ));
+        for row in [
+            "round-trip",
+            "frames buffers=3 size=256x256 pace=frame-callback damage=full",
+            "outputs via=dbus",
+        ] {
+            assert!(text.lines().any(|l| l == row), "{row}:\n{text}");
+        }
+        let release = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("commit_to_release"))
+            .unwrap();
+        assert!(release.contains(" ms"), "{release}");
+        assert!(text.contains("frames/s, buffers held by the compositor after a commit"));
+    }
+
+    #[test]
+    fn markdown_has_one_row_per_configuration_and_latency_in_ns() {
+        let doc = committed();
+        let md = markdown(&doc);
+        let rows = md
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| configuration"))
+            .count();
+        let metrics: usize = doc.results.iter().map(|r| r.metrics.len()).sum();
+        assert_eq!(rows, metrics, "{md}");
+        assert!(md.contains("p50 [ns]"));
+    }
+
     #[test]
     fn the_frame_rate_counts_intervals_between_commits() {
         assert_eq!(rate(&[0, 10_000_000, 20_000_000]), Some(100.0));
