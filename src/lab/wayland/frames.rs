@@ -238,6 +238,11 @@ pub fn measure(
     cancel: &Cancel,
     out: &mut Outcome,
 ) -> Result<(), LabError> {
+    if p.buffers == 0 || p.width == 0 || p.height == 0 {
+        return Err(LabError::Setup(
+            "frames needs at least one buffer of at least 1x1 pixels".into(),
+        ));
+    }
     let mut win = setup(client, p, cancel)?;
     if win.presentation.is_none() {
         out.notes.push(
