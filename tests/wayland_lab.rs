@@ -665,3 +665,53 @@ fn a_compositor_without_xdg_shell_gets_frames_skipped_with_what_is_missing() {
         stderr(&out)
     );
 }
+
+/// The median of the `c2p N ms` figures weston-presentation-shm printed (its first frame, whose
+/// f2c counts from the epoch, left out).
+fn presentation_shm_c2p_ms(text: &str) -> Option<f64> {
+    let mut c2p: Vec<u64> = text
+        .lines()
+        .filter(|l| !l.contains("p2p     0 us"))
+        .filter_map(|l| {
+            l.split("c2p")
+                .nth(1)?
+                .split("ms")
+                .next()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .collect();
+    c2p.sort_unstable();
+    c2p.get(c2p.len().checked_sub(1)? / 2).map(|&v| v as f64)
+}
+
+#[test]
+fn commit_to_presented_agrees_with_weston_presentation_shm_on_the_same_weston() {
+    if !stack_available() {
+        return;
+    }
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let pshm = dir.path().join("pshm.txt");
+    let script = format!(
+        "timeout -s INT 4 weston-presentation-shm -f > '{}' 2>&1; exec '{}' lab wayland frames --frames 60 --format json",
+        pshm.display(),
+        env!("CARGO_BIN_EXE_latscope")
+    );
+    let out = Command::new(util::root().join("scripts/capture/with-compositor.sh"))
+        .args(["weston", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let theirs = std::fs::read_to_string(&pshm).unwrap();
+    let c2p = presentation_shm_c2p_ms(&theirs).unwrap_or_else(|| panic!("no c2p lines:\n{theirs}"));
+    let ours = ns(metric(&json(&out), "frames", "commit_to_presented"), "p50") / 1e6;
+    // weston-presentation-shm prints whole ms and takes c2p to the compositor's presentation
+    // timestamp; the lab stamps the `presented` event when it is dispatched, a little later.
+    // Allowed: 1 ms of resolution + 3 ms for repaint-phase differences between the two clients.
+    assert!(
+        (ours - c2p).abs() <= 4.0,
+        "lab {ours:.2} ms, weston-presentation-shm {c2p} ms"
+    );
+}
