@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::values::{count, duration_s, duration_us, payload, percent, size, whole_seconds};
+use crate::values::{
+    buffers, count, duration_s, duration_us, payload, percent, size, whole_seconds, window_size,
+};
 
 use latscope::ingest::wayland::{GroupBy, SpanKind, SpanOptions};
 use latscope::stats::{LinearSpec, Unit};
@@ -277,6 +279,83 @@ pub enum LabCommand {
     /// The D-Bus backend of `latscope lab x11 config --via dbus` (started by the lab).
     #[command(hide = true)]
     X11Backend(X11BackendArgs),
+    /// A native Wayland client that times its own round trips, frames (commit → release,
+    /// frame → done, commit → presented, buffer waits) and output queries on a compositor.
+    #[command(long_about = WAYLAND_LAB_ABOUT, after_help = WAYLAND_LAB_EXAMPLES)]
+    Wayland(WaylandLabArgs),
+    /// The D-Bus helper of `lab wayland outputs --via dbus` (started by latscope).
+    #[command(hide = true)]
+    WaylandPeer(IpcPeerArgs),
+}
+
+const WAYLAND_LAB_ABOUT: &str = "\
+A native Wayland client that times its own protocol exchanges, with CLOCK_MONOTONIC in ns.
+
+Compositor: --display NAME (a name in $XDG_RUNTIME_DIR or a socket path), else
+$WAYLAND_DISPLAY; with neither, latscope starts a private weston headless (pixman renderer) in a
+fresh 0700 runtime directory and stops it at the end. The report names the compositor (its
+process) and the globals it offers.
+
+Patterns (each is one or more rows; comma lists make a cross product):
+  round-trip  wl_display.sync → wl_callback.done, --count times: the protocol floor
+  frames      an xdg-toplevel drawn from --buffers wl_shm buffers (one memfd pool) of --size,
+              --frames frames paced by --pace; per frame: commit → wl_buffer.release,
+              frame request → done, commit → wp_presentation presented (when offered), and
+              the wait for a free buffer (buffer_wait); frames/s and buffers in flight
+  outputs     bind every wl_output and zxdg_output_manager_v1 and collect geometry, modes,
+              scale and name until done, --count times, --via inproc (this process) or dbus
+              (a helper process asked over a private dbus-daemon)
+
+The client uses libwayland-client, so WAYLAND_DEBUG=client prints the standard log of the same
+run, which `latscope wayland` reads: a cross-check of both measurements.";
+
+const WAYLAND_LAB_EXAMPLES: &str = "\
+Examples:
+  latscope lab wayland round-trip frames outputs            # a private weston headless
+  latscope lab wayland frames --buffers 1,2,3 --frames 120  # how long the compositor holds buffers
+  latscope lab wayland frames --pace free-run,rate=30 --damage full,partial --size 512x512
+  latscope lab wayland --display wayland-1 outputs --via inproc,dbus
+  WAYLAND_DEBUG=client latscope lab wayland frames 2> client.log; latscope wayland client.log
+
+Exit status: 0 success, 1 error (a configuration failed, the compositor died), 2 usage.";
+
+/// `latscope lab wayland`
+#[derive(Debug, Args)]
+pub struct WaylandLabArgs {
+    /// Patterns: round-trip, frames, outputs (any of them, in this order of running).
+    #[arg(required = true, value_name = "PATTERN")]
+    pub patterns: Vec<String>,
+    /// The compositor: a display name in $XDG_RUNTIME_DIR or a socket path (default:
+    /// $WAYLAND_DISPLAY, else a private weston headless).
+    #[arg(long, value_name = "NAME")]
+    pub display: Option<String>,
+    /// frames: buffers in the pool, 1 to 16 (a list).
+    #[arg(long, value_delimiter = ',', default_value = "2", value_parser = buffers)]
+    pub buffers: Vec<u32>,
+    /// frames: window size WxH (a list).
+    #[arg(long, value_delimiter = ',', default_value = "256x256", value_parser = window_size)]
+    pub size: Vec<(u32, u32)>,
+    /// frames: frames per configuration.
+    #[arg(long, default_value_t = 120, value_parser = count)]
+    pub frames: u64,
+    /// frames: frame-callback, free-run or rate=HZ (a list).
+    #[arg(long, value_delimiter = ',', default_value = "frame-callback")]
+    pub pace: Vec<String>,
+    /// frames: full or partial (a list).
+    #[arg(long, value_delimiter = ',', default_value = "full")]
+    pub damage: Vec<String>,
+    /// outputs: inproc or dbus (a list).
+    #[arg(long, value_delimiter = ',', default_value = "inproc")]
+    pub via: Vec<String>,
+    /// round-trip and outputs: measured exchanges per configuration.
+    #[arg(long, short = 'n', default_value_t = 200, value_parser = count)]
+    pub count: u64,
+    /// Output format: text, json (the `lab-wayland` document, ns) or markdown.
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Also write the JSON result to this file.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
 }
 
 const X11_ABOUT: &str = "\
@@ -824,6 +903,9 @@ pub struct DemoArgs {
     /// Skip the X11 part (run when Xvfb is installed or $DISPLAY is set).
     #[arg(long)]
     pub no_x11: bool,
+    /// Skip the Wayland lab part (a private weston headless, a few seconds).
+    #[arg(long)]
+    pub no_wayland_lab: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }

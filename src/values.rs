@@ -115,6 +115,22 @@ pub fn depth(text: &str) -> Result<u8, String> {
         .ok_or_else(|| format!("'{text}' is not a pixmap depth (1, 4, 8, 15, 16, 24 or 32)"))
 }
 
+/// `WxH`, each side from 1 to 8192 pixels.
+pub fn window_size(text: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("'{text}' is not WIDTHxHEIGHT (e.g. 256x256, each 1 to 8192)");
+    let (w, h) = text.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+    let side = |t: &str| t.parse::<u32>().ok().filter(|v| (1..=8192).contains(v));
+    Ok((side(w).ok_or_else(bad)?, side(h).ok_or_else(bad)?))
+}
+
+/// Buffers in a pool: 1 to 16.
+pub fn buffers(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n @ 1..=16) => Ok(n),
+        _ => Err(format!("'{text}' buffers: give 1 to 16")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +178,15 @@ mod tests {
         assert_eq!(depth("24"), Ok(24));
         assert!(depth("7").is_err());
         assert!(depth("64").is_err());
+    }
+
+    #[test]
+    fn window_sizes_and_buffer_counts_refuse_nonsense() {
+        assert_eq!(window_size("256x128"), Ok((256, 128)));
+        for bad in ["256", "0x10", "10x", "x", "9000x10", "-1x5"] {
+            assert!(window_size(bad).is_err(), "{bad}");
+        }
+        assert_eq!(buffers("3"), Ok(3));
+        assert!(buffers("0").is_err() && buffers("17").is_err() && buffers("two").is_err());
     }
 }

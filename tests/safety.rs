@@ -26,7 +26,7 @@ fn is_root() -> bool {
 fn demo(tmp: &Path, uid: Option<u32>) -> Output {
     let mut command = util::latscope();
     command
-        .args(["demo", "--no-ipc", "--no-x11"])
+        .args(["demo", "--no-ipc", "--no-x11", "--no-wayland-lab"])
         .env("TMPDIR", tmp);
     if let Some(uid) = uid {
         command.uid(uid).gid(uid);
@@ -126,7 +126,14 @@ fn the_demo_writes_a_new_report_each_run_and_the_one_asked_for_with_report() {
 fn the_demo_leaves_no_empty_report_when_it_writes_none() {
     let tmp = tempfile::tempdir().unwrap();
     let out = util::latscope()
-        .args(["demo", "--no-ipc", "--no-x11", "--format", "csv"])
+        .args([
+            "demo",
+            "--no-ipc",
+            "--no-x11",
+            "--no-wayland-lab",
+            "--format",
+            "csv",
+        ])
         .env("TMPDIR", tmp.path())
         .output()
         .unwrap();

@@ -17,4 +17,5 @@ mod safety;
 mod snapshots;
 mod spans;
 mod wayland_cli;
+mod wayland_lab;
 mod x11;

@@ -17,6 +17,8 @@
 #   LC_MAX_LIFETIME     hard limit in seconds for each background server
 #                       (default 600), in case this script is SIGKILLed
 #   WESTON_EXTRA_ARGS   extra arguments appended to the weston command line
+#   LC_WESTON_RENDERER  pixman (default) or noop: headless weston's own default, which draws
+#                       nothing and releases shm buffers after each repaint
 #   MIR_EXTRA_ARGS      extra arguments appended to the miral-shell command line
 #   MIR_WAYLAND_DEBUG   WAYLAND_DEBUG value for miral-shell when a debug log is
 #                       requested (default "server"; "1" also logs Mir's own
@@ -177,7 +179,9 @@ lc_start_weston() {
     local args=(--backend=headless-backend.so --socket="$name" --idle-time=0 --no-config)
     # weston >= 10 headless: --use-pixman (older weston: --use-pixman too;
     # weston >= 12 also accepts --renderer=pixman). Probe the help text.
-    if weston --help 2>&1 | grep -q -- '--renderer='; then
+    if [[ ${LC_WESTON_RENDERER:-pixman} == noop ]]; then
+        :
+    elif weston --help 2>&1 | grep -q -- '--renderer='; then
         args+=(--renderer=pixman)
     elif weston --help 2>&1 | grep -q -- '--use-pixman'; then
         args+=(--use-pixman)

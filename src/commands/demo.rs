@@ -78,7 +78,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let text = args.output.format == Format::Text;
     if !args.no_ipc {
         eprintln!(
-            "latscope demo 1/3: what each IPC transport costs per message on this machine (a few seconds)"
+            "latscope demo 1/4: what each IPC transport costs per message on this machine (a few seconds)"
         );
         let plan = ipc_plan();
         let settings = plan.settings.clone();
@@ -94,8 +94,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     if !args.no_x11 {
         x11_part(text)?;
     }
+    if text && !args.no_wayland_lab && !crate::signals::cancel_on_interrupt().is_raised() {
+        wayland_lab_part()?;
+    }
     eprintln!(
-        "latscope demo 3/3: WAYLAND_DEBUG log of glmark2-es2-wayland (build benchmark) on weston \
+        "latscope demo 4/4: WAYLAND_DEBUG log of glmark2-es2-wayland (build benchmark) on weston \
          headless, bundled with latscope"
     );
     if text {
@@ -123,10 +126,71 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     result
 }
 
+/// The Wayland lab on a private weston headless, when weston is installed; how to get it when
+/// not. A failure here is a warning: the rest of the demo still runs.
+fn wayland_lab_part() -> Result<()> {
+    use latscope::lab::wayland::{Config, Damage, FrameParams, Pace, Via};
+    use latscope::lab::wayland::{compositor, report, run::Lab, run::describe};
+    if compositor::find_program("weston").is_none() {
+        return super::print(
+            "The Wayland lab (a native client timing its own frames) needs weston to start a private \
+             compositor: apt-get install weston, then latscope lab wayland round-trip frames outputs\n\n",
+        );
+    }
+    eprintln!(
+        "latscope demo 3/4: a native Wayland client on a private weston headless (a few seconds)"
+    );
+    let cancel = crate::signals::cancel_on_interrupt();
+    let configs = [
+        Config::RoundTrip { count: 200 },
+        Config::Frames(FrameParams {
+            buffers: 2,
+            width: 256,
+            height: 256,
+            frames: 60,
+            pace: Pace::FrameCallback,
+            damage: Damage::Full,
+        }),
+        Config::Outputs {
+            count: 20,
+            via: Via::Inproc,
+        },
+    ];
+    let started = compositor::Weston::start().and_then(|weston| {
+        let socket = weston.runtime_dir().join(compositor::SOCKET);
+        let described = describe(&socket, "private weston headless", &cancel)?;
+        let mut lab = Lab::new(socket, cancel.clone(), None);
+        let outcomes: Vec<_> = configs
+            .iter()
+            .take_while(|_| !cancel.is_raised())
+            .map(|c| lab.run(c))
+            .collect();
+        drop(weston);
+        Ok(report::document(
+            described,
+            &outcomes,
+            &[],
+            cancel.is_raised(),
+        ))
+    });
+    match started {
+        Ok(doc) => {
+            super::print(&report::text(&doc))?;
+            super::print(
+                "\non your system: latscope lab wayland round-trip frames outputs --buffers 1,2,3 --via inproc,dbus\n\n",
+            )
+        }
+        Err(e) => {
+            eprintln!("latscope: warning: the Wayland lab part could not run: {e}");
+            Ok(())
+        }
+    }
+}
+
 /// The X11 part: on `$DISPLAY` or a private Xvfb, or how to get one.
 fn x11_part(text: bool) -> Result<()> {
     eprintln!(
-        "latscope demo 2/3: a 32x32 mask upload over the X socket vs MIT-SHM, and the screen-configuration query in-process vs over D-Bus, on a real X server"
+        "latscope demo 2/4: a 32x32 mask upload over the X socket vs MIT-SHM, and the screen-configuration query in-process vs over D-Bus, on a real X server"
     );
     match super::x11::demo() {
         Ok(Some(table)) if text => super::print(&format!(

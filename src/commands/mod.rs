@@ -10,6 +10,7 @@ pub mod plot;
 pub mod probes;
 pub mod spans;
 pub mod wayland;
+pub mod wayland_lab;
 pub mod x11;
 
 use std::io::Write;

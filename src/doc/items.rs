@@ -168,6 +168,16 @@ pub fn items(file: &str, doc: &Document) -> Result<Vec<Item>, DocError> {
                     })
             })
             .collect(),
+        Document::LabWayland(d) => d
+            .results
+            .iter()
+            .flat_map(|r| {
+                r.metrics.iter().map(|m| {
+                    let name = format!("{} {}", r.label, m.name);
+                    Item::from_histogram(name, None, m.dist.summary, Some(&m.dist.histogram))
+                })
+            })
+            .collect(),
         Document::Compare(d) => Ok(d
             .items
             .iter()

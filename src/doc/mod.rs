@@ -20,6 +20,7 @@ pub mod dist;
 mod import;
 mod items;
 pub mod lab;
+pub mod lab_wayland;
 pub mod probes;
 mod read;
 pub mod spans;
@@ -48,6 +49,8 @@ pub enum Kind {
     LabQueue,
     /// the X11 lab (`latscope lab x11`)
     LabX11,
+    /// the Wayland lab (`latscope lab wayland`)
+    LabWayland,
     /// a comparison (`latscope compare`)
     Compare,
     /// USDT probes (`latscope probes`)
@@ -56,12 +59,13 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Spans,
         Kind::Bench,
         Kind::LabIpc,
         Kind::LabQueue,
         Kind::LabX11,
+        Kind::LabWayland,
         Kind::Compare,
         Kind::Probes,
     ];
@@ -74,6 +78,7 @@ impl Kind {
             Kind::LabIpc => "lab-ipc",
             Kind::LabQueue => "lab-queue",
             Kind::LabX11 => "lab-x11",
+            Kind::LabWayland => "lab-wayland",
             Kind::Compare => "compare",
             Kind::Probes => "probes",
         }
@@ -98,6 +103,8 @@ pub enum Document {
     LabQueue(lab::LabQueueDoc),
     /// `lab-x11`
     LabX11(x11::LabX11Doc),
+    /// `lab-wayland`
+    LabWayland(lab_wayland::LabWaylandDoc),
     /// `compare`
     Compare(compare::CompareDoc),
     /// `probes`
@@ -113,6 +120,7 @@ impl Document {
             Document::LabIpc(_) => Kind::LabIpc,
             Document::LabQueue(_) => Kind::LabQueue,
             Document::LabX11(_) => Kind::LabX11,
+            Document::LabWayland(_) => Kind::LabWayland,
             Document::Compare(_) => Kind::Compare,
             Document::Probes(_) => Kind::Probes,
         }
@@ -126,6 +134,7 @@ impl Document {
             Document::LabIpc(d) => serde_json::to_value(d),
             Document::LabQueue(d) => serde_json::to_value(d),
             Document::LabX11(d) => serde_json::to_value(d),
+            Document::LabWayland(d) => serde_json::to_value(d),
             Document::Compare(d) => serde_json::to_value(d),
             Document::Probes(d) => serde_json::to_value(d),
         };
@@ -140,6 +149,7 @@ impl Document {
             Document::LabIpc(d) => d.check(),
             Document::LabQueue(d) => d.check(),
             Document::LabX11(d) => d.check(),
+            Document::LabWayland(d) => d.check(),
             Document::Compare(d) => d.check(),
             Document::Probes(_) => Ok(()),
         }

@@ -141,6 +141,7 @@ pub fn read(file: &str, text: &str) -> Result<Document, DocError> {
         Kind::LabIpc => Document::LabIpc(typed(file, text)?),
         Kind::LabX11 => Document::LabX11(typed(file, text)?),
         Kind::LabQueue => Document::LabQueue(typed(file, text)?),
+        Kind::LabWayland => Document::LabWayland(typed(file, text)?),
         Kind::Compare => Document::Compare(typed(file, text)?),
         Kind::Probes => Document::Probes(typed(file, text)?),
     };

@@ -7,7 +7,11 @@
 //!
 //! [`queue`] models and runs a submission pipeline whose queue coalesces work, where
 //! "total time ÷ batches" and per-request latency disagree (the i915 gem_exec_nop critique).
+//!
+//! [`wayland`] is a native Wayland client that times its own round trips, frames and output
+//! queries on a real compositor (a private weston headless when none is given).
 
 pub mod ipc;
 pub mod queue;
+pub mod wayland;
 pub mod x11;

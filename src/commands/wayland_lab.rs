@@ -1,0 +1,207 @@
+//! `latscope lab wayland`: find or start the compositor, build the configurations, run them,
+//! print and save the `lab-wayland` document.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use clap::CommandFactory;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::{Cli, Format, IpcPeerArgs, WaylandLabArgs};
+use latscope::doc::lab_wayland::LabWaylandDoc;
+use latscope::lab::wayland::run::{Lab, Outcome, describe, unsupported};
+use latscope::lab::wayland::{
+    Config, Damage, FrameParams, PATTERNS, Pace, Via, compositor, outputs, report,
+};
+
+/// A usage error: printed by clap, exit status 2.
+fn usage(message: impl std::fmt::Display) -> ! {
+    Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, message)
+        .exit()
+}
+
+fn parse_list<T>(
+    option: &str,
+    words: &[String],
+    parse: fn(&str) -> Option<T>,
+    known: &str,
+) -> Vec<T> {
+    words
+        .iter()
+        .map(|w| {
+            parse(w).unwrap_or_else(|| usage(format!("--{option}: unknown value '{w}' ({known})")))
+        })
+        .collect()
+}
+
+/// The configurations: each pattern named, crossed with its option lists.
+pub fn plan(args: &WaylandLabArgs) -> Vec<Config> {
+    for p in &args.patterns {
+        if !PATTERNS.contains(&p.as_str()) {
+            usage(format!(
+                "unknown pattern '{p}' (one of: {})",
+                PATTERNS.join(", ")
+            ));
+        }
+    }
+    let paces = parse_list(
+        "pace",
+        &args.pace,
+        Pace::parse,
+        "frame-callback, free-run, rate=HZ with HZ 1..10000",
+    );
+    let damages = parse_list("damage", &args.damage, Damage::parse, "full, partial");
+    let vias = parse_list("via", &args.via, Via::parse, "inproc, dbus");
+    let wanted = |name: &str| args.patterns.iter().any(|p| p == name);
+    let mut configs = Vec::new();
+    if wanted("round-trip") {
+        configs.push(Config::RoundTrip { count: args.count });
+    }
+    if wanted("frames") {
+        for &buffers in &args.buffers {
+            for &(width, height) in &args.size {
+                for &pace in &paces {
+                    for &damage in &damages {
+                        configs.push(Config::Frames(FrameParams {
+                            buffers,
+                            width,
+                            height,
+                            frames: args.frames,
+                            pace,
+                            damage,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+    if wanted("outputs") {
+        configs.extend(vias.iter().map(|&via| Config::Outputs {
+            count: args.count,
+            via,
+        }));
+    }
+    configs
+}
+
+/// Writes `text` to `path` through a new file beside it, renamed over `path`: a reader never
+/// sees half a document, and a symlink at `path` is replaced, not followed.
+fn save(path: &Path, text: &str) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let (mut file, tmp) = latscope::files::create_unique(dir, ".latscope-save-", ".json")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let written = file
+        .write_all(text.as_bytes())
+        .and_then(|_| file.sync_all());
+    let renamed = written.and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = renamed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+    }
+    Ok(())
+}
+
+/// Renders the document in `format`.
+fn render(doc: &LabWaylandDoc, format: Format) -> String {
+    match format {
+        Format::Text => report::text(doc),
+        Format::Json => latscope::doc::to_json(doc, false),
+        Format::Markdown => report::markdown(doc),
+        Format::Csv => crate::commands::unsupported("lab wayland", format),
+    }
+}
+
+/// Runs every configuration, with a progress bar on a terminal; stops early on Ctrl-C or once
+/// the compositor is gone (the rest are listed as skipped).
+fn execute(
+    lab: &mut Lab,
+    configs: &[Config],
+    cancel: &latscope::ingest::Cancel,
+) -> (Vec<Outcome>, Vec<(String, String)>) {
+    let bar = ProgressBar::new(configs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{pos}/{len} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut outcomes = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, config) in configs.iter().enumerate() {
+        if cancel.is_raised() {
+            break;
+        }
+        bar.set_message(config.to_string());
+        let outcome = lab.run(config);
+        let gone = outcome.compositor_gone;
+        outcomes.push(outcome);
+        bar.inc(1);
+        if gone {
+            skipped.extend(
+                configs[i + 1..]
+                    .iter()
+                    .map(|c| (c.to_string(), "not run: the compositor is gone".to_string())),
+            );
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    (outcomes, skipped)
+}
+
+/// Runs `latscope lab wayland`.
+pub fn run(args: &WaylandLabArgs) -> Result<()> {
+    let configs = plan(args);
+    let cancel = crate::signals::cancel_on_interrupt();
+    let comp = compositor::find(args.display.as_deref())?;
+    let described = describe(&comp.socket, &comp.origin, &cancel)
+        .with_context(|| format!("compositor at {}", comp.socket.display()))?;
+    let mut not_run = Vec::new();
+    let configs: Vec<Config> = configs
+        .into_iter()
+        .filter(|c| match unsupported(c, &described.globals) {
+            Some(why) => {
+                eprintln!("latscope: warning: {c}: {why}");
+                not_run.push((c.to_string(), why));
+                false
+            }
+            None => true,
+        })
+        .collect();
+    let exe = std::env::current_exe().ok();
+    let mut lab = Lab::new(comp.socket.clone(), cancel.clone(), exe);
+    let (outcomes, mut skipped) = execute(&mut lab, &configs, &cancel);
+    skipped.splice(0..0, not_run);
+    let helper_error = lab.finish();
+    drop(comp);
+    let doc = report::document(described, &outcomes, &skipped, cancel.is_raised());
+    crate::commands::print(&render(&doc, args.format))?;
+    if let Some(path) = &args.save {
+        save(path, &render(&doc, Format::Json))?;
+    }
+    let mut failed: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| o.failed().map(|e| format!("{}: {e}", o.config)))
+        .collect();
+    failed.extend(helper_error.map(|e| format!("the D-Bus helper: {e}")));
+    if outcomes.is_empty() && !cancel.is_raised() {
+        let why: Vec<String> = skipped.iter().map(|(c, w)| format!("{c}: {w}")).collect();
+        bail!("nothing could run: {}", why.join("; "));
+    }
+    if !failed.is_empty() {
+        bail!(
+            "{} configuration(s) failed; what they measured is printed above:\n  {}",
+            failed.len(),
+            failed.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// Runs the hidden `latscope lab wayland-peer`.
+pub fn peer(args: &IpcPeerArgs) -> Result<()> {
+    outputs::peer_main(&args.spec).context("wayland lab D-Bus helper")
+}
