@@ -79,6 +79,9 @@ pub enum ExportFormat {
     Hlog,
     /// bpftrace `-f json` histogram lines (log2 buckets)
     Bpftrace,
+    /// Chrome Trace Event JSON: every span kept by `latscope spans --max-spans N` as a slice,
+    /// for Perfetto's UI or chrome://tracing
+    ChromeJson,
 }
 
 /// `latscope plot`
@@ -1095,6 +1098,10 @@ pub struct SpansArgs {
     /// List this many slowest spans of each series, with their start time in the trace.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub slowest: usize,
+    /// Keep the first N spans themselves in the JSON document (`records`), for
+    /// `latscope export --to chrome-json` (a timeline for Perfetto or chrome://tracing).
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
+    pub max_spans: usize,
     /// Fail at the first line that is not an event, naming it.
     #[arg(long)]
     pub strict: bool,

@@ -123,6 +123,14 @@ pub fn window_size(text: &str) -> Result<(u32, u32), String> {
     Ok((side(w).ok_or_else(bad)?, side(h).ok_or_else(bad)?))
 }
 
+/// Spans kept one by one: 0 to 10 million (about 1 GiB of JSON at most).
+pub fn max_spans(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n @ 0..=10_000_000) => Ok(n),
+        _ => Err(format!("'{text}': give 0 to 10000000 spans")),
+    }
+}
+
 /// Buffers in a pool: 1 to 16.
 pub fn buffers(text: &str) -> Result<u32, String> {
     match text.trim().parse::<u32>() {

@@ -96,10 +96,25 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 
 /// Runs `latscope export`.
 pub fn export(args: &ExportArgs) -> Result<()> {
-    let (_, items) = read(&args.result)?;
-    let text = match args.to {
-        ExportFormat::Hlog => latscope::report::export::hlog(&items).map_err(anyhow::Error::msg)?,
-        ExportFormat::Bpftrace => latscope::report::export::bpftrace(&items),
+    let text = if args.to == ExportFormat::ChromeJson {
+        let loaded = super::compare::load(&args.result)?;
+        let Some(latscope::doc::Document::Spans(doc)) = &loaded.document else {
+            anyhow::bail!(
+                "{}: a {} result has no individual spans; --to chrome-json takes a spans result (`latscope spans --max-spans N -f json`)",
+                args.result.display(),
+                loaded.kind
+            );
+        };
+        latscope::report::export::chrome_json(doc)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", args.result.display()))?
+    } else {
+        let (_, items) = read(&args.result)?;
+        match args.to {
+            ExportFormat::Hlog => {
+                latscope::report::export::hlog(&items).map_err(anyhow::Error::msg)?
+            }
+            _ => latscope::report::export::bpftrace(&items),
+        }
     };
     if args.output.as_os_str() == "-" {
         return crate::commands::print(&text);

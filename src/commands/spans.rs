@@ -8,7 +8,7 @@ use clap::CommandFactory;
 use super::wayland::{Input, progress_bar, render, write_report};
 use crate::cli::{Cli, Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
 use crate::signals;
-use latscope::doc::spans::{SlowSpan, Source};
+use latscope::doc::spans::{Source, SpanRecord};
 use latscope::ingest::trace::read::{TraceOptions, TraceStats, read};
 use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
 use latscope::ingest::trace::table::Columns;
@@ -16,7 +16,7 @@ use latscope::ingest::trace::{Format as TraceFormat, rules::Endpoint};
 use latscope::report::SpansReport;
 use latscope::report::csv::CsvSink;
 use latscope::report::format::human;
-use latscope::span::{Aggregator, Group, Slowest, SpanSink};
+use latscope::span::{Aggregator, Group, Kept, Slow, Slowest, SpanSink};
 
 fn usage(message: impl std::fmt::Display) -> ! {
     Cli::command()
@@ -206,11 +206,10 @@ fn read_all(
     (totals, None)
 }
 
-fn slow_spans(slowest: &Slowest, names: &[String], labels: &[String]) -> Vec<SlowSpan> {
-    slowest
-        .sorted()
+fn slow_spans(spans: Vec<Slow>, names: &[String], labels: &[String]) -> Vec<SpanRecord> {
+    spans
         .into_iter()
-        .map(|s| SlowSpan {
+        .map(|s| SpanRecord {
             span: names.get(s.key.span).cloned().unwrap_or_default(),
             group: match s.key.group {
                 Group::Label(i) => labels.get(i as usize).cloned(),
@@ -222,7 +221,7 @@ fn slow_spans(slowest: &Slowest, names: &[String], labels: &[String]) -> Vec<Slo
         .collect()
 }
 
-fn slowest_text(slow: &[SlowSpan]) -> String {
+fn slowest_text(slow: &[SpanRecord]) -> String {
     if slow.is_empty() {
         return String::new();
     }
@@ -265,10 +264,10 @@ pub fn run(args: &SpansArgs) -> Result<()> {
     let linear = args.output.linear_spec()?;
     let mut sink = (
         Aggregator::new(Vec::new(), linear),
-        Slowest::new(args.slowest),
+        (Slowest::new(args.slowest), Kept::new(args.max_spans)),
     );
     let (totals, error) = read_all(&inputs, &options, &mut pairer, &mut sink);
-    let (mut aggregator, slowest) = sink;
+    let (mut aggregator, (slowest, kept)) = sink;
     let names = pairer.span_names().borrow().clone();
     let labels = pairer.labels().borrow().clone();
     aggregator.set_names(names.clone());
@@ -293,13 +292,15 @@ pub fn run(args: &SpansArgs) -> Result<()> {
         labels,
         unit: args.output.unit.unit(),
     };
-    let slow = slow_spans(&slowest, &names, &report.labels);
+    let slow = slow_spans(slowest.sorted(), &names, &report.labels);
     let text = match args.output.format {
         Format::Json => {
             let mut doc = latscope::report::json::document(&report);
             doc.source = Source::Trace;
             doc.format = Some(totals.formats.join(","));
             doc.slowest = slow;
+            doc.records = slow_spans(kept.spans, &names, &report.labels);
+            doc.records_dropped = kept.dropped;
             for s in &mut doc.spans {
                 s.by = s.group.as_ref().and(args.by.clone());
             }

@@ -112,12 +112,23 @@ pub struct SpansDoc {
     pub format: Option<String>,
     /// the slowest spans of each series, slowest first, with their start in the trace's clock
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub slowest: Vec<SlowSpan>,
+    pub slowest: Vec<SpanRecord>,
+    /// individual spans in the order they ended (`latscope spans --max-spans N`): for timeline
+    /// viewers (`latscope export --to chrome-json`)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<SpanRecord>,
+    /// spans not kept in `records` because `--max-spans` was reached
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub records_dropped: u64,
 }
 
-/// One of the slowest spans.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One span: its name, group, start and length.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SlowSpan {
+pub struct SpanRecord {
     /// the span's name
     pub span: String,
     /// its group, if split
@@ -144,6 +155,8 @@ impl SpansDoc {
             values: Vec::new(),
             format: None,
             slowest: Vec::new(),
+            records: Vec::new(),
+            records_dropped: 0,
         }
     }
 

@@ -78,3 +78,49 @@ pub fn bpftrace(items: &[Item]) -> String {
     }
     out
 }
+
+/// The spans a `spans` document kept (`records`, else its slowest) as Chrome Trace Event JSON:
+/// one complete (`X`) slice per span, `ts` and `dur` in µs written exactly (3 decimals of ns),
+/// one thread per series so that a timeline viewer (Perfetto, chrome://tracing) shows each
+/// series on its own track.
+pub fn chrome_json(doc: &crate::doc::spans::SpansDoc) -> Result<String, String> {
+    let spans = if doc.records.is_empty() {
+        &doc.slowest
+    } else {
+        &doc.records
+    };
+    if spans.is_empty() {
+        return Err(
+            "this result keeps no individual spans: make it with `latscope spans --max-spans N -f json`"
+                .to_string(),
+        );
+    }
+    let micros = |ns: u64| format!("{}.{:03}", ns / 1_000, ns % 1_000);
+    let mut tracks: Vec<String> = Vec::new();
+    let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+    for s in spans {
+        let label = crate::doc::label(&s.span, s.group.as_deref());
+        let tid = match tracks.iter().position(|t| *t == label) {
+            Some(i) => i + 1,
+            None => {
+                tracks.push(label.clone());
+                let meta = json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": tracks.len(), "args": {"name": label}});
+                out.push_str(&meta.to_string());
+                out.push_str(",\n");
+                tracks.len()
+            }
+        };
+        let args = json!({"latency_ns": s.latency_ns, "start_ns": s.start_ns, "group": s.group});
+        out.push_str(&format!(
+            "{{\"name\":{},\"cat\":\"latscope\",\"ph\":\"X\",\"pid\":1,\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{}}},\n",
+            Value::String(s.span.clone()),
+            micros(s.start_ns),
+            micros(s.latency_ns),
+            args
+        ));
+    }
+    let process = json!({"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "latscope spans"}});
+    out.push_str(&process.to_string());
+    out.push_str("\n]}\n");
+    Ok(out)
+}

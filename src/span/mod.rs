@@ -13,7 +13,7 @@ mod slowest;
 
 pub use aggregate::{Aggregator, Counters, Series};
 pub use open::{Open, OpenSpans};
-pub use slowest::{Slow, Slowest};
+pub use slowest::{Kept, Slow, Slowest};
 
 use std::fmt;
 

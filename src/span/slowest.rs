@@ -73,6 +73,44 @@ impl SpanSink for Slowest {
     fn outcome(&mut self, _key: &SeriesKey, _outcome: Outcome) {}
 }
 
+/// A [`SpanSink`] keeping the first `max` spans, in the order they complete (memory bounded by
+/// `max`; the rest are counted).
+#[derive(Debug, Clone, Default)]
+pub struct Kept {
+    max: usize,
+    /// the spans kept
+    pub spans: Vec<Slow>,
+    /// spans beyond `max`
+    pub dropped: u64,
+}
+
+impl Kept {
+    /// Keeps at most `max` spans.
+    pub fn new(max: usize) -> Kept {
+        Kept {
+            max,
+            spans: Vec::new(),
+            dropped: 0,
+        }
+    }
+}
+
+impl SpanSink for Kept {
+    fn sample(&mut self, key: &SeriesKey, start_ns: u64, latency_ns: u64) {
+        if self.spans.len() < self.max {
+            self.spans.push(Slow {
+                key: *key,
+                start_ns,
+                latency_ns,
+            });
+        } else if self.max > 0 {
+            self.dropped += 1;
+        }
+    }
+
+    fn outcome(&mut self, _key: &SeriesKey, _outcome: Outcome) {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +134,20 @@ mod tests {
             .map(|x| (x.key.span, x.start_ns, x.latency_ns))
             .collect();
         assert_eq!(got, [(0, 100, 9), (0, 300, 7), (1, 7, 4)]);
+    }
+
+    #[test]
+    fn the_first_spans_are_kept_and_the_rest_counted() {
+        let key = SeriesKey {
+            span: 0,
+            side: None,
+            group: Group::All,
+        };
+        let mut k = Kept::new(2);
+        for i in 0..5 {
+            k.sample(&key, i, 10 + i);
+        }
+        let starts: Vec<u64> = k.spans.iter().map(|s| s.start_ns).collect();
+        assert_eq!((starts, k.dropped), (vec![0, 1], 3));
     }
 }
