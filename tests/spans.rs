@@ -302,25 +302,16 @@ fn ctrl_c_prints_the_spans_read_so_far() {
 
 /// Whether perf, tracefs, LTTng and babeltrace2 can be used; panics when they must be.
 fn tracers_available() -> bool {
-    let have = [
+    let tools = [
         "perf",
         "lttng",
         "lttng-sessiond",
         "babeltrace2",
         "chromium",
         "cc",
-    ]
-    .iter()
-    .all(|c| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {c}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }) && Path::new("/sys/kernel/tracing/instances").exists();
-    if !have && std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
-        panic!("perf/lttng/babeltrace2/tracefs are missing but LATSCOPE_REQUIRE_STACK is set");
-    }
-    have
+    ];
+    util::commands_available(&tools, "perf, lttng-tools, babeltrace2 or chromium")
+        && Path::new("/sys/kernel/tracing/instances").exists()
 }
 
 const SLEEPER: &str = "import time\nfor _ in range(100): time.sleep(0.002)\n";

@@ -126,6 +126,26 @@ pub fn python(script: &str, args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
+/// Whether every command of `commands` is on PATH; panics when they must be (LATSCOPE_REQUIRE_STACK,
+/// set by the test command after installing them) and are not, naming `what`.
+pub fn commands_available(commands: &[&str], what: &str) -> bool {
+    let have = commands.iter().all(|c| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if !have && std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
+        panic!(
+            "{what} missing but LATSCOPE_REQUIRE_STACK is set: run scripts/capture/install-deps.sh"
+        );
+    }
+    if !have {
+        eprintln!("skipping: {what} not installed (scripts/capture/install-deps.sh)");
+    }
+    have
+}
+
 /// Whether the real Wayland stack is installed; panics when it must be (LATSCOPE_REQUIRE_STACK,
 /// set by the test command after installing it) and is not.
 pub fn stack_available() -> bool {

@@ -12,23 +12,10 @@ use crate::util::{latscope, run, stderr, stdout};
 
 /// Whether Xvfb, x11perf and kscreen-doctor are installed; panics when they must be.
 fn x11_available() -> bool {
-    let have = ["Xvfb", "x11perf", "kscreen-doctor", "dbus-daemon"]
-        .iter()
-        .all(|c| {
-            Command::new("sh")
-                .args(["-c", &format!("command -v {c}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    if !have && std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
-        panic!(
-            "Xvfb/x11perf/kscreen-doctor are missing but LATSCOPE_REQUIRE_STACK is set: run scripts/capture/install-deps.sh"
-        );
-    }
-    if !have {
-        eprintln!("skipping: Xvfb, x11-apps or libkf5screen-bin is not installed");
-    }
-    have
+    crate::util::commands_available(
+        &["Xvfb", "x11perf", "kscreen-doctor", "dbus-daemon"],
+        "Xvfb, x11-apps (x11perf) or libkf5screen-bin (kscreen-doctor)",
+    )
 }
 
 /// An Xvfb the test starts itself (no TCP, a free display number), killed when dropped.

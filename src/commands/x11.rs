@@ -201,15 +201,15 @@ fn render(doc: &latscope::doc::x11::LabX11Doc, format: Format) -> String {
     }
 }
 
-/// Runs `latscope lab x11`.
-pub fn run(args: &X11Args) -> Result<()> {
-    let patterns = plan(args);
-    let settings = settings(args);
-    let cancel = crate::signals::cancel_on_interrupt();
-    let server = Server::open(args.display.as_deref(), &args.xvfb_arg, &cancel)?;
-    let t = timer_overhead(&Monotonic, 100_000);
-    let ran = execute(&server, &patterns, &settings);
-    let doc = report::document(&X11Report {
+/// The `lab-x11` document of a run, with the clock's cost measured over `reads` reads.
+fn document(
+    server: &Server,
+    settings: &Settings,
+    ran: &Ran,
+    reads: usize,
+) -> latscope::doc::x11::LabX11Doc {
+    let t = timer_overhead(&Monotonic, reads);
+    report::document(&X11Report {
         server: &server.info,
         timer: Timer {
             clock: "CLOCK_MONOTONIC".to_string(),
@@ -218,11 +218,21 @@ pub fn run(args: &X11Args) -> Result<()> {
             reads: t.reads,
             resolution_ns: t.resolution_ns,
         },
-        settings: &settings,
+        settings,
         outcomes: &ran.outcomes,
         skipped: &ran.skipped,
         interrupted: ran.interrupted,
-    });
+    })
+}
+
+/// Runs `latscope lab x11`.
+pub fn run(args: &X11Args) -> Result<()> {
+    let patterns = plan(args);
+    let settings = settings(args);
+    let cancel = crate::signals::cancel_on_interrupt();
+    let server = Server::open(args.display.as_deref(), &args.xvfb_arg, &cancel)?;
+    let ran = execute(&server, &patterns, &settings);
+    let doc = document(&server, &settings, &ran, 100_000);
     crate::commands::print(&render(&doc, args.format))?;
     if let Some(path) = &args.save {
         std::fs::write(path, latscope::doc::to_json(&doc, false))
@@ -293,22 +303,8 @@ pub fn demo() -> Result<Option<String>> {
     };
     let cancel = crate::signals::cancel_on_interrupt();
     let server = Server::open(None, &[], &cancel)?;
-    let t = timer_overhead(&Monotonic, 10_000);
     let ran = execute(&server, &patterns, &settings);
-    let doc = report::document(&X11Report {
-        server: &server.info,
-        timer: Timer {
-            clock: "CLOCK_MONOTONIC".to_string(),
-            median_ns: t.median_ns,
-            min_ns: t.min_ns,
-            reads: t.reads,
-            resolution_ns: t.resolution_ns,
-        },
-        settings: &settings,
-        outcomes: &ran.outcomes,
-        skipped: &ran.skipped,
-        interrupted: ran.interrupted,
-    });
+    let doc = document(&server, &settings, &ran, 10_000);
     Ok(Some(report::text(&doc)))
 }
 
