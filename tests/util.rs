@@ -149,30 +149,15 @@ pub fn commands_available(commands: &[&str], what: &str) -> bool {
 /// Whether the real Wayland stack is installed; panics when it must be (LATSCOPE_REQUIRE_STACK,
 /// set by the test command after installing it) and is not.
 pub fn stack_available() -> bool {
-    let have = [
-        "weston",
-        "weston-simple-shm",
-        "glmark2-es2-wayland",
-        "miral-shell",
-    ]
-    .iter()
-    .all(|c| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {c}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if !have && std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
-        panic!(
-            "weston/glmark2/Mir are missing but LATSCOPE_REQUIRE_STACK is set: run scripts/capture/install-deps.sh"
-        );
-    }
-    if !have {
-        eprintln!(
-            "skipping: the real Wayland stack is not installed (scripts/capture/install-deps.sh)"
-        );
-    }
-    have
+    commands_available(
+        &[
+            "weston",
+            "weston-simple-shm",
+            "glmark2-es2-wayland",
+            "miral-shell",
+        ],
+        "the real Wayland stack (weston, glmark2, Mir)",
+    )
 }
 
 /// Serialises the tests that run the real stack or measure timing: on a 2-core machine, a

@@ -302,6 +302,17 @@ fn an_image_larger_than_the_largest_request_is_refused_with_the_limit() {
     );
 }
 
+/// Round trips for 3 s, then uploads for 3 s, on `display`: a run to interrupt in the middle.
+fn long_run(display: &str) -> Child {
+    latscope()
+        .args(["lab", "x11", "round-trip", "upload", "--display", display])
+        .args(["--method", "put", "-n", "100000000", "--max-time", "3s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn a_server_killed_mid_run_keeps_the_rows_measured_and_exits_1() {
     if !x11_available() {
@@ -309,20 +320,7 @@ fn a_server_killed_mid_run_keeps_the_rows_measured_and_exits_1() {
     }
     let _heavy = crate::util::heavy();
     let mut xvfb = TestXvfb::start(&[]);
-    let child = latscope()
-        .args([
-            "lab",
-            "x11",
-            "round-trip",
-            "upload",
-            "--display",
-            &xvfb.display,
-        ])
-        .args(["--method", "put", "-n", "100000000", "--max-time", "3s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = long_run(&xvfb.display);
     std::thread::sleep(Duration::from_millis(4500));
     let _ = xvfb.child.kill();
     let out = child.wait_with_output().unwrap();
@@ -339,20 +337,7 @@ fn one_sigterm_ends_the_lab_with_the_rows_measured_so_far() {
     }
     let _heavy = crate::util::heavy();
     let xvfb = TestXvfb::start(&[]);
-    let child = latscope()
-        .args([
-            "lab",
-            "x11",
-            "round-trip",
-            "upload",
-            "--display",
-            &xvfb.display,
-        ])
-        .args(["--method", "put", "-n", "100000000", "--max-time", "3s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = long_run(&xvfb.display);
     std::thread::sleep(Duration::from_millis(4000));
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };

@@ -1,6 +1,6 @@
 //! `latscope lab ipc`: build the matrix of configurations, run it, print it.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::CommandFactory;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -259,24 +259,12 @@ pub fn run(args: &IpcArgs) -> Result<()> {
         .iter()
         .filter_map(|o| o.failed().map(|e| format!("{}: {e}", o.config)))
         .collect();
-    if !failed.is_empty() {
-        bail!(
-            "{} configuration(s) failed; what they measured is printed above:\n  {}",
-            failed.len(),
-            failed.join("\n  ")
-        );
-    }
-    if ran.outcomes.is_empty() && !ran.interrupted {
-        bail!(
-            "nothing could run: {}",
-            ran.skipped
-                .iter()
-                .map(|(c, w)| format!("{c}: {w}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-    }
-    Ok(())
+    crate::commands::lab_outcome(
+        failed,
+        !ran.outcomes.is_empty(),
+        ran.interrupted,
+        &ran.skipped,
+    )
 }
 
 /// Runs the hidden `latscope lab ipc-peer`.

@@ -37,3 +37,26 @@ pub fn unsupported(command: &str, format: crate::cli::Format) -> ! {
         )
         .exit()
 }
+
+/// How a lab run ends: an error when configurations failed (what they measured is printed
+/// already) or when nothing could run and nobody interrupted it; `failed` is `label: error`,
+/// `skipped` is `(configuration, reason)`.
+pub fn lab_outcome(
+    failed: Vec<String>,
+    ran_any: bool,
+    interrupted: bool,
+    skipped: &[(String, String)],
+) -> anyhow::Result<()> {
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "{} configuration(s) failed; what they measured is printed above:\n  {}",
+            failed.len(),
+            failed.join("\n  ")
+        );
+    }
+    if !ran_any && !interrupted {
+        let why: Vec<String> = skipped.iter().map(|(c, w)| format!("{c}: {w}")).collect();
+        anyhow::bail!("nothing could run: {}", why.join("; "));
+    }
+    Ok(())
+}

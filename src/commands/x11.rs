@@ -249,24 +249,12 @@ pub fn run(args: &X11Args) -> Result<()> {
         .iter()
         .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.label())))
         .collect();
-    if !failed.is_empty() {
-        bail!(
-            "{} configuration(s) failed; what they measured is printed above:\n  {}",
-            failed.len(),
-            failed.join("\n  ")
-        );
-    }
-    if doc.results.is_empty() && !ran.interrupted {
-        bail!(
-            "nothing could run: {}",
-            ran.skipped
-                .iter()
-                .map(|(c, w)| format!("{c}: {w}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-    }
-    Ok(())
+    crate::commands::lab_outcome(
+        failed,
+        !doc.results.is_empty(),
+        ran.interrupted,
+        &ran.skipped,
+    )
 }
 
 /// The demo's X11 part: the Java2D and libkscreen questions on `$DISPLAY` or a private Xvfb,
