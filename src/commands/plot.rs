@@ -78,12 +78,22 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         ] => Some(c.clone()),
         _ => None,
     };
+    let spans: Vec<latscope::doc::spans::SpansDoc> = loaded
+        .iter()
+        .filter_map(|l| match &l.document {
+            Some(Document::Spans(d)) => Some(d.clone()),
+            _ => None,
+        })
+        .collect();
     let results: Vec<(String, Vec<Item>)> = names
         .into_iter()
         .zip(loaded)
         .map(|(name, l)| (name, l.items))
         .collect();
-    let page = html::report(&results, comparison.as_ref(), args.unit.unit());
+    let mut page = html::report(&results, comparison.as_ref(), args.unit.unit());
+    if let [only] = &spans[..] {
+        page = html::with_time_views(page, only);
+    }
     std::fs::write(&args.output, &page)
         .with_context(|| format!("writing {}", args.output.display()))?;
     eprintln!(

@@ -5,7 +5,7 @@ use std::io;
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 
-use super::wayland::{Input, progress_bar, render, write_report};
+use super::wayland::{Input, progress_bar, render};
 use crate::cli::{Cli, Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
 use crate::signals;
 use latscope::doc::spans::{Source, SpanRecord};
@@ -238,6 +238,22 @@ fn slowest_text(slow: &[SpanRecord]) -> String {
     out
 }
 
+/// The HTML report: statistics and plots per series, and latency against time when spans were
+/// kept (`--max-spans`).
+fn write_html(
+    doc: &latscope::doc::spans::SpansDoc,
+    path: &std::path::Path,
+    unit: latscope::stats::Unit,
+) -> Result<()> {
+    let document = latscope::doc::Document::Spans(doc.clone());
+    let items = latscope::doc::items("this run", &document)?;
+    let page = latscope::report::html::report(&[("this run".to_string(), items)], None, unit);
+    let page = latscope::report::html::with_time_views(page, doc);
+    std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("latscope: report written to {}", path.display());
+    Ok(())
+}
+
 /// Runs `latscope spans`.
 pub fn run(args: &SpansArgs) -> Result<()> {
     let (rules, names) = rules(args);
@@ -293,25 +309,23 @@ pub fn run(args: &SpansArgs) -> Result<()> {
         unit: args.output.unit.unit(),
     };
     let slow = slow_spans(slowest.sorted(), &names, &report.labels);
+    let mut doc = latscope::report::json::document(&report);
+    doc.source = Source::Trace;
+    doc.format = Some(totals.formats.join(","));
+    doc.slowest = slow;
+    doc.records = slow_spans(kept.spans, &names, &report.labels);
+    doc.records_dropped = kept.dropped;
+    for s in &mut doc.spans {
+        s.by = s.group.as_ref().and(args.by.clone());
+    }
     let text = match args.output.format {
-        Format::Json => {
-            let mut doc = latscope::report::json::document(&report);
-            doc.source = Source::Trace;
-            doc.format = Some(totals.formats.join(","));
-            doc.slowest = slow;
-            doc.records = slow_spans(kept.spans, &names, &report.labels);
-            doc.records_dropped = kept.dropped;
-            for s in &mut doc.spans {
-                s.by = s.group.as_ref().and(args.by.clone());
-            }
-            latscope::doc::to_json(&doc, args.output.pretty)
-        }
+        Format::Json => latscope::doc::to_json(&doc, args.output.pretty),
         Format::Markdown => render(&report, &args.output),
-        _ => render(&report, &args.output) + &slowest_text(&slow),
+        _ => render(&report, &args.output) + &slowest_text(&doc.slowest),
     };
     crate::commands::print(&text)?;
     if let Some(path) = &args.output.report {
-        write_report(&report, path, None)?;
+        write_html(&doc, path, report.unit)?;
     }
     error.map_or(Ok(()), Err)
 }

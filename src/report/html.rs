@@ -106,6 +106,40 @@ fn section(
     out.push_str("</section>\n");
 }
 
+/// Adds a latency-vs-time section per series of `doc`'s kept spans (`latscope spans
+/// --max-spans N`) to a page made by [`report`]; the page is unchanged without them.
+pub fn with_time_views(page: String, doc: &crate::doc::spans::SpansDoc) -> String {
+    if doc.records.is_empty() {
+        return page;
+    }
+    let mut series: Vec<(String, Vec<(u64, u64)>)> = Vec::new();
+    for r in &doc.records {
+        let label = crate::doc::label(&r.span, r.group.as_deref());
+        match series.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, points)) => points.push((r.start_ns, r.latency_ns)),
+            None => series.push((label, vec![(r.start_ns, r.latency_ns)])),
+        }
+    }
+    let mut out = String::from("<section><h2>latency against time</h2>\n");
+    if doc.records_dropped > 0 {
+        let _ = writeln!(
+            out,
+            "<p>the first {} spans ({} more were not kept: raise --max-spans)</p>",
+            doc.records.len(),
+            doc.records_dropped
+        );
+    }
+    out.push_str("<div class=\"plots\">");
+    for (label, points) in &series {
+        out.push_str(&super::plot::scatter_svg(label, points));
+    }
+    out.push_str("</div></section>\n");
+    match page.rfind("</body>") {
+        Some(at) => format!("{}{out}{}", &page[..at], &page[at..]),
+        None => page + &out,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -202,9 +202,72 @@ pub fn percentile_svg(title: &str, curves: &[Curve]) -> String {
     svg
 }
 
+/// The most points a scatter draws (every k-th span beyond it, said in the caption): an SVG
+/// circle is ~80 bytes.
+pub const SCATTER_MAX: usize = 20_000;
+
+/// Latency against start time, one dot per span (Trace Compass's latency-vs-time view):
+/// `points` are (start ns, latency ns) in the trace's clock; x is seconds from the first.
+pub fn scatter_svg(title: &str, points: &[(u64, u64)]) -> String {
+    let step = points.len().div_ceil(SCATTER_MAX).max(1);
+    let t0 = points.iter().map(|p| p.0).min().unwrap_or(0);
+    let xy: Vec<(f64, f64)> = points
+        .iter()
+        .step_by(step)
+        .map(|&(t, l)| ((t - t0) as f64 / 1e9, l as f64 / 1e3))
+        .collect();
+    let xmax = xy.iter().map(|p| p.0).fold(1e-6, f64::max) * 1.02;
+    let ymax = xy.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let caption = if step > 1 {
+        format!("{title} (every {step}th of {} spans)", points.len())
+    } else {
+        format!("{title} ({} spans)", points.len())
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 360)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let chart = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..xmax, 0.0..ymax);
+        let Ok(mut chart) = chart else {
+            return String::new();
+        };
+        let _ = chart
+            .configure_mesh()
+            .x_desc("start (s from the first span)")
+            .y_desc("latency (µs)")
+            .draw();
+        let _ = chart.draw_series(
+            xy.iter()
+                .map(|&p| Circle::new(p, 2, COLOURS[0].mix(0.6).filled())),
+        );
+        let _ = root.present();
+    }
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scatter_has_one_dot_per_span_and_its_axes() {
+        let points: Vec<(u64, u64)> = (0..50)
+            .map(|i| (1_000_000_000 + i * 1_000_000, 5_000 + i))
+            .collect();
+        let svg = scatter_svg("x", &points);
+        assert_eq!(svg.matches("<circle").count(), 50);
+        assert!(svg.contains("latency (µs)") && svg.contains("start (s from the first span)"));
+        let many: Vec<(u64, u64)> = (0..(SCATTER_MAX as u64 * 3)).map(|i| (i, i)).collect();
+        assert_eq!(
+            scatter_svg("y", &many).matches("<circle").count(),
+            SCATTER_MAX
+        );
+    }
 
     fn curves() -> Vec<Curve> {
         let before: Vec<(f64, u64)> = (1..=100).map(|i| (f64::from(i) * 1_000.0, 10)).collect();
