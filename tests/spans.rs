@@ -601,44 +601,21 @@ fn kept_spans_export_to_chrome_json_and_read_back_the_same() {
 fn the_report_shows_latency_against_time_when_spans_are_kept() {
     let dir = tempfile::tempdir().unwrap();
     let trace = data("traces/sched.perf.txt");
-    let html = dir.path().join("r.html");
-    let out = run(&[
-        "spans",
-        "--start",
-        "sched:sched_wakeup",
-        "--end",
-        "sched:sched_switch",
-        "--key",
-        "pid=next_pid",
-        "--max-spans",
-        "100",
-        "--report",
-        html.to_str().unwrap(),
-        trace.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let page = std::fs::read_to_string(&html).unwrap();
+    let report = |name: &str, extra: &[&str]| {
+        let html = dir.path().join(name);
+        let mut args = vec!["spans", "--start", "sched:sched_wakeup", "--end"];
+        args.extend(["sched:sched_switch", "--key", "pid=next_pid", "--report"]);
+        args.push(html.to_str().unwrap());
+        args.extend_from_slice(extra);
+        args.push(trace.to_str().unwrap());
+        let out = run(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        std::fs::read_to_string(&html).unwrap()
+    };
+    let page = report("kept.html", &["--max-spans", "100"]);
     assert!(page.contains("latency against time"), "no time view");
     // One dot per span: the 48 spans of the capture.
     assert_eq!(page.matches("<circle").count(), 48);
     // Without kept spans there is no time view.
-    let plain = dir.path().join("p.html");
-    let out = run(&[
-        "spans",
-        "--start",
-        "sched:sched_wakeup",
-        "--end",
-        "sched:sched_switch",
-        "--key",
-        "pid=next_pid",
-        "--report",
-        plain.to_str().unwrap(),
-        trace.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        !std::fs::read_to_string(&plain)
-            .unwrap()
-            .contains("latency against time")
-    );
+    assert!(!report("plain.html", &[]).contains("latency against time"));
 }
