@@ -93,18 +93,24 @@ pub fn count(text: &str) -> Result<u64, String> {
     }
 }
 
-/// An image size `WxH` in pixels, each 1 to 32767 (the X11 limit).
-pub fn wxh(text: &str) -> Result<(u16, u16), String> {
-    let bad = || format!("'{text}' is not a size WxH such as 32x32 (1 to 32767 each)");
-    let (w, h) = text.split_once(['x', 'X']).ok_or_else(bad)?;
-    let side = |v: &str| {
-        v.trim()
-            .parse::<u16>()
+/// `WxH` with each side from 1 to `max` pixels.
+fn dimensions(text: &str, max: u32) -> Result<(u32, u32), String> {
+    let bad = || format!("'{text}' is not WIDTHxHEIGHT (e.g. 32x32, each 1 to {max})");
+    let (w, h) = text.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+    let side = |t: &str| {
+        t.trim()
+            .parse::<u32>()
             .ok()
-            .filter(|&n| (1..=32767).contains(&n))
-            .ok_or_else(bad)
+            .filter(|v| (1..=max).contains(v))
     };
-    Ok((side(w)?, side(h)?))
+    Ok((side(w).ok_or_else(bad)?, side(h).ok_or_else(bad)?))
+}
+
+/// An X11 image size `WxH`, each side 1 to 32767 (the protocol's limit).
+pub fn wxh(text: &str) -> Result<(u16, u16), String> {
+    let (w, h) = dimensions(text, 32767)?;
+    // Both fit: dimensions checked the range.
+    Ok((w as u16, h as u16))
 }
 
 /// A pixmap depth X servers offer: 1, 4, 8, 15, 16, 24 or 32.
@@ -115,12 +121,9 @@ pub fn depth(text: &str) -> Result<u8, String> {
         .ok_or_else(|| format!("'{text}' is not a pixmap depth (1, 4, 8, 15, 16, 24 or 32)"))
 }
 
-/// `WxH`, each side from 1 to 8192 pixels.
+/// A window size `WxH`, each side 1 to 8192 pixels.
 pub fn window_size(text: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("'{text}' is not WIDTHxHEIGHT (e.g. 256x256, each 1 to 8192)");
-    let (w, h) = text.trim().split_once(['x', 'X']).ok_or_else(bad)?;
-    let side = |t: &str| t.parse::<u32>().ok().filter(|v| (1..=8192).contains(v));
-    Ok((side(w).ok_or_else(bad)?, side(h).ok_or_else(bad)?))
+    dimensions(text, 8192)
 }
 
 /// Spans kept one by one: 0 to 10 million (about 1 GiB of JSON at most).

@@ -39,17 +39,17 @@ fn terminate(args: &[&str], after: Duration) -> (Duration, Option<i32>) {
     (took, status.code())
 }
 
+/// A named pipe with no writer: opening it for reading blocks.
+fn mkfifo(path: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.unwrap().success(), "mkfifo {}", path.display());
+}
+
 #[test]
 fn one_sigterm_ends_a_wayland_read_blocked_opening_a_fifo() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("log.fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     let (took, code) = terminate(
         &["wayland", fifo.to_str().unwrap()],
         Duration::from_millis(300),
@@ -364,13 +364,7 @@ fn a_benchmarked_command_that_forks_a_daemon_or_floods_its_output_is_measured_in
 fn one_sigterm_ends_every_other_command_while_it_is_blocked_or_busy() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("result.fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     let f = fifo.to_str().unwrap();
     let out = dir.path().join("out");
     let o = out.to_str().unwrap();

@@ -430,27 +430,12 @@ fn pipelined_uploads_run_at_the_rate_x11perf_reports_on_the_same_server() {
 /// A private session bus that can start libkscreen's backend launcher (D-Bus activation), with
 /// the X server in its environment.
 fn session_bus(dir: &Path, display: &str) -> (Child, String) {
-    let config = dir.join("session.conf");
-    std::fs::write(
-        &config,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:dir={}</listen>
-  <standard_session_servicedirs/>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"#,
-            dir.display()
-        ),
-    )
-    .unwrap();
+    // The IPC lab's private bus, plus the session service directories, so that the launcher of
+    // libkscreen's backend is started on demand (D-Bus activation).
+    let text = latscope::lab::ipc::transport::dbus::config_text(dir)
+        .replace("<auth>", "<standard_session_servicedirs/>\n  <auth>");
+    assert!(text.contains("<standard_session_servicedirs/>"));
+    let config = crate::util::write(dir, "session.conf", text);
     let mut child = Command::new("dbus-daemon")
         .arg(format!("--config-file={}", config.display()))
         .args(["--nofork", "--print-address=1"])

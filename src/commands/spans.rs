@@ -5,7 +5,7 @@ use std::io;
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 
-use super::wayland::{Input, progress_bar, render};
+use super::wayland::{Input, progress_bar, render, write_html};
 use crate::cli::{Cli, Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
 use crate::signals;
 use latscope::doc::spans::{Source, SpanRecord};
@@ -116,15 +116,7 @@ struct Totals {
 
 impl Totals {
     fn add(&mut self, file: &str, s: &TraceStats) {
-        let t = &mut self.stats;
-        t.bytes += s.bytes;
-        t.lines += s.lines;
-        t.events += s.events;
-        t.skipped += s.skipped;
-        t.malformed += s.malformed;
-        t.backwards += s.backwards;
-        t.not_utf8 += s.not_utf8;
-        t.interrupted |= s.interrupted;
+        self.stats.merge(s);
         let format = s.format.map_or("?", TraceFormat::name);
         let how = if s.detected { "detected" } else { "given" };
         self.formats.push(format.to_string());
@@ -206,7 +198,7 @@ fn read_all(
     (totals, None)
 }
 
-fn slow_spans(spans: Vec<Slow>, names: &[String], labels: &[String]) -> Vec<SpanRecord> {
+fn records_of(spans: Vec<Slow>, names: &[String], labels: &[String]) -> Vec<SpanRecord> {
     spans
         .into_iter()
         .map(|s| SpanRecord {
@@ -236,22 +228,6 @@ fn slowest_text(slow: &[SpanRecord]) -> String {
         ));
     }
     out
-}
-
-/// The HTML report: statistics and plots per series, and latency against time when spans were
-/// kept (`--max-spans`).
-fn write_html(
-    doc: &latscope::doc::spans::SpansDoc,
-    path: &std::path::Path,
-    unit: latscope::stats::Unit,
-) -> Result<()> {
-    let document = latscope::doc::Document::Spans(doc.clone());
-    let items = latscope::doc::items("this run", &document)?;
-    let page = latscope::report::html::report(&[("this run".to_string(), items)], None, unit);
-    let page = latscope::report::html::with_time_views(page, doc);
-    std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("latscope: report written to {}", path.display());
-    Ok(())
 }
 
 /// Runs `latscope spans`.
@@ -308,12 +284,12 @@ pub fn run(args: &SpansArgs) -> Result<()> {
         labels,
         unit: args.output.unit.unit(),
     };
-    let slow = slow_spans(slowest.sorted(), &names, &report.labels);
+    let slow = records_of(slowest.sorted(), &names, &report.labels);
     let mut doc = latscope::report::json::document(&report);
     doc.source = Source::Trace;
     doc.format = Some(totals.formats.join(","));
     doc.slowest = slow;
-    doc.records = slow_spans(kept.spans, &names, &report.labels);
+    doc.records = records_of(kept.spans, &names, &report.labels);
     doc.records_dropped = kept.dropped;
     for s in &mut doc.spans {
         s.by = s.group.as_ref().and(args.by.clone());
@@ -325,7 +301,7 @@ pub fn run(args: &SpansArgs) -> Result<()> {
     };
     crate::commands::print(&text)?;
     if let Some(path) = &args.output.report {
-        write_html(&doc, path, report.unit)?;
+        write_html(&doc, path, None, report.unit)?;
     }
     error.map_or(Ok(()), Err)
 }

@@ -129,15 +129,27 @@ pub fn analyse_and_print(
 
 /// Writes the HTML report of `report` (stats and plots) to `path`, or into `file`, already
 /// created and open, when there is one (`path` is then its name, for messages).
-pub fn write_report(
+fn write_report(
     report: &SpansReport<'_>,
     path: &std::path::Path,
     file: Option<File>,
 ) -> Result<()> {
-    let doc = latscope::doc::Document::Spans(latscope::report::json::document(report));
-    let items = latscope::doc::items("this run", &doc)?;
-    let page =
-        latscope::report::html::report(&[("this run".to_string(), items)], None, report.unit);
+    let doc = latscope::report::json::document(report);
+    write_html(&doc, path, file, report.unit)
+}
+
+/// Writes the HTML report of a `spans` document: statistics and plots per series, and latency
+/// against time when it kept its spans (`latscope spans --max-spans`). Into `file` when the
+/// caller created it already, else to `path`.
+pub fn write_html(
+    doc: &latscope::doc::spans::SpansDoc,
+    path: &std::path::Path,
+    file: Option<File>,
+    unit: latscope::stats::Unit,
+) -> Result<()> {
+    let items = latscope::doc::items("this run", &latscope::doc::Document::Spans(doc.clone()))?;
+    let page = latscope::report::html::report(&[("this run".to_string(), items)], None, unit);
+    let page = latscope::report::html::with_time_views(page, doc);
     match file {
         Some(mut file) => io::Write::write_all(&mut file, page.as_bytes()),
         None => std::fs::write(path, page),

@@ -17,25 +17,17 @@ use super::Event;
 use super::rules::Pairer;
 use crate::span::{Open, OpenSpans, Outcome, SeriesKey, SpanSink};
 
+/// One element of the events array (missing members are `None`; others are ignored).
 #[derive(Debug, Default, Deserialize)]
 struct Element {
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     ph: Option<String>,
-    #[serde(default)]
     ts: Option<serde_json::Number>,
-    #[serde(default)]
     dur: Option<serde_json::Number>,
-    #[serde(default)]
     pid: Option<Value>,
-    #[serde(default)]
     tid: Option<Value>,
-    #[serde(default)]
     id: Option<Value>,
-    #[serde(default)]
     cat: Option<String>,
-    #[serde(default)]
     args: Option<serde_json::Map<String, Value>>,
 }
 
@@ -161,7 +153,7 @@ impl Chrome {
                     self.key_open = true;
                 }
             }
-            b'{' | b'[' => self.open(c, pairer, sink),
+            b'{' | b'[' => self.open(c),
             b'}' | b']' => self.close(c, pairer, sink),
             b':' => self.key_open = false,
             c if !c.is_ascii_whitespace() => self.at_start = false,
@@ -169,7 +161,7 @@ impl Chrome {
         }
     }
 
-    fn open(&mut self, c: u8, _pairer: &mut Pairer, _sink: &mut impl SpanSink) {
+    fn open(&mut self, c: u8) {
         match self.mode {
             Mode::Seek if c == b'[' && (self.at_start || self.last_key == b"traceEvents") => {
                 self.mode = Mode::Array(self.depth);

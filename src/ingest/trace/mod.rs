@@ -33,6 +33,8 @@ pub struct Event {
     pub name: Range<usize>,
     /// `(name, value)` ranges of the line, in order
     pub fields: Vec<(Range<usize>, Range<usize>)>,
+    /// fields whose names are not in the line (perf's and ftrace's prefix: `common_pid`, ...)
+    pub common: Vec<(&'static str, Range<usize>)>,
 }
 
 impl Event {
@@ -41,14 +43,20 @@ impl Event {
         self.ts_ns = 0;
         self.name = 0..0;
         self.fields.clear();
+        self.common.clear();
     }
 
     /// The value of field `name` in `line` (the first one, if repeated).
     pub fn field<'l>(&self, line: &'l str, name: &str) -> Option<&'l str> {
-        self.fields
+        let named = self
+            .fields
             .iter()
-            .find(|(k, _)| text::field_name(line, k) == name)
-            .and_then(|(_, v)| line.get(v.clone()))
+            .find(|(k, _)| line.get(k.clone()) == Some(name));
+        let value = match named {
+            Some((_, v)) => v,
+            None => &self.common.iter().find(|(k, _)| *k == name)?.1,
+        };
+        line.get(value.clone())
     }
 
     /// The event's name in `line`.
@@ -74,25 +82,34 @@ pub fn seconds_to_ns(text: &str) -> Option<u64> {
     decimal_to_ns(text, 1_000_000_000)
 }
 
-/// `text` (digits, optionally `.` and up to 9 more digits) × `scale` ns, exactly: `"1.5"` with a
-/// scale of 1000 (µs) is 1500 ns. Digits beyond what a nanosecond holds are truncated.
+/// `text` (digits, optionally `.` and more digits) × `scale` ns, exactly: `"1.5"` with a scale
+/// of 1000 (µs) is 1500 ns. Digits finer than a nanosecond are truncated.
 pub fn decimal_to_ns(text: &str, scale: u64) -> Option<u64> {
-    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
-    if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) {
+    decimal_bytes_to_ns(text.as_bytes(), scale)
+}
+
+/// [`decimal_to_ns`] on bytes, in one pass: the parser of every time stamp of every format.
+pub fn decimal_bytes_to_ns(text: &[u8], scale: u64) -> Option<u64> {
+    let dot = text.iter().position(|&b| b == b'.').unwrap_or(text.len());
+    let (int, frac) = (&text[..dot], text.get(dot + 1..).unwrap_or(&[]));
+    if int.is_empty() {
         return None;
     }
-    if !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let whole: u64 = int.parse().ok()?;
-    let mut ns = whole.checked_mul(scale)?;
-    // The fraction, scaled: frac digits d1 d2 ... contribute d_i × scale / 10^i.
-    let mut unit = scale;
-    for b in frac.bytes() {
-        unit /= 10;
-        if unit == 0 {
-            break;
+    let mut whole: u64 = 0;
+    for &b in int {
+        if !b.is_ascii_digit() {
+            return None;
         }
+        whole = whole.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    let mut ns = whole.checked_mul(scale)?;
+    // The fraction, scaled: digits d1 d2 ... contribute d_i × scale / 10^i.
+    let mut unit = scale;
+    for &b in frac {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        unit /= 10;
         ns = ns.checked_add(u64::from(b - b'0') * unit)?;
     }
     Some(ns)

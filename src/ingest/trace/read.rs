@@ -55,6 +55,20 @@ pub struct TraceStats {
     pub interrupted: bool,
 }
 
+impl TraceStats {
+    /// Adds the counts of `other` (another input) to these.
+    pub fn merge(&mut self, other: &TraceStats) {
+        self.bytes += other.bytes;
+        self.lines += other.lines;
+        self.events += other.events;
+        self.skipped += other.skipped;
+        self.malformed += other.malformed;
+        self.backwards += other.backwards;
+        self.not_utf8 += other.not_utf8;
+        self.interrupted |= other.interrupted;
+    }
+}
+
 /// A trace could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {

@@ -202,6 +202,20 @@ pub enum Repeat {
     KeepFirst,
 }
 
+/// Writes the values of `fields` of `ev` into `buf` (separated by U+001F); `false` when the
+/// event lacks one.
+fn fill_key(buf: &mut String, line: &str, ev: &Event, fields: &[String]) -> bool {
+    buf.clear();
+    for f in fields {
+        let Some(v) = ev.field(line, f) else {
+            return false;
+        };
+        buf.push_str(v);
+        buf.push('\u{1f}');
+    }
+    true
+}
+
 /// Pairs events into spans by the rules.
 #[derive(Debug)]
 pub struct Pairer {
@@ -253,22 +267,9 @@ impl Pairer {
         self.label_names.clone()
     }
 
-    fn key(&mut self, line: &str, ev: &Event, fields: &[String], line_no: u64) -> bool {
-        self.key_buf.clear();
-        for f in fields {
-            match ev.field(line, f) {
-                Some(v) => {
-                    self.key_buf.push_str(v);
-                    self.key_buf.push('\u{1f}');
-                }
-                None => {
-                    self.missing_key.0 += 1;
-                    self.missing_key.1.get_or_insert(line_no);
-                    return false;
-                }
-            }
-        }
-        true
+    fn note_missing_key(&mut self, line_no: u64) {
+        self.missing_key.0 += 1;
+        self.missing_key.1.get_or_insert(line_no);
     }
 
     /// The span names, rules' first, then those an input names itself (Chrome JSON).
@@ -323,10 +324,11 @@ impl Pairer {
                 continue;
             }
             let span = self.rules[i].span;
-            let fields = std::mem::take(&mut self.rules[i].key.end);
-            let ok = self.key(line, ev, &fields, line_no);
-            self.rules[i].key.end = fields;
-            if !ok || self.closed[span] {
+            if !fill_key(&mut self.key_buf, line, ev, &self.rules[i].key.end) {
+                self.note_missing_key(line_no);
+                continue;
+            }
+            if self.closed[span] {
                 continue;
             }
             self.ends_seen[span] = true;
@@ -348,10 +350,8 @@ impl Pairer {
                 continue;
             }
             let span = self.rules[i].span;
-            let fields = std::mem::take(&mut self.rules[i].key.start);
-            let ok = self.key(line, ev, &fields, line_no);
-            self.rules[i].key.start = fields;
-            if !ok {
+            if !fill_key(&mut self.key_buf, line, ev, &self.rules[i].key.start) {
+                self.note_missing_key(line_no);
                 continue;
             }
             let series = SeriesKey {

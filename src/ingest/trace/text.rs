@@ -28,27 +28,6 @@ fn is_timestamp(t: &[u8]) -> bool {
     dot.is_some_and(|d| d > 0 && d < n - 2)
 }
 
-/// Seconds with up to 9 decimals as exact ns (digits checked by [`is_timestamp`]).
-fn seconds(t: &[u8]) -> Option<u64> {
-    let mut whole: u64 = 0;
-    let mut i = 0;
-    while i < t.len() && t[i] != b'.' {
-        whole = whole.checked_mul(10)?.checked_add(u64::from(t[i] - b'0'))?;
-        i += 1;
-    }
-    let mut frac: u64 = 0;
-    let mut digits = 0;
-    for &c in t.get(i + 1..).unwrap_or(&[]) {
-        if digits == 9 {
-            break;
-        }
-        frac = frac * 10 + u64::from(c - b'0');
-        digits += 1;
-    }
-    frac *= 10u64.pow(9 - digits);
-    whole.checked_mul(1_000_000_000)?.checked_add(frac)
-}
-
 /// The next whitespace-separated token from `*i`.
 #[inline]
 fn next_token(b: &[u8], i: &mut usize) -> Option<(usize, usize)> {
@@ -90,7 +69,7 @@ pub fn parse(line: &str, ev: &mut Event) -> Parsed {
             n_prefix += 1;
         }
     };
-    let Some(ts_ns) = seconds(&b[ts.0..ts.1]) else {
+    let Some(ts_ns) = super::decimal_bytes_to_ns(&b[ts.0..ts.1], 1_000_000_000) else {
         return Parsed::Malformed("a timestamp too large");
     };
     ev.ts_ns = ts_ns;
@@ -116,9 +95,8 @@ const COMM: &str = "common_comm";
 const PID: &str = "common_pid";
 const CPU: &str = "common_cpu";
 
-/// The prefix: `[cpu]`, then perf's `comm pid[/tid]` or ftrace's `comm-pid` before it. The
-/// field names are static, so they are appended after the line as ranges would not do; they
-/// are kept in [`Event::fields`] through [`Event::push_static`].
+/// The prefix: `[cpu]`, then perf's `comm pid[/tid]` or ftrace's `comm-pid` before it, into
+/// [`Event::common`] (their names are not in the line).
 fn prefix_fields(line: &str, prefix: &[(usize, usize)], ev: &mut Event) {
     let cpu_at = prefix.iter().position(|&(a, b)| {
         let t = &line[a..b];
@@ -126,7 +104,7 @@ fn prefix_fields(line: &str, prefix: &[(usize, usize)], ev: &mut Event) {
     });
     if let Some(i) = cpu_at {
         let (a, b) = prefix[i];
-        ev.push_static(CPU, a + 1..b - 1);
+        ev.common.push((CPU, a + 1..b - 1));
     }
     let before = &prefix[..cpu_at.unwrap_or(prefix.len())];
     let Some(&(a, b)) = before.last() else {
@@ -137,42 +115,18 @@ fn prefix_fields(line: &str, prefix: &[(usize, usize)], ev: &mut Event) {
     let (pid, tid) = last.split_once('/').unwrap_or((last, last));
     if !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) && before.len() >= 2 {
         let tid_start = b - tid.len();
-        ev.push_static(PID, tid_start..b);
-        ev.push_static(COMM, before[0].0..before[before.len() - 2].1);
+        ev.common.push((PID, tid_start..b));
+        ev.common
+            .push((COMM, before[0].0..before[before.len() - 2].1));
         return;
     }
     // ftrace: `comm-pid`.
     if let Some(dash) = last.rfind('-') {
         let digits = &last[dash + 1..];
         if !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()) {
-            ev.push_static(PID, a + dash + 1..b);
-            ev.push_static(COMM, before[0].0..a + dash);
+            ev.common.push((PID, a + dash + 1..b));
+            ev.common.push((COMM, before[0].0..a + dash));
         }
-    }
-}
-
-impl Event {
-    /// A field whose name is not in the line (a prefix field): stored with an empty name
-    /// range and found by [`Event::common`].
-    fn push_static(&mut self, name: &'static str, value: std::ops::Range<usize>) {
-        let code = match name {
-            COMM => 0,
-            PID => 1,
-            _ => 2,
-        };
-        // usize::MAX - code marks a static name; no line is that long.
-        self.fields
-            .push((usize::MAX - code..usize::MAX - code, value));
-    }
-}
-
-/// The name of a field, static names included.
-pub fn field_name<'l>(line: &'l str, range: &std::ops::Range<usize>) -> &'l str {
-    match usize::MAX - range.start {
-        0 => COMM,
-        1 => PID,
-        2 => CPU,
-        _ => line.get(range.clone()).unwrap_or(""),
     }
 }
 
@@ -183,10 +137,14 @@ mod tests {
     fn fields(line: &str) -> (u64, String, Vec<(String, String)>) {
         let mut ev = Event::default();
         assert_eq!(parse(line, &mut ev), Parsed::Event, "{line}");
-        let f = ev
+        let common = ev.common.iter().map(|(k, v)| (k.to_string(), v));
+        let named = ev
             .fields
             .iter()
-            .map(|(k, v)| (field_name(line, k).to_string(), line[v.clone()].to_string()))
+            .map(|(k, v)| (line[k.clone()].to_string(), v));
+        let f = common
+            .chain(named)
+            .map(|(k, v)| (k, line[v.clone()].to_string()))
             .collect();
         (ev.ts_ns, ev.name(line).to_string(), f)
     }

@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn a_peer_spec_survives_the_command_line() {
         let spec = PeerSpec {
-            address: "unix:path=/tmp/x,guid=1".into(),
+            address: "unix:path=/run/user/7/bus,guid=1".into(),
             client: ":1.4".into(),
             config: Config {
                 transport: Transport::Dbus,
@@ -276,7 +276,7 @@ mod tests {
         ];
         for pattern in patterns {
             let spec = PeerSpec {
-                address: "unix:path=/tmp/x".into(),
+                address: "unix:path=/run/user/7/bus".into(),
                 client: ":1.9".into(),
                 config: Config {
                     transport: Transport::Dbus,

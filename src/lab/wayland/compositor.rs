@@ -222,8 +222,8 @@ mod tests {
             PathBuf::from("/run/user/7/wayland-1")
         );
         assert_eq!(
-            socket_path("/tmp/x/sock", None).unwrap(),
-            PathBuf::from("/tmp/x/sock")
+            socket_path("/run/user/7/nested/sock", None).unwrap(),
+            PathBuf::from("/run/user/7/nested/sock")
         );
         let e = socket_path("wayland-1", None).unwrap_err().to_string();
         assert!(e.contains("XDG_RUNTIME_DIR"), "{e}");

@@ -364,8 +364,8 @@ mod tests {
 
     #[test]
     fn the_daemon_listens_only_in_its_private_directory() {
-        let text = config_text(Path::new("/tmp/latscope-dbus-1"));
-        assert!(text.contains("<listen>unix:dir=/tmp/latscope-dbus-1</listen>"));
+        let text = config_text(Path::new("/run/user/7/latscope-dbus-1"));
+        assert!(text.contains("<listen>unix:dir=/run/user/7/latscope-dbus-1</listen>"));
         assert!(text.contains("<type>session</type>"));
     }
 }
