@@ -174,24 +174,55 @@ const BENCH_ABOUT: &str = "\
 A/B benchmark commands: the first is the baseline, each other a candidate.
 
 Runs are interleaved in shuffled blocks (each block runs every command once, in a random order),
-so drifts of the machine hit every command alike. Each run is measured for wall time, user and
-system time, peak RSS, and CPU counters opened on the process before it execs (default: task-clock,
-context-switches, cpu-migrations, page-faults, instructions, cycles, branches, branch-misses;
-hardware ones print \"not supported\" on machines without a PMU).
+so drifts of the machine hit every command alike. Commands run directly, split into words, with
+no shell in between: what hyperfine's -N does, by default (-N is accepted and changes nothing);
+--shell runs them through sh -c.
 
-Each metric gets a median with a bootstrap 95% interval; each candidate a ratio of medians with
-its interval, a Mann-Whitney U test, and a verdict by the rule `latscope compare --help`
-describes (the same rule, so `bench --compare` and `compare` agree): faster, slower, same,
-mixed or inconclusive. Commands run directly, split into words, with no shell in between (what
-hyperfine's -N does); --shell runs them through sh -c. It warns about noisy runs, cold first runs, commands that wait
-rather than compute, and the same instruction count in different time (stalls, alignment).";
+Timed runs have nothing attached: wall time from the spawn to the exit, user and system time,
+peak RSS, context switches and page faults from the kernel's resource usage. CPU counters are
+read in separate counted runs, interleaved one round every 4 blocks (--counters: none; software:
+task-clock, context-switches, cpu-migrations, page-faults; all, the default: also instructions,
+cycles, branches, branch-misses, which print \"not supported\" without a PMU; -e adds more), so
+a counter never slows the runs the verdict is computed from.
+
+Wall time is compared block by block: the ratio of each candidate's run to the baseline's run of
+the same block, its 20% trimmed mean and a t interval (Yuen's paired test), so drift between
+blocks cancels. Sequential: once --min-time and --min-runs are done, latscope looks at the data
+(at most every 25% of the elapsed time) and stops when every comparison is clear — a change at
+p < 0.001, or an interval inside the noise band — else it goes on to --max-time (default 10 s
+with two or more commands). The final test spends what the looks did not (Haybittle-Peto), so
+looking early adds no false alarms. The verdict: faster, slower, same (the interval lies within
+±--noise), or inconclusive, printed with the smallest change this run could have detected.
+Other metrics get medians with bootstrap intervals, Mann-Whitney tests and the rule of
+`latscope compare --help`. It warns about noisy runs, cold first runs, commands that wait rather
+than compute, and the same instruction count in different time (stalls, alignment).
+
+hyperfine's options keep their meaning: -w, -r, -m (--min-runs), -n, -L, -i, --prepare,
+--setup/--cleanup (once per command, before the first and after the last block), --conclude,
+--input, --output, --export-json/--export-markdown/--export-csv (latscope's own formats).";
 
 const BENCH_EXAMPLES: &str = "\
 Examples:
   latscope bench './server-old --bench' './server-new --bench'
+  latscope bench --noise 0.1% --max-time 30s ./a ./b          # chase a 0.2% change
   latscope bench --warmup 3 -L size=1024,4096,65536 './upload --mask {size}'
   latscope bench --instructions=callgrind -e stalled-cycles-frontend ./a ./b
-  latscope bench --format json ./a ./b > run.json; latscope bench --compare old.json run.json";
+  latscope bench --setup 'make -s' --input req.bin --output pipe ./server-a ./server-b
+  latscope bench --export-json run.json --export-markdown run.md ./a ./b
+  latscope bench --format json ./a ./b > run.json; latscope bench --compare old.json run.json
+
+Exit status: 0 success, 1 error (a command failed, cannot run), 2 usage.";
+
+/// Which counters `latscope bench` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CounterSet {
+    /// no counted runs (only -e events, if given)
+    None,
+    /// task-clock, context-switches, cpu-migrations, page-faults
+    Software,
+    /// the software ones and instructions, cycles, branches, branch-misses
+    All,
+}
 
 /// `latscope bench`
 #[derive(Debug, Args)]
@@ -213,17 +244,52 @@ pub struct BenchArgs {
     #[arg(long, short = 'r', value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: Option<u32>,
     /// At least this many runs of each command (without --runs).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, short = 'm', default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub min_runs: u32,
     /// Keep running until this much time has passed (without --runs): 3s, 500ms (bare: s).
     #[arg(long, default_value = "3s", value_parser = duration_s)]
     pub min_time: std::time::Duration,
-    /// Stop by this time at the latest (without --runs): 10s, 1m is 60s (bare: s).
+    /// Stop by this time at the latest (without --runs): 10s, 1m is 60s (bare: s). Default
+    /// with two or more commands: 10s, reached only while a comparison is unclear, and never
+    /// before --min-runs.
     #[arg(long, value_parser = duration_s)]
     pub max_time: Option<std::time::Duration>,
     /// Run this before every timed run (untimed).
-    #[arg(long)]
+    #[arg(long, short = 'p', value_name = "CMD")]
     pub prepare: Option<String>,
+    /// Run this once per command before the benchmark starts (untimed), like hyperfine's.
+    #[arg(long, short = 's', value_name = "CMD")]
+    pub setup: Option<String>,
+    /// Run this after every timed run (untimed), like hyperfine's.
+    #[arg(long, short = 'C', value_name = "CMD")]
+    pub conclude: Option<String>,
+    /// Run this once per command after the benchmark ends, also after a failure or Ctrl-C
+    /// (untimed), like hyperfine's.
+    #[arg(long, short = 'c', value_name = "CMD")]
+    pub cleanup: Option<String>,
+    /// The commands' stdin: this file (default: /dev/null).
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// Where the commands' output goes: null (default), pipe (read by latscope and discarded),
+    /// inherit (this terminal), or a FILE (stdout truncated into it before every run, stderr
+    /// to /dev/null).
+    #[arg(long, value_name = "WHERE", default_value = "null")]
+    pub output: String,
+    /// Counters, read in separate counted runs: none, software, all.
+    #[arg(long, value_enum, default_value_t = CounterSet::All)]
+    pub counters: CounterSet,
+    /// Also write the JSON result (the `bench` document) to FILE, like --save.
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+    /// Also write the Markdown table to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+    /// Also write one CSV line per run to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+    /// Accepted for hyperfine's users: commands run without a shell by default.
+    #[arg(short = 'N', hide = true)]
+    pub no_shell: bool,
     /// Kill a run that takes longer: 10s, 500ms (bare: s).
     #[arg(long, value_parser = duration_s)]
     pub timeout: Option<std::time::Duration>,
@@ -243,8 +309,10 @@ pub struct BenchArgs {
     /// Go on when a run exits non-zero or times out.
     #[arg(long, short = 'i')]
     pub ignore_failure: bool,
-    /// The band within which a change counts as no change: 1%, 0.5% or 0.01.
-    #[arg(long, default_value = "1%", value_parser = percent)]
+    /// The band within which a change counts as no change: 0.25% (default), 1% or 0.01. A
+    /// change is called only when its interval leaves the band, so the band must be smaller
+    /// than the changes you look for.
+    #[arg(long, default_value = "0.25%", value_parser = percent)]
     pub noise: f64,
     /// Compare two saved JSON results (old, new) instead of running anything.
     #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with = "commands")]

@@ -52,13 +52,22 @@ fn a_twice_as_slow_command_is_called_slower_with_its_interval() {
     let ci = wall["p50"]["ci"].as_array().unwrap();
     assert!(ci[0].as_f64().unwrap() <= ratio && ratio <= ci[1].as_f64().unwrap());
     assert!((1.6..2.4).contains(&ratio), "ratio {ratio}");
+    assert_eq!(wall["basis"], "paired", "{c}");
     let runs = doc["commands"][0]["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 15);
     assert!(runs[0]["wall_ns"].as_u64().unwrap() > 0);
+    // Timed runs carry no counters; the counted rounds (blocks 0, 4, 8, 12) do.
     assert!(
-        runs[0]["counters"]["task-clock"].as_u64().unwrap() > 0,
+        runs.iter().all(|r| r["counters"] == serde_json::json!({})),
         "{}",
         runs[0]
+    );
+    let counted = doc["commands"][0]["counted_runs"].as_array().unwrap();
+    assert_eq!(counted.len(), 4);
+    assert!(
+        counted[0]["counters"]["task-clock"].as_u64().unwrap() > 0,
+        "{}",
+        counted[0]
     );
     let wall = &doc["commands"][0]["metrics"][0];
     assert_eq!(wall["metric"], "wall");
@@ -82,7 +91,7 @@ fn the_text_report_has_a_table_a_sentence_and_a_matrix_for_parameter_lists() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
-        text.contains("3 commands, 5 runs each, interleaved in shuffled blocks"),
+        text.contains("3 commands, 5 timed runs each (+2 counted runs for the counters), interleaved in shuffled blocks; stopped at --runs"),
         "{text}"
     );
     assert!(
@@ -104,7 +113,17 @@ fn csv_and_markdown_exports_have_one_line_per_run_and_per_command() {
         text.starts_with("command_index,command,run,wall_ns,user_ns,sys_ns,max_rss_kb,exit_code"),
         "{text}"
     );
-    assert_eq!(text.lines().count(), 4);
+    // Three timed runs (counted = 0), then the one counted run (block 0) with the counters.
+    let counted: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(8).unwrap())
+        .collect();
+    assert_eq!(counted, ["0", "0", "0", "1"], "{text}");
+    assert!(
+        text.lines().next().unwrap().contains(",task-clock"),
+        "{text}"
+    );
     let out = run(&["bench", "--runs", "3", "--format", "markdown", &cmd, &cmd]);
     assert!(
         stdout(&out).contains("| command | wall median | 95% CI |"),
@@ -223,5 +242,223 @@ fn ctrl_c_prints_what_was_measured() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("(interrupted)"), "{text}");
+    assert!(
+        text.contains("interleaved in shuffled blocks; interrupted"),
+        "{text}"
+    );
+}
+
+/// `sh -c 'echo WORD >> LOG'`, as one command string for latscope (split into words there).
+fn log_line(log: &Path, word: &str) -> String {
+    format!("sh -c 'echo {word} >> {}'", log.display())
+}
+
+fn log_lines(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn setup_and_cleanup_run_once_per_command_and_prepare_and_conclude_around_every_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let (a, b) = (log_line(&log, "run-a"), log_line(&log, "run-b"));
+    let out = run(&[
+        "bench",
+        "--runs",
+        "2",
+        "--counters",
+        "none",
+        "--setup",
+        &log_line(&log, "setup"),
+        "--prepare",
+        &log_line(&log, "prepare"),
+        "--conclude",
+        &log_line(&log, "conclude"),
+        "--cleanup",
+        &log_line(&log, "cleanup"),
+        &a,
+        &b,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = log_lines(&log);
+    assert_eq!(lines.len(), 2 + 4 * 3 + 2, "{lines:?}");
+    assert_eq!(lines[..2], ["setup", "setup"], "{lines:?}");
+    assert_eq!(lines[14..], ["cleanup", "cleanup"], "{lines:?}");
+    for run in lines[2..14].chunks(3) {
+        assert_eq!(run[0], "prepare", "{lines:?}");
+        assert!(run[1] == "run-a" || run[1] == "run-b", "{lines:?}");
+        assert_eq!(run[2], "conclude", "{lines:?}");
+    }
+    let runs = |w: &str| lines.iter().filter(|l| *l == w).count();
+    assert_eq!((runs("run-a"), runs("run-b")), (2, 2));
+}
+
+#[test]
+fn cleanup_runs_even_when_a_command_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let out = run(&[
+        "bench",
+        "--runs",
+        "3",
+        "--cleanup",
+        &log_line(&log, "cleanup"),
+        "false",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(log_lines(&log), ["cleanup"]);
+}
+
+#[test]
+fn input_feeds_a_file_to_every_run_and_output_file_keeps_the_last_runs_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, vec![b'x'; 1234]).unwrap();
+    let counts = dir.path().join("counts");
+    let out = run(&[
+        "bench",
+        "--runs",
+        "3",
+        "--counters",
+        "none",
+        "--input",
+        input.to_str().unwrap(),
+        &format!("sh -c 'wc -c >> {}'", counts.display()),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(log_lines(&counts), ["1234", "1234", "1234"]);
+    let file = dir.path().join("out.txt");
+    let out = run(&[
+        "bench",
+        "--runs",
+        "3",
+        "--output",
+        file.to_str().unwrap(),
+        "echo hello",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\n");
+}
+
+#[test]
+fn output_pipe_drains_a_command_that_writes_more_than_a_pipe_holds() {
+    // 1 MB through a pipe nobody reads would block at 64 KiB and hit the timeout.
+    let out = run(&[
+        "bench",
+        "--runs",
+        "2",
+        "--output",
+        "pipe",
+        "--timeout",
+        "10s",
+        "head -c 1000000 /dev/zero",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn output_inherit_shows_the_commands_output_and_a_missing_input_is_an_error() {
+    let out = run(&[
+        "bench",
+        "--runs",
+        "1",
+        "--output",
+        "inherit",
+        "echo marker-4711",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("marker-4711"), "{}", stdout(&out));
+    let out = run(&["bench", "--input", "/nonexistent/in", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("--input /nonexistent/in"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn exports_write_json_markdown_and_csv_files_next_to_the_screen_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, m, c) = (
+        dir.path().join("r.json"),
+        dir.path().join("r.md"),
+        dir.path().join("r.csv"),
+    );
+    let out = run(&[
+        "bench",
+        "-N",
+        "--runs",
+        "3",
+        "--export-json",
+        j.to_str().unwrap(),
+        "--export-markdown",
+        m.to_str().unwrap(),
+        "--export-csv",
+        c.to_str().unwrap(),
+        "true",
+        "sh -c true",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("B vs A:"), "{}", stdout(&out));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    assert_eq!(doc["kind"], "bench");
+    assert_eq!(doc["commands"][1]["runs"].as_array().unwrap().len(), 3);
+    let md = std::fs::read_to_string(&m).unwrap();
+    assert!(md.starts_with("| command | wall median |"), "{md}");
+    assert_eq!(md.lines().count(), 4, "{md}");
+    let csv = std::fs::read_to_string(&c).unwrap();
+    assert!(
+        csv.lines().filter(|l| l.contains(",0,")).count() >= 6,
+        "{csv}"
+    );
+}
+
+#[test]
+fn counters_none_reads_no_counters_and_software_reads_the_four_software_ones() {
+    let none = json(&["--runs", "4", "--counters", "none", "true"]);
+    let cmd = &none["commands"][0];
+    assert!(cmd.get("counted_runs").is_none(), "{cmd}");
+    let metrics: Vec<&str> = cmd["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["metric"].as_str().unwrap())
+        .collect();
+    assert!(!metrics.contains(&"task-clock"), "{metrics:?}");
+    let soft = json(&["--runs", "4", "--counters", "software", "true"]);
+    let counted = soft["commands"][0]["counted_runs"].as_array().unwrap();
+    assert_eq!(counted.len(), 1);
+    let names: Vec<&String> = counted[0]["counters"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        names,
+        [
+            "context-switches",
+            "cpu-migrations",
+            "page-faults",
+            "task-clock"
+        ]
+    );
+}
+
+#[test]
+fn a_clear_change_stops_the_benchmark_before_its_time_limit() {
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let s = spin(dir.path());
+    let (a, b) = (
+        format!("{} 1000000", s.display()),
+        format!("{} 2000000", s.display()),
+    );
+    let started = std::time::Instant::now();
+    let doc = json(&["--min-time", "0.3s", "--max-time", "20s", &a, &b]);
+    assert!(started.elapsed().as_secs() < 15, "{:?}", started.elapsed());
+    assert_eq!(doc["stop"], "clear", "{}", doc["stop"]);
+    let wall = &doc["comparisons"][0]["metrics"][0];
+    assert_eq!(wall["verdict"], "slower", "{wall}");
+    assert!(wall["detectable"].as_f64().unwrap() > 0.0, "{wall}");
 }

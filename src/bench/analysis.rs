@@ -4,7 +4,8 @@ use super::schedule::BenchCommand;
 use super::spawn::RunMeasure;
 pub use crate::doc::bench::MetricKind as Kind;
 use crate::stats::ab as stats;
-use crate::stats::change::{Change, Evidence, Rule, Verdict, judge};
+use crate::stats::change::{Change, Evidence, Rule, Verdict, judge, judge_paired};
+use crate::stats::paired::{INTERIM_ALPHA, Paired, final_alpha};
 
 /// One metric's values for every command.
 #[derive(Debug, Clone)]
@@ -57,30 +58,85 @@ pub struct Analysis {
 /// Reads one metric out of a run (`None`: not measured in that run).
 type Extract<'a> = &'a dyn Fn(&RunMeasure) -> Option<f64>;
 
+/// The runs to analyse.
+#[derive(Debug, Clone, Copy)]
+pub struct Runs<'a> {
+    /// per command, the timed runs (nothing attached to them): wall, CPU time, rusage
+    pub timed: &'a [Vec<RunMeasure>],
+    /// per command, the counted runs (counters attached), if any; without them the counters
+    /// are read from the timed runs (documents of older latscope versions)
+    pub counted: &'a [Vec<RunMeasure>],
+    /// run `j` of every command ran in the same block, so wall times are compared pair by pair
+    pub paired: bool,
+    /// interim looks taken before the final analysis (sequential design)
+    pub looks: u32,
+}
+
+impl<'a> Runs<'a> {
+    /// Runs of separate sessions: no pairing, no counted runs apart.
+    pub fn unpaired(timed: &'a [Vec<RunMeasure>]) -> Runs<'a> {
+        Runs {
+            timed,
+            counted: &[],
+            paired: false,
+            looks: 0,
+        }
+    }
+}
+
+fn pick(runs: &[Vec<RunMeasure>], f: Extract<'_>) -> Option<Vec<Vec<f64>>> {
+    runs.iter()
+        .map(|rs| rs.iter().map(f).collect::<Option<Vec<f64>>>())
+        .collect()
+}
+
 /// The metrics present in every run of every command.
-pub fn metrics(runs: &[Vec<RunMeasure>]) -> Vec<Metric> {
-    let pick = |f: Extract<'_>| -> Option<Vec<Vec<f64>>> {
-        runs.iter()
-            .map(|rs| rs.iter().map(f).collect::<Option<Vec<f64>>>())
-            .collect()
-    };
+pub fn metrics(runs: Runs<'_>) -> Vec<Metric> {
     let mut out = Vec::new();
-    let fixed: [(&str, Kind, Extract<'_>); 4] = [
+    let fixed: [(&str, Kind, Extract<'_>); 6] = [
         ("wall", Kind::Time, &|r| Some(r.wall_ns as f64)),
         ("user", Kind::Time, &|r| Some(r.user_ns as f64)),
         ("sys", Kind::Time, &|r| Some(r.sys_ns as f64)),
-        ("max_rss", Kind::Memory, &|r| Some(r.max_rss_kb as f64)),
+        ("voluntary-cs", Kind::Count, &|r| {
+            Some(r.voluntary_cs as f64)
+        }),
+        ("involuntary-cs", Kind::Count, &|r| {
+            Some(r.involuntary_cs as f64)
+        }),
+        ("minor-faults", Kind::Count, &|r| {
+            Some(r.minor_faults as f64)
+        }),
     ];
     for (name, kind, f) in fixed {
-        if let Some(values) = pick(f) {
-            out.push(Metric {
-                name: name.to_string(),
-                kind,
-                values,
-            });
+        let Some(values) = pick(runs.timed, f) else {
+            continue;
+        };
+        // The resource-usage counts are absent (all 0) in documents of older versions.
+        if kind == Kind::Count && values.iter().flatten().all(|v| *v == 0.0) {
+            continue;
         }
+        out.push(Metric {
+            name: name.to_string(),
+            kind,
+            values,
+        });
     }
-    let names: Vec<String> = runs
+    let counted = runs.counted.len() == runs.timed.len();
+    let with_counters = if counted && runs.counted.iter().all(|c| !c.is_empty()) {
+        runs.counted
+    } else {
+        runs.timed
+    };
+    // Peak RSS from forked runs: a spawned (vfork) child inherits latscope's own peak at exec,
+    // so timed runs report max(latscope, command).
+    if let Some(values) = pick(with_counters, &|r| Some(r.max_rss_kb as f64)) {
+        out.push(Metric {
+            name: "max_rss".to_string(),
+            kind: Kind::Memory,
+            values,
+        });
+    }
+    let names: Vec<String> = with_counters
         .iter()
         .flatten()
         .next()
@@ -93,7 +149,7 @@ pub fn metrics(runs: &[Vec<RunMeasure>]) -> Vec<Metric> {
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| *v as f64)
         };
-        if let Some(values) = pick(&f) {
+        if let Some(values) = pick(with_counters, &f) {
             let kind = if name == "task-clock" || name == "cpu-clock" {
                 Kind::Time
             } else {
@@ -105,31 +161,55 @@ pub fn metrics(runs: &[Vec<RunMeasure>]) -> Vec<Metric> {
     out
 }
 
+/// Candidate `c` against the baseline on metric `m`.
+fn compare_metric(m: &Metric, c: usize, runs: Runs<'_>, rule: Rule) -> Option<Change> {
+    // A ratio to a zero median (no system time, no migrations) means nothing.
+    if stats::median(&m.values[0])? == 0.0 {
+        return None;
+    }
+    let paired = (runs.paired && m.name == "wall")
+        .then(|| Paired::of(&m.values[0], &m.values[c]))
+        .flatten();
+    if let Some(p) = paired {
+        return Some(judge_paired(&p, rule, final_alpha(rule.alpha, runs.looks)));
+    }
+    Some(judge(
+        Evidence::Samples(&stats::points(&m.values[0])),
+        Evidence::Samples(&stats::points(&m.values[c])),
+        rule,
+    ))
+}
+
+/// Whether every candidate's wall time is clearly changed (at the interim level) or clearly the
+/// same, after `looks` interim looks: the sequential design's stopping rule.
+pub fn clear(timed: &[Vec<RunMeasure>], looks: u32, rule: Rule) -> bool {
+    let walls: Vec<Vec<f64>> = timed
+        .iter()
+        .map(|rs| rs.iter().map(|r| r.wall_ns as f64).collect())
+        .collect();
+    (1..walls.len()).all(|c| {
+        let Some(p) = Paired::of(&walls[0], &walls[c]) else {
+            return false;
+        };
+        let changed = judge_paired(&p, rule, INTERIM_ALPHA).verdict;
+        let same = judge_paired(&p, rule, final_alpha(rule.alpha, looks)).verdict;
+        matches!(changed, Verdict::Faster | Verdict::Slower) || same == Verdict::Same
+    })
+}
+
 /// Summarises, compares and warns. The bootstraps of different metrics are independent and
 /// are computed on all cores.
 pub fn analyse(
     commands: &[BenchCommand],
-    runs: &[Vec<RunMeasure>],
+    runs: Runs<'_>,
     callgrind: Option<Vec<u64>>,
     rule: Rule,
 ) -> Analysis {
     let metrics = metrics(runs);
     let per_metric = parallel_map(&metrics, |m| {
         let summaries: Vec<Option<Summary>> = m.values.iter().map(|v| summary(v)).collect();
-        let baseline = stats::points(&m.values[0]);
         let comparisons: Vec<Option<Change>> = (1..commands.len())
-            .map(|c| {
-                // A ratio to a zero median (no system time, no migrations) means nothing.
-                if stats::median(&m.values[0])? == 0.0 {
-                    return None;
-                }
-                let candidate = stats::points(&m.values[c]);
-                Some(judge(
-                    Evidence::Samples(&baseline),
-                    Evidence::Samples(&candidate),
-                    rule,
-                ))
-            })
+            .map(|c| compare_metric(m, c, runs, rule))
             .collect();
         (summaries, comparisons)
     });
@@ -156,7 +236,7 @@ pub fn analyse(
         warnings: Vec::new(),
         callgrind_instructions: callgrind,
     };
-    analysis.warnings = warnings(commands, runs, &analysis);
+    analysis.warnings = warnings(commands, runs.timed, &analysis);
     analysis
 }
 
@@ -283,10 +363,17 @@ pub fn sentence(commands: &[BenchCommand], c: usize, wall: &Change, noise: f64) 
             "{b} vs {a}: mixed — its median and its slowest runs moved in opposite directions ({})",
             wall.reason
         ),
-        Verdict::Inconclusive => format!(
-            "{b} vs {a}: inconclusive — ratio {ratio:.4} ({lo:.4}–{hi:.4}), p = {:.3}; more runs (--runs, --min-time) or a quieter machine",
-            wall.p_value.unwrap_or(1.0)
-        ),
+        Verdict::Inconclusive => match wall.detectable {
+            Some(d) => format!(
+                "{b} vs {a}: inconclusive — ratio {ratio:.4} ({lo:.4}–{hi:.4}), p = {:.3}; this run could have detected a change of ±{:.2}% (80% power): a longer run (--max-time) or a quieter machine sees smaller ones",
+                wall.p_value.unwrap_or(1.0),
+                d * 100.0
+            ),
+            None => format!(
+                "{b} vs {a}: inconclusive — ratio {ratio:.4} ({lo:.4}–{hi:.4}), p = {:.3}; more runs (--runs, --min-time) or a quieter machine",
+                wall.p_value.unwrap_or(1.0)
+            ),
+        },
     }
 }
 
@@ -300,6 +387,9 @@ mod tests {
             user_ns: (wall_ms * 1e6) as u64,
             sys_ns: 0,
             max_rss_kb: 1000,
+            voluntary_cs: 0,
+            involuntary_cs: 0,
+            minor_faults: 0,
             exit_code: Some(0),
             timed_out: false,
             counters: vec![("instructions".to_string(), instructions)],
@@ -325,7 +415,7 @@ mod tests {
         let b: Vec<RunMeasure> = (0..20)
             .map(|i| run(123.0 + f64::from(i % 3) * 0.1, 5_901_000_000))
             .collect();
-        let an = analyse(&cmds(2), &[a, b], None, Rule::default());
+        let an = analyse(&cmds(2), Runs::unpaired(&[a, b]), None, Rule::default());
         assert_eq!(an.comparison(1, "wall").unwrap().verdict, Verdict::Slower);
         assert!(
             an.warnings
@@ -348,7 +438,7 @@ mod tests {
         for r in &mut a[1..] {
             r.user_ns /= 10;
         }
-        let an = analyse(&cmds(1), &[a], None, Rule::default());
+        let an = analyse(&cmds(1), Runs::unpaired(&[a]), None, Rule::default());
         let all = an.warnings.join("\n");
         assert!(all.contains("coefficient of variation"), "{all}");
         assert!(all.contains("first timed run"), "{all}");
@@ -358,7 +448,12 @@ mod tests {
     #[test]
     fn callgrind_counts_take_precedence_over_pmu_medians() {
         let a: Vec<RunMeasure> = (0..5).map(|_| run(10.0, 7)).collect();
-        let an = analyse(&cmds(1), &[a], Some(vec![42]), Rule::default());
+        let an = analyse(
+            &cmds(1),
+            Runs::unpaired(&[a]),
+            Some(vec![42]),
+            Rule::default(),
+        );
         assert_eq!(an.instructions(), Some(vec![42.0]));
     }
 }

@@ -12,7 +12,7 @@ use rand::seq::SliceRandom;
 use rand_pcg::Pcg64;
 
 use super::counters::Event;
-use super::spawn::{self, RunMeasure, SpawnError};
+use super::spawn::{Io, Prepared, RunMeasure, SpawnError};
 use crate::ingest::Cancel;
 
 /// One command to benchmark.
@@ -41,31 +41,76 @@ pub struct Schedule {
     pub min_time: Duration,
     /// stop by then at the latest (when `runs` is not given)
     pub max_time: Option<Duration>,
+    /// whether `max_time` may cut the benchmark below `min_runs` (an explicit `--max-time`
+    /// does; the default limit does not)
+    pub max_time_firm: bool,
+    /// run once per command before its first run, untimed (hyperfine's `--setup`)
+    pub setup: Option<Vec<String>>,
     /// run before every timed run, untimed
     pub prepare: Option<Vec<String>>,
+    /// run after every timed run, untimed (hyperfine's `--conclude`)
+    pub conclude: Option<Vec<String>>,
+    /// run once per command after its last run, untimed (hyperfine's `--cleanup`)
+    pub cleanup: Option<Vec<String>>,
+    /// the commands' stdin and output
+    pub io: Io,
     /// kill a run after this long
     pub timeout: Option<Duration>,
     /// a failing run (non-zero exit, timeout) does not stop the benchmark
     pub ignore_failure: bool,
-    /// counters to open on every run
+    /// counters to read, in counted runs of their own (empty: no counted runs)
     pub events: Vec<Event>,
+    /// a counted round (each command once, with counters) after every this many blocks
+    pub count_every: u32,
     /// seed of the block order shuffle
     pub seed: u64,
     /// stop early, keeping what was measured
     pub cancel: Option<Cancel>,
 }
 
+/// Counted rounds: one after every [`COUNT_EVERY`] blocks (and one after the first), so reading
+/// the counters costs about a fifth of the benchmark's time and never slows a timed run.
+pub const COUNT_EVERY: u32 = 4;
+
+/// Why the schedule stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stop {
+    /// `--runs` were done
+    #[default]
+    Runs,
+    /// the minimum runs and time were done (one command, or nothing to decide)
+    MinTime,
+    /// every comparison was clear at a look after the minimum
+    Clear,
+    /// the time limit came first
+    MaxTime,
+    /// Ctrl-C
+    Interrupted,
+    /// a run failed
+    Failed,
+    /// runs of saved results, compared again (`bench --compare`)
+    Saved,
+}
+
 /// Everything measured.
 #[derive(Debug, Clone, Default)]
 pub struct Measured {
-    /// per command, its timed runs in order
+    /// per command, its timed runs in order (run `j` of every command is in block `j`)
     pub runs: Vec<Vec<RunMeasure>>,
+    /// per command, its counted runs (counters attached; their wall time is not used)
+    pub counted: Vec<Vec<RunMeasure>>,
     /// events that could not be counted, with the reason (reported once)
     pub unsupported: Vec<(String, String)>,
     /// whether the schedule was cut short by Ctrl-C
     pub interrupted: bool,
     /// the order commands ran in, as indices (for the record)
     pub order: Vec<usize>,
+    /// interim looks at the data before the last (each spends a little of the significance
+    /// level: see [`crate::stats::paired`])
+    pub looks: u32,
+    /// why it stopped
+    pub stop: Stop,
 }
 
 /// Why a benchmark stopped with an error.
@@ -84,106 +129,236 @@ pub enum BenchError {
     },
 }
 
-/// Runs the schedule, calling `progress(done_runs)` after each timed run. On error, what was
-/// measured so far is returned with it.
+/// Runs the schedule, calling `progress(done_runs)` after each timed run. Once the minimum runs
+/// and time are done, `clear(&measured)` is asked at looks spaced by a quarter of the elapsed
+/// time; `true` stops the benchmark. On error, what was measured so far is returned with it.
 pub fn run(
     commands: &[BenchCommand],
     s: &Schedule,
     mut progress: impl FnMut(usize),
+    mut clear: impl FnMut(&Measured) -> bool,
 ) -> (Measured, Option<BenchError>) {
     let mut m = Measured {
         runs: vec![Vec::new(); commands.len()],
+        counted: vec![Vec::new(); commands.len()],
         ..Measured::default()
     };
-    // Events found unsupported by the first timed run are not tried again (each failed
-    // perf_event_open costs tens of microseconds per run on a machine without a PMU).
-    let mut schedule = s.clone();
-    let s = &mut schedule;
-    let cancelled = |s: &Schedule| s.cancel.as_ref().is_some_and(Cancel::is_raised);
-    for _ in 0..s.warmup {
-        for c in commands {
-            if cancelled(s) {
-                m.interrupted = true;
-                return (m, None);
-            }
-            if let Err(e) = once(c, s, &mut m, false) {
-                if cancelled(s) {
-                    m.interrupted = true;
-                    return (m, None);
-                }
-                return (m, Some(e));
-            }
-        }
+    let error = match Runner::new(commands, s) {
+        Ok(mut r) => r.all(&mut m, &mut progress, &mut clear).err(),
+        Err(e) => Some(e),
+    };
+    if error.is_some() && !m.interrupted {
+        m.stop = Stop::Failed;
     }
-    let mut rng = Pcg64::seed_from_u64(s.seed);
-    let started = Instant::now();
-    let mut blocks = 0u32;
-    let mut done = 0;
-    while !enough(s, blocks, started.elapsed()) {
-        let mut order: Vec<usize> = (0..commands.len()).collect();
-        order.shuffle(&mut rng);
-        for i in order {
-            if cancelled(s) {
-                m.interrupted = true;
-                return (m, None);
-            }
-            if let Err(e) = once(&commands[i], s, &mut m, true).map(|r| m.runs[i].push(r)) {
-                // Ctrl-C in a terminal also kills the child: that is an interruption, not a failure.
-                if cancelled(s) {
-                    m.interrupted = true;
-                    return (m, None);
-                }
-                return (m, Some(e));
-            }
-            s.events
-                .retain(|e| !m.unsupported.iter().any(|(name, _)| *name == e.name));
-            m.order.push(i);
-            done += 1;
-            progress(done);
-        }
-        blocks += 1;
-    }
-    (m, None)
+    (m, error)
 }
 
-fn enough(s: &Schedule, blocks: u32, elapsed: Duration) -> bool {
-    if let Some(runs) = s.runs {
-        return blocks >= runs;
-    }
-    if s.max_time.is_some_and(|max| elapsed >= max) && blocks >= 2 {
-        return true;
-    }
-    blocks >= s.min_runs && elapsed >= s.min_time
+/// The commands prepared, and the hooks.
+struct Runner<'a> {
+    commands: &'a [BenchCommand],
+    prepared: Vec<Prepared>,
+    hooks: [Option<Prepared>; 4],
+    s: Schedule,
 }
 
-/// One run of `c` (and its prepare command); returns the measure of a timed run.
-fn once(
-    c: &BenchCommand,
-    s: &Schedule,
-    m: &mut Measured,
-    timed: bool,
-) -> Result<RunMeasure, BenchError> {
-    if let Some(prepare) = &s.prepare {
-        let (r, _) = spawn::run(prepare, &[], s.timeout, false)?;
-        if r.exit_code != Some(0) && !s.ignore_failure {
+const SETUP: usize = 0;
+const PREPARE: usize = 1;
+const CONCLUDE: usize = 2;
+const CLEANUP: usize = 3;
+const HOOK_NAMES: [&str; 4] = ["--setup", "--prepare", "--conclude", "--cleanup"];
+
+enum Outcome {
+    Go,
+    Interrupted,
+}
+
+impl<'a> Runner<'a> {
+    fn new(commands: &'a [BenchCommand], s: &Schedule) -> Result<Runner<'a>, BenchError> {
+        let prepared = commands
+            .iter()
+            .map(|c| Prepared::new(&c.argv, &s.io))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Hooks read nothing and write where the commands write.
+        let hook_io = Io {
+            input: None,
+            output: s.io.output.clone(),
+        };
+        let hook = |h: &Option<Vec<String>>| -> Result<Option<Prepared>, BenchError> {
+            Ok(h.as_ref()
+                .map(|argv| Prepared::new(argv, &hook_io))
+                .transpose()?)
+        };
+        let hooks = [
+            hook(&s.setup)?,
+            hook(&s.prepare)?,
+            hook(&s.conclude)?,
+            hook(&s.cleanup)?,
+        ];
+        Ok(Runner {
+            commands,
+            prepared,
+            hooks,
+            s: s.clone(),
+        })
+    }
+
+    fn cancelled(&self) -> bool {
+        self.s.cancel.as_ref().is_some_and(Cancel::is_raised)
+    }
+
+    fn all(
+        &mut self,
+        m: &mut Measured,
+        progress: &mut impl FnMut(usize),
+        clear: &mut impl FnMut(&Measured) -> bool,
+    ) -> Result<(), BenchError> {
+        for _ in self.commands {
+            self.hook(SETUP)?;
+        }
+        let outcome = self.blocks(m, progress, clear);
+        // Cleanup runs on every exit path once setup ran, as hyperfine's does.
+        let cleanup = (0..self.commands.len()).try_for_each(|_| self.hook(CLEANUP));
+        match outcome {
+            Ok(Outcome::Interrupted) => {
+                m.interrupted = true;
+                m.stop = Stop::Interrupted;
+                Ok(())
+            }
+            Ok(Outcome::Go) => cleanup,
+            // Ctrl-C in a terminal also kills the child: that is an interruption, not a failure.
+            Err(_) if self.cancelled() => {
+                m.interrupted = true;
+                m.stop = Stop::Interrupted;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn blocks(
+        &mut self,
+        m: &mut Measured,
+        progress: &mut impl FnMut(usize),
+        clear: &mut impl FnMut(&Measured) -> bool,
+    ) -> Result<Outcome, BenchError> {
+        for _ in 0..self.s.warmup {
+            for c in 0..self.commands.len() {
+                if self.cancelled() {
+                    return Ok(Outcome::Interrupted);
+                }
+                self.once(c, &[], m)?;
+            }
+        }
+        let mut rng = Pcg64::seed_from_u64(self.s.seed);
+        let started = Instant::now();
+        let mut blocks = 0u32;
+        let mut done = 0;
+        let mut next_look = Duration::ZERO;
+        loop {
+            if let Some(stop) = self.stop(blocks, started.elapsed()) {
+                m.stop = stop;
+                break;
+            }
+            if blocks >= self.s.min_runs && started.elapsed() >= self.s.min_time {
+                // A look: asked at most at 25% steps of the elapsed time.
+                if started.elapsed() >= next_look {
+                    if clear(m) {
+                        m.stop = Stop::Clear;
+                        break;
+                    }
+                    m.looks += 1;
+                    next_look = started.elapsed().mul_f64(1.25);
+                }
+            }
+            let mut order: Vec<usize> = (0..self.commands.len()).collect();
+            order.shuffle(&mut rng);
+            for &c in &order {
+                if self.cancelled() {
+                    return Ok(Outcome::Interrupted);
+                }
+                let r = self.once(c, &[], m)?;
+                m.runs[c].push(r);
+                m.order.push(c);
+                done += 1;
+                progress(done);
+            }
+            if !self.s.events.is_empty() && blocks.is_multiple_of(self.s.count_every.max(1)) {
+                order.shuffle(&mut rng);
+                for &c in &order {
+                    if self.cancelled() {
+                        return Ok(Outcome::Interrupted);
+                    }
+                    let events = std::mem::take(&mut self.s.events);
+                    let r = self.once(c, &events, m);
+                    // Events found unsupported by the first counted run are not tried again
+                    // (each failed perf_event_open costs tens of microseconds).
+                    self.s.events = events;
+                    m.counted[c].push(r?);
+                    self.s
+                        .events
+                        .retain(|e| !m.unsupported.iter().any(|(name, _)| *name == e.name));
+                }
+            }
+            blocks += 1;
+        }
+        Ok(Outcome::Go)
+    }
+
+    /// Whether the schedule is done without asking the data.
+    fn stop(&self, blocks: u32, elapsed: Duration) -> Option<Stop> {
+        let s = &self.s;
+        if let Some(runs) = s.runs {
+            return (blocks >= runs).then_some(Stop::Runs);
+        }
+        let floor = if s.max_time_firm { 2 } else { s.min_runs };
+        if s.max_time.is_some_and(|max| elapsed >= max) && blocks >= floor {
+            return Some(Stop::MaxTime);
+        }
+        // Without a limit there is nothing to wait for after the minimum.
+        (s.max_time.is_none() && blocks >= s.min_runs && elapsed >= s.min_time)
+            .then_some(Stop::MinTime)
+    }
+
+    fn hook(&self, which: usize) -> Result<(), BenchError> {
+        let Some(p) = &self.hooks[which] else {
+            return Ok(());
+        };
+        let (r, _) = p.run(&[], self.s.timeout)?;
+        if r.exit_code != Some(0) && !self.s.ignore_failure {
+            let argv = [
+                &self.s.setup,
+                &self.s.prepare,
+                &self.s.conclude,
+                &self.s.cleanup,
+            ][which];
             return Err(BenchError::Failed {
-                command: prepare.join(" "),
-                what: failure_text(&r, s),
+                command: format!(
+                    "{} '{}'",
+                    HOOK_NAMES[which],
+                    argv.as_ref().map(|a| a.join(" ")).unwrap_or_default()
+                ),
+                what: failure_text(&r, &self.s),
             });
         }
+        Ok(())
     }
-    let events = if timed { &s.events[..] } else { &[] };
-    let (r, unsupported) = spawn::run(&c.argv, events, s.timeout, false)?;
-    if timed && m.unsupported.is_empty() {
-        m.unsupported = unsupported;
+
+    /// One run of command `c` between its prepare and conclude hooks.
+    fn once(&self, c: usize, events: &[Event], m: &mut Measured) -> Result<RunMeasure, BenchError> {
+        self.hook(PREPARE)?;
+        let (r, unsupported) = self.prepared[c].run(events, self.s.timeout)?;
+        if !events.is_empty() && m.unsupported.is_empty() {
+            m.unsupported = unsupported;
+        }
+        if (r.timed_out || r.exit_code != Some(0)) && !self.s.ignore_failure {
+            return Err(BenchError::Failed {
+                command: self.commands[c].name.clone(),
+                what: failure_text(&r, &self.s),
+            });
+        }
+        self.hook(CONCLUDE)?;
+        Ok(r)
     }
-    if (r.timed_out || r.exit_code != Some(0)) && !s.ignore_failure {
-        return Err(BenchError::Failed {
-            command: c.name.clone(),
-            what: failure_text(&r, s),
-        });
-    }
-    Ok(r)
 }
 
 fn failure_text(r: &RunMeasure, s: &Schedule) -> String {
@@ -264,10 +439,16 @@ mod tests {
             min_runs: 10,
             min_time: Duration::ZERO,
             max_time: None,
+            max_time_firm: false,
+            setup: None,
             prepare: None,
+            conclude: None,
+            cleanup: None,
+            io: Io::default(),
             timeout: None,
             ignore_failure: false,
             events: Vec::new(),
+            count_every: COUNT_EVERY,
             seed: 7,
             cancel: None,
         }
@@ -320,7 +501,7 @@ mod tests {
     #[test]
     fn runs_are_interleaved_in_shuffled_blocks() {
         let cmds = expand(&["true".to_string(), "true ".to_string()], &[], &[], false).unwrap();
-        let (m, err) = run(&cmds, &schedule(20), |_| {});
+        let (m, err) = run(&cmds, &schedule(20), |_| {}, |_| false);
         assert!(err.is_none());
         assert_eq!(m.runs[0].len(), 20);
         assert_eq!(m.runs[1].len(), 20);
@@ -336,7 +517,7 @@ mod tests {
     #[test]
     fn a_failing_command_stops_the_benchmark_unless_failures_are_ignored() {
         let cmds = expand(&["false".to_string()], &[], &[], false).unwrap();
-        let (_, err) = run(&cmds, &schedule(3), |_| {});
+        let (_, err) = run(&cmds, &schedule(3), |_| {}, |_| false);
         assert!(
             err.unwrap()
                 .to_string()
@@ -349,6 +530,7 @@ mod tests {
                 ..schedule(3)
             },
             |_| {},
+            |_| false,
         );
         assert!(err.is_none());
         assert_eq!(m.runs[0].len(), 3);
@@ -366,6 +548,7 @@ mod tests {
                 ..schedule(5)
             },
             |_| {},
+            |_| false,
         );
         assert!(err.is_none() && m.interrupted);
     }

@@ -1,12 +1,22 @@
-//! Running one command and measuring it: fork, open the counters on the child while it waits
-//! at a gate, release it into `execvp`, and `wait4` for its exit status and resource usage.
+//! Running one command and measuring it, two ways:
 //!
-//! `std::process::Command` cannot do this: its `spawn` returns only after the exec, and the
-//! counters must be attached before it (with `enable_on_exec`) to count from the first
-//! instruction without counting latscope's own fork.
+//! * **timed runs** (no counters): `posix_spawnp` (a `vfork`-style clone in glibc, so the cost
+//!   does not grow with latscope's memory) and `wait4` for the exit status and resource usage.
+//!   The wall time runs from the spawn to the exit, as hyperfine measures. Nothing is attached
+//!   to the child, so nothing slows it down: these are the runs the verdict is computed from.
+//! * **counted runs**: fork, open the counters on the child while it waits at a gate, release it
+//!   into `execvp`. `std::process::Command` cannot do this: its `spawn` returns only after the
+//!   exec, and the counters must be attached before it (with `enable_on_exec`) to count from the
+//!   first instruction without counting latscope's own fork. Inherited counters make every fork,
+//!   exit and context switch of the child dearer (7.6% on `true`), so their wall time is kept
+//!   apart and never enters a verdict on wall time.
+//!
+//! A command is [`Prepared`] once (its argv and stream paths as C strings) and run many times:
+//! a run allocates nothing that grows with the number of runs.
 
 use std::ffi::CString;
 use std::io;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::counters::{self, Counter, Event};
@@ -14,7 +24,8 @@ use super::counters::{self, Counter, Event};
 /// What one run measured (also a run of the `bench` document).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunMeasure {
-    /// wall time from releasing the child to its exit
+    /// wall time from starting the child (timed runs: the spawn; counted runs: releasing it
+    /// from the gate) to its exit
     pub wall_ns: u64,
     /// user CPU time of the child and its reaped children
     pub user_ns: u64,
@@ -22,13 +33,22 @@ pub struct RunMeasure {
     pub sys_ns: u64,
     /// peak resident set size, KiB
     pub max_rss_kb: u64,
+    /// voluntary context switches (waits), from the child's resource usage
+    #[serde(default)]
+    pub voluntary_cs: u64,
+    /// involuntary context switches (preemptions), from the child's resource usage
+    #[serde(default)]
+    pub involuntary_cs: u64,
+    /// minor page faults, from the child's resource usage
+    #[serde(default)]
+    pub minor_faults: u64,
     /// exit code (`None`: killed by a signal)
     pub exit_code: Option<i32>,
     /// killed because it ran past the timeout
     pub timed_out: bool,
-    /// counter values by event name, in the order opened (absent: not supported here); a JSON
-    /// object in documents
-    #[serde(with = "counters_as_map")]
+    /// counter values by event name, in the order opened (absent: not supported here, or a
+    /// run without counters); a JSON object in documents
+    #[serde(with = "counters_as_map", default)]
     pub counters: Vec<(String, u64)>,
 }
 
@@ -67,15 +87,293 @@ pub enum SpawnError {
     System(#[from] io::Error),
 }
 
+/// Where a run's output goes (hyperfine's `--output`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Output {
+    /// `/dev/null` (stdout and stderr)
+    #[default]
+    Null,
+    /// a pipe that latscope reads and discards (what a program writing to a terminal or a
+    /// consumer pays for its writes)
+    Pipe,
+    /// latscope's own stdout and stderr
+    Inherit,
+    /// stdout truncated into this file before every run; stderr to `/dev/null`
+    File(PathBuf),
+}
+
+/// A run's standard streams: `--input` (stdin from a file, else `/dev/null`) and `--output`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Io {
+    /// stdin from this file
+    pub input: Option<PathBuf>,
+    /// where stdout and stderr go
+    pub output: Output,
+}
+
 /// Opened counters and the events that could not be opened (with the reason).
 pub type Opened = (Vec<(String, Counter)>, Vec<(String, String)>);
 
-fn cstrings(argv: &[String]) -> io::Result<Vec<CString>> {
-    argv.iter()
-        .map(|a| {
-            CString::new(a.as_bytes()).map_err(|_| io::Error::other("argument contains a NUL byte"))
+fn cstring(text: &[u8]) -> io::Result<CString> {
+    CString::new(text).map_err(|_| io::Error::other("argument or path contains a NUL byte"))
+}
+
+fn path_c(path: &std::path::Path) -> io::Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    cstring(path.as_os_str().as_bytes())
+}
+
+unsafe extern "C" {
+    static environ: *const *mut libc::c_char;
+}
+
+/// A command ready to run many times: argv and stream paths converted once.
+pub struct Prepared {
+    args: Vec<CString>,
+    pointers: Vec<*mut libc::c_char>,
+    stdin: CString,
+    stdout: Option<CString>,
+    pipe_output: bool,
+}
+
+impl Prepared {
+    /// Prepares `argv` with its streams set by `io`.
+    pub fn new(argv: &[String], io: &Io) -> Result<Prepared, SpawnError> {
+        if argv.is_empty() {
+            return Err(SpawnError::Exec {
+                program: String::new(),
+                reason: io::Error::other("empty command"),
+            });
+        }
+        let args = argv
+            .iter()
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut pointers: Vec<*mut libc::c_char> =
+            args.iter().map(|a| a.as_ptr().cast_mut()).collect();
+        pointers.push(std::ptr::null_mut());
+        let stdin = match &io.input {
+            Some(p) => path_c(p)?,
+            None => cstring(b"/dev/null")?,
+        };
+        let stdout = match &io.output {
+            Output::Null | Output::Pipe => Some(cstring(b"/dev/null")?),
+            Output::Inherit => None,
+            Output::File(p) => Some(path_c(p)?),
+        };
+        Ok(Prepared {
+            args,
+            pointers,
+            stdin,
+            stdout,
+            pipe_output: io.output == Output::Pipe,
         })
-        .collect()
+    }
+
+    fn program(&self) -> String {
+        self.args[0].to_string_lossy().into_owned()
+    }
+
+    /// Runs once, counting `events` (none: a timed run by `posix_spawnp`; some: a counted run).
+    pub fn run(
+        &self,
+        events: &[Event],
+        timeout: Option<Duration>,
+    ) -> Result<(RunMeasure, Vec<(String, String)>), SpawnError> {
+        if events.is_empty() {
+            Ok((self.spawned(timeout)?, Vec::new()))
+        } else {
+            self.forked(events, timeout)
+        }
+    }
+
+    /// A timed run: nothing attached to the child.
+    fn spawned(&self, timeout: Option<Duration>) -> Result<RunMeasure, SpawnError> {
+        let actions = FileActions::new()?;
+        let drain = if self.pipe_output {
+            let (r, w) = pipe()?;
+            actions.dup2(w, 1)?;
+            actions.dup2(w, 2)?;
+            Some((r, w))
+        } else {
+            None
+        };
+        actions.open(0, &self.stdin, libc::O_RDONLY)?;
+        if let (Some(out), None) = (&self.stdout, drain) {
+            let truncate = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+            actions.open(1, out, truncate)?;
+            actions.open(2, c"/dev/null", libc::O_WRONLY)?;
+        }
+        let mut pid: libc::pid_t = 0;
+        let start = Instant::now();
+        // SAFETY: every pointer is valid for the call: argv is NUL-terminated, `environ` is the
+        // process environment, `actions` is initialised.
+        let rc = unsafe {
+            libc::posix_spawnp(
+                &mut pid,
+                self.args[0].as_ptr(),
+                &actions.0,
+                std::ptr::null(),
+                self.pointers.as_ptr(),
+                environ,
+            )
+        };
+        let reader = drain.map(|(r, w)| {
+            // SAFETY: closing our copy of the write end: EOF comes when the child's copies go.
+            unsafe { libc::close(w) };
+            std::thread::spawn(move || discard(r))
+        });
+        if rc != 0 {
+            if let Some(t) = reader {
+                let _ = t.join();
+            }
+            return Err(SpawnError::Exec {
+                program: self.program(),
+                reason: io::Error::from_raw_os_error(rc),
+            });
+        }
+        let measure = finish(pid, start, timeout);
+        if let Some(t) = reader {
+            let _ = t.join();
+        }
+        measure
+    }
+
+    /// A counted run: fork, attach the counters at the gate, exec.
+    fn forked(
+        &self,
+        events: &[Event],
+        timeout: Option<Duration>,
+    ) -> Result<(RunMeasure, Vec<(String, String)>), SpawnError> {
+        let (gate_r, gate_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        // SAFETY: the child only calls async-signal-safe functions (close, read, open, dup2,
+        // execvp, write, _exit) on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        if pid == 0 {
+            unsafe { self.child([gate_r, gate_w], [err_r, err_w]) }
+        }
+        // SAFETY: closing our copies of the child's ends.
+        unsafe {
+            libc::close(gate_r);
+            libc::close(err_w);
+        }
+        let (opened, unsupported) = open_counters(events, pid);
+        let start = Instant::now();
+        // SAFETY: writing one byte from a valid buffer, then closing our end: the child execs.
+        unsafe {
+            libc::write(gate_w, [1u8].as_ptr().cast(), 1);
+            libc::close(gate_w);
+        }
+        let exec_error = read_exec_error(err_r);
+        let measure = finish(pid, start, timeout);
+        if let Some(errno) = exec_error {
+            return Err(SpawnError::Exec {
+                program: self.program(),
+                reason: io::Error::from_raw_os_error(errno),
+            });
+        }
+        let mut measure = measure?;
+        measure.counters = opened
+            .iter()
+            .filter_map(|(name, c)| c.read().ok().map(|v| (name.clone(), v)))
+            .collect();
+        Ok((measure, unsupported))
+    }
+
+    /// The child of a counted run: wait at the gate, redirect the streams, exec; report an exec
+    /// failure's errno. (`Pipe` output is discarded to `/dev/null` here: a counted run's time
+    /// is not used.)
+    unsafe fn child(&self, gate: [i32; 2], err: [i32; 2]) -> ! {
+        unsafe {
+            libc::close(gate[1]);
+            libc::close(err[0]);
+            let mut byte = 0u8;
+            libc::read(gate[0], (&mut byte as *mut u8).cast(), 1);
+            redirect(0, &self.stdin, libc::O_RDONLY);
+            if let Some(out) = &self.stdout {
+                redirect(1, out, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC);
+                redirect(2, c"/dev/null", libc::O_WRONLY);
+            }
+            libc::execvp(self.args[0].as_ptr(), self.pointers.as_ptr().cast());
+            let errno = *libc::__errno_location();
+            libc::write(
+                err[1],
+                (&errno as *const i32).cast(),
+                std::mem::size_of::<i32>(),
+            );
+            libc::_exit(127);
+        }
+    }
+}
+
+/// Opens `path` onto descriptor `fd` (in a forked child: async-signal-safe calls only).
+unsafe fn redirect(fd: i32, path: &std::ffi::CStr, flags: i32) {
+    unsafe {
+        let opened = libc::open(path.as_ptr(), flags | libc::O_CLOEXEC, 0o644);
+        if opened >= 0 {
+            libc::dup2(opened, fd);
+            libc::close(opened);
+        }
+    }
+}
+
+/// Reads a pipe to its end, throwing the bytes away.
+fn discard(fd: i32) {
+    let mut buf = [0u8; 16384];
+    loop {
+        // SAFETY: reading into a valid buffer of its length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n == 0 || (n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted) {
+            break;
+        }
+    }
+    // SAFETY: our descriptor, closed once.
+    unsafe { libc::close(fd) };
+}
+
+/// `posix_spawn_file_actions_t`, destroyed on drop.
+struct FileActions(libc::posix_spawn_file_actions_t);
+
+impl FileActions {
+    fn new() -> io::Result<FileActions> {
+        // SAFETY: the struct is initialised by the call before any other use.
+        let mut raw: libc::posix_spawn_file_actions_t = unsafe { std::mem::zeroed() };
+        check(unsafe { libc::posix_spawn_file_actions_init(&mut raw) })?;
+        Ok(FileActions(raw))
+    }
+
+    fn open(&self, fd: i32, path: &std::ffi::CStr, flags: i32) -> io::Result<()> {
+        let raw = (&self.0 as *const libc::posix_spawn_file_actions_t).cast_mut();
+        // SAFETY: initialised actions; glibc copies the path.
+        check(unsafe {
+            libc::posix_spawn_file_actions_addopen(raw, fd, path.as_ptr(), flags, 0o644)
+        })
+    }
+
+    fn dup2(&self, from: i32, to: i32) -> io::Result<()> {
+        let raw = (&self.0 as *const libc::posix_spawn_file_actions_t).cast_mut();
+        // SAFETY: initialised actions.
+        check(unsafe { libc::posix_spawn_file_actions_adddup2(raw, from, to) })
+    }
+}
+
+impl Drop for FileActions {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `new`, destroyed once.
+        unsafe { libc::posix_spawn_file_actions_destroy(&mut self.0) };
+    }
+}
+
+fn check(rc: i32) -> io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
+    }
 }
 
 fn pipe() -> io::Result<(i32, i32)> {
@@ -87,6 +385,40 @@ fn pipe() -> io::Result<(i32, i32)> {
     Ok((fds[0], fds[1]))
 }
 
+/// Waits for the child (killing it past `timeout`), reaps it and reads its resource usage.
+fn finish(pid: i32, start: Instant, timeout: Option<Duration>) -> Result<RunMeasure, SpawnError> {
+    let (wall_ns, timed_out, status, usage) = match timeout {
+        None => {
+            let (status, usage) = wait(pid)?;
+            (start.elapsed().as_nanos() as u64, false, status, usage)
+        }
+        Some(t) => {
+            // Wait for the exit without reaping, so the watchdog can never signal a reused
+            // PID; stop the watchdog; only then reap.
+            let dog = watchdog(pid, t);
+            let exited = wait_exit(pid);
+            let wall_ns = start.elapsed().as_nanos() as u64;
+            let timed_out = dog.finish();
+            exited?;
+            let (status, usage) = wait(pid)?;
+            (wall_ns, timed_out, status, usage)
+        }
+    };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    Ok(RunMeasure {
+        wall_ns,
+        user_ns: tv(usage.ru_utime),
+        sys_ns: tv(usage.ru_stime),
+        max_rss_kb: usage.ru_maxrss as u64,
+        voluntary_cs: usage.ru_nvcsw as u64,
+        involuntary_cs: usage.ru_nivcsw as u64,
+        minor_faults: usage.ru_minflt as u64,
+        exit_code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        timed_out,
+        counters: Vec::new(),
+    })
+}
+
 /// Runs `argv` once with its output discarded (unless `show_output`), counting `events`.
 pub fn run(
     argv: &[String],
@@ -94,118 +426,15 @@ pub fn run(
     timeout: Option<Duration>,
     show_output: bool,
 ) -> Result<(RunMeasure, Vec<(String, String)>), SpawnError> {
-    if argv.is_empty() {
-        let source = io::Error::other("empty command");
-        return Err(SpawnError::Exec {
-            program: String::new(),
-            reason: source,
-        });
-    }
-    let args = cstrings(argv)?;
-    let mut pointers: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    pointers.push(std::ptr::null());
-    let devnull = CString::new("/dev/null").expect("no NUL");
-    let (gate_r, gate_w) = pipe()?;
-    let (err_r, err_w) = pipe()?;
-    // SAFETY: the child only calls async-signal-safe functions (close, read, open, dup2,
-    // execvp, write, _exit) on memory prepared before the fork.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(io::Error::last_os_error().into());
-    }
-    if pid == 0 {
-        unsafe {
-            child(
-                gate_r,
-                gate_w,
-                err_r,
-                err_w,
-                &devnull,
-                show_output,
-                &pointers,
-            )
-        }
-    }
-    // SAFETY: closing our copies of the child's ends.
-    unsafe {
-        libc::close(gate_r);
-        libc::close(err_w);
-    }
-    let (opened, unsupported) = open_counters(events, pid);
-    let start = Instant::now();
-    // SAFETY: writing one byte from a valid buffer, then closing our end: the child execs.
-    unsafe {
-        libc::write(gate_w, [1u8].as_ptr().cast(), 1);
-        libc::close(gate_w);
-    }
-    let exec_error = read_exec_error(err_r);
-    let watchdog = timeout.map(|t| watchdog(pid, t));
-    // Wait for the exit without reaping, so the watchdog can never signal a reused PID; stop
-    // the watchdog; only then reap (and read the resource usage).
-    let exited = wait_exit(pid);
-    let wall_ns = start.elapsed().as_nanos() as u64;
-    let timed_out = watchdog.is_some_and(|w| w.finish());
-    exited?;
-    let (status, usage) = wait(pid)?;
-    if let Some(errno) = exec_error {
-        let program = argv.first().cloned().unwrap_or_default();
-        return Err(SpawnError::Exec {
-            program,
-            reason: io::Error::from_raw_os_error(errno),
-        });
-    }
-    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-    let counters = opened
-        .iter()
-        .filter_map(|(name, c)| c.read().ok().map(|v| (name.clone(), v)))
-        .collect();
-    let measure = RunMeasure {
-        wall_ns,
-        user_ns: tv(usage.ru_utime),
-        sys_ns: tv(usage.ru_stime),
-        max_rss_kb: usage.ru_maxrss as u64,
-        exit_code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        timed_out,
-        counters,
+    let io = Io {
+        input: None,
+        output: if show_output {
+            Output::Inherit
+        } else {
+            Output::Null
+        },
     };
-    Ok((measure, unsupported))
-}
-
-/// The child: wait at the gate, redirect output, exec; report an exec failure's errno.
-unsafe fn child(
-    gate_r: i32,
-    gate_w: i32,
-    err_r: i32,
-    err_w: i32,
-    devnull: &CString,
-    show_output: bool,
-    argv: &[*const libc::c_char],
-) -> ! {
-    unsafe {
-        libc::close(gate_w);
-        libc::close(err_r);
-        let mut byte = 0u8;
-        libc::read(gate_r, (&mut byte as *mut u8).cast(), 1);
-        if !show_output {
-            let null = libc::open(devnull.as_ptr(), libc::O_RDWR);
-            if null >= 0 {
-                libc::dup2(null, 0);
-                libc::dup2(null, 1);
-                libc::dup2(null, 2);
-                if null > 2 {
-                    libc::close(null);
-                }
-            }
-        }
-        libc::execvp(argv[0], argv.as_ptr());
-        let errno = *libc::__errno_location();
-        libc::write(
-            err_w,
-            (&errno as *const i32).cast(),
-            std::mem::size_of::<i32>(),
-        );
-        libc::_exit(127);
-    }
+    Prepared::new(argv, &io)?.run(events, timeout)
 }
 
 fn open_counters(events: &[Event], pid: i32) -> Opened {

@@ -3,11 +3,12 @@
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::{BenchArgs, Format};
+use crate::cli::{BenchArgs, CounterSet, Format};
 use crate::signals;
-use latscope::bench::analysis::analyse;
+use latscope::bench::analysis::{Runs, analyse, clear};
 use latscope::bench::counters::{DEFAULT_EVENTS, parse_event};
 use latscope::bench::schedule::{self, BenchCommand, Measured, Schedule};
+use latscope::bench::spawn::{Io, Output};
 use latscope::bench::{callgrind, schedule::BenchError};
 use latscope::doc::bench::{BenchDoc, RuleDoc};
 use latscope::doc::{self, Document};
@@ -27,7 +28,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     check_size(args, &lists);
     let commands = schedule::expand(&args.commands, &args.names, &lists, args.shell)
         .unwrap_or_else(|e| usage(&e));
-    let schedule = build_schedule(args)?;
+    let schedule = build_schedule(args, commands.len())?;
     let callgrind = match args.instructions.as_deref() {
         Some("callgrind") => Some(
             commands
@@ -40,8 +41,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         None => None,
     };
     let bar = progress(&schedule, commands.len());
-    let (measured, error) =
-        schedule::run(&commands, &schedule, |done| bar.set_position(done as u64));
+    let (measured, error) = schedule::run(
+        &commands,
+        &schedule,
+        |done| bar.set_position(done as u64),
+        |m| clear(&m.runs, m.looks, rule),
+    );
     bar.finish_and_clear();
     if measured.runs.iter().all(Vec::is_empty) {
         return Err(error.map_or_else(
@@ -87,15 +92,27 @@ fn output(
     args: &BenchArgs,
     rule: Rule,
 ) -> Result<()> {
-    let a = analyse(commands, &m.runs, callgrind, rule);
+    let runs = Runs {
+        timed: &m.runs,
+        counted: &m.counted,
+        paired: true,
+        looks: m.looks,
+    };
+    let a = analyse(commands, runs, callgrind, rule);
     let rule_doc = RuleDoc {
         noise: rule.noise,
         alpha: rule.alpha,
     };
     let doc = render::document(commands, m, &a, rule_doc);
-    if let Some(path) = &args.save {
-        std::fs::write(path, doc::to_json(&doc, false))
-            .with_context(|| format!("writing {}", path.display()))?;
+    let json = doc::to_json(&doc, false);
+    for path in [&args.save, &args.export_json].into_iter().flatten() {
+        write(path, &json)?;
+    }
+    if let Some(path) = &args.export_markdown {
+        write(path, &render::markdown(commands, &a))?;
+    }
+    if let Some(path) = &args.export_csv {
+        write(path, &render::csv(commands, m))?;
     }
     let text = match args.format {
         Format::Text => render::text(commands, m, &a, rule.noise),
@@ -104,6 +121,10 @@ fn output(
         Format::Csv => render::csv(commands, m),
     };
     crate::commands::print(&text)
+}
+
+fn write(path: &std::path::Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 fn parameter_lists(specs: &[String]) -> Result<Vec<(String, Vec<String>)>> {
@@ -121,8 +142,13 @@ fn parameter_lists(specs: &[String]) -> Result<Vec<(String, Vec<String>)>> {
         .collect()
 }
 
-fn build_schedule(args: &BenchArgs) -> Result<Schedule> {
-    let mut names: Vec<String> = DEFAULT_EVENTS.iter().map(|s| s.to_string()).collect();
+fn build_schedule(args: &BenchArgs, commands: usize) -> Result<Schedule> {
+    let defaults: &[&str] = match args.counters {
+        CounterSet::None => &[],
+        CounterSet::Software => &DEFAULT_EVENTS[..4],
+        CounterSet::All => &DEFAULT_EVENTS,
+    };
+    let mut names: Vec<String> = defaults.iter().map(|s| s.to_string()).collect();
     names.extend(args.events.iter().filter(|e| !e.is_empty()).cloned());
     let parsed = names
         .iter()
@@ -139,24 +165,55 @@ fn build_schedule(args: &BenchArgs) -> Result<Schedule> {
             events.push(e);
         }
     }
-    let prepare = match &args.prepare {
-        Some(p) if args.shell => Some(vec!["sh".into(), "-c".into(), p.clone()]),
-        Some(p) => Some(shell_words::split(p).with_context(|| format!("--prepare '{p}'"))?),
-        None => None,
+    let hook = |name: &str, cmd: &Option<String>| -> Result<Option<Vec<String>>> {
+        Ok(match cmd {
+            Some(p) if args.shell => Some(vec!["sh".into(), "-c".into(), p.clone()]),
+            Some(p) => Some(shell_words::split(p).with_context(|| format!("{name} '{p}'"))?),
+            None => None,
+        })
     };
+    if let Some(input) = &args.input {
+        std::fs::File::open(input)
+            .with_context(|| format!("--input {}: cannot read it", input.display()))?;
+    }
+    // Without --max-time, a comparison may go on to 10 s while it is unclear (and never stops
+    // before --min-runs); a single command stops at the minimum, as hyperfine does.
+    let default_max = (commands >= 2).then(|| args.min_time.max(DEFAULT_MAX_TIME));
     Ok(Schedule {
         warmup: args.warmup,
         runs: args.runs,
         min_runs: args.min_runs.max(2),
         min_time: args.min_time,
-        max_time: args.max_time,
-        prepare,
+        max_time: args.max_time.or(default_max),
+        max_time_firm: args.max_time.is_some(),
+        setup: hook("--setup", &args.setup)?,
+        prepare: hook("--prepare", &args.prepare)?,
+        conclude: hook("--conclude", &args.conclude)?,
+        cleanup: hook("--cleanup", &args.cleanup)?,
+        io: Io {
+            input: args.input.clone(),
+            output: output_policy(&args.output),
+        },
         timeout: args.timeout,
         ignore_failure: args.ignore_failure,
         events,
+        count_every: schedule::COUNT_EVERY,
         seed: args.seed,
         cancel: Some(signals::cancel_on_interrupt()),
     })
+}
+
+/// The default limit of a comparison that stays unclear.
+const DEFAULT_MAX_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `--output`: null, pipe, inherit, or a file.
+fn output_policy(text: &str) -> Output {
+    match text {
+        "null" => Output::Null,
+        "pipe" => Output::Pipe,
+        "inherit" => Output::Inherit,
+        path => Output::File(path.into()),
+    }
 }
 
 fn progress(s: &Schedule, commands: usize) -> ProgressBar {
@@ -200,8 +257,8 @@ fn compare(
     args: &BenchArgs,
     rule: Rule,
 ) -> Result<()> {
-    let (old_cmds, old_runs) = render::commands_and_runs(&load(old)?);
-    let (new_cmds, new_runs) = render::commands_and_runs(&load(new)?);
+    let (old_cmds, old_runs, old_counted) = render::commands_and_runs(&load(old)?);
+    let (new_cmds, new_runs, new_counted) = render::commands_and_runs(&load(new)?);
     let shared = old_cmds
         .iter()
         .any(|o| new_cmds.iter().any(|n| n.name == o.name));
@@ -228,9 +285,18 @@ fn compare(
         ];
         let m = Measured {
             runs: vec![old_runs[i].clone(), new_runs[j].clone()],
+            counted: vec![old_counted[i].clone(), new_counted[j].clone()],
+            stop: schedule::Stop::Saved,
             ..Measured::default()
         };
-        let a = analyse(&commands, &m.runs, None, rule);
+        // Two sessions: no block pairs their runs.
+        let runs = Runs {
+            timed: &m.runs,
+            counted: &m.counted,
+            paired: false,
+            looks: 0,
+        };
+        let a = analyse(&commands, runs, None, rule);
         let rule_doc = RuleDoc {
             noise: rule.noise,
             alpha: rule.alpha,

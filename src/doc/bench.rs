@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dist::{Nanoseconds, Summary};
 use super::{Kind, VERSION};
+pub use crate::bench::schedule::Stop;
 use crate::stats::change::Change;
 
 /// The thresholds a verdict was reached with.
@@ -60,8 +61,12 @@ pub struct Command {
     pub argv: Vec<String>,
     /// `-L` parameters of this command
     pub parameters: BTreeMap<String, String>,
-    /// every timed run, in the order run
+    /// every timed run, in the order run (run `j` of every command ran in block `j`); nothing
+    /// was attached to them
     pub runs: Vec<Run>,
+    /// the counted runs (counters attached, so their wall time is not used)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counted_runs: Vec<Run>,
     /// the wall times as a latency
     pub wall: Summary,
     /// per metric
@@ -115,6 +120,13 @@ pub struct BenchDoc {
     pub unsupported_counters: BTreeMap<String, String>,
     /// Ctrl-C cut the benchmark short
     pub interrupted: bool,
+    /// why the benchmark stopped (`runs`, `min-time`, `clear`, `max-time`, `interrupted`,
+    /// `failed`); absent in documents of older versions
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Stop>,
+    /// interim looks at the data before the final analysis (sequential design)
+    #[serde(default)]
+    pub looks: u32,
 }
 
 impl BenchDoc {
@@ -130,6 +142,8 @@ impl BenchDoc {
             warnings: Vec::new(),
             unsupported_counters: BTreeMap::new(),
             interrupted: false,
+            stop: None,
+            looks: 0,
         }
     }
 

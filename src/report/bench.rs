@@ -41,12 +41,18 @@ fn plus_minus(s: &Summary) -> String {
 pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -> String {
     let mut out = String::new();
     let n: Vec<usize> = m.runs.iter().map(Vec::len).collect();
+    let counted: usize = m.counted.iter().map(Vec::len).min().unwrap_or(0);
     let _ = writeln!(
         out,
-        "{} commands, {} runs each, interleaved in shuffled blocks{}",
+        "{} commands, {} timed runs each{}, interleaved in shuffled blocks; {}",
         commands.len(),
         n.iter().min().unwrap_or(&0),
-        if m.interrupted { " (interrupted)" } else { "" }
+        if counted > 0 {
+            format!(" (+{counted} counted runs for the counters)")
+        } else {
+            String::new()
+        },
+        stop_text(m)
     );
     if !m.unsupported.is_empty() {
         let names: Vec<&str> = m.unsupported.iter().map(|(n, _)| n.as_str()).collect();
@@ -124,6 +130,24 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
     out
 }
 
+fn stop_text(m: &Measured) -> String {
+    use crate::bench::schedule::Stop;
+    let looks = match m.looks {
+        0 => String::new(),
+        1 => " after 1 look".to_string(),
+        n => format!(" after {n} looks"),
+    };
+    match m.stop {
+        Stop::Runs => "stopped at --runs".to_string(),
+        Stop::MinTime => "stopped at the minimum time and runs".to_string(),
+        Stop::Clear => format!("stopped when every comparison was clear{looks}"),
+        Stop::MaxTime => format!("stopped at the time limit{looks}, not every comparison clear"),
+        Stop::Interrupted => "interrupted".to_string(),
+        Stop::Failed => "stopped by a failed run".to_string(),
+        Stop::Saved => "runs of saved results".to_string(),
+    }
+}
+
 fn letter(c: usize) -> String {
     let letters = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ";
     letters
@@ -191,6 +215,7 @@ pub fn document(commands: &[BenchCommand], m: &Measured, a: &Analysis, rule: Rul
                 argv: cmd.argv.clone(),
                 parameters: cmd.parameters.iter().cloned().collect(),
                 runs: m.runs[c].clone(),
+                counted_runs: m.counted.get(c).cloned().unwrap_or_default(),
                 wall: crate::doc::Summary::of_points(&crate::stats::ab::points(&walls)),
                 metrics: a
                     .metrics
@@ -231,23 +256,28 @@ pub fn document(commands: &[BenchCommand], m: &Measured, a: &Analysis, rule: Rul
     doc.warnings = a.warnings.clone();
     doc.unsupported_counters = m.unsupported.iter().cloned().collect();
     doc.interrupted = m.interrupted;
+    doc.stop = Some(m.stop);
+    doc.looks = m.looks;
     doc
 }
 
-/// The commands and runs of a saved `bench` document, to analyse again.
-pub fn commands_and_runs(doc: &BenchDoc) -> (Vec<BenchCommand>, Vec<Vec<RunMeasure>>) {
-    doc.commands
-        .iter()
-        .map(|c| {
-            let cmd = BenchCommand {
-                name: c.name.clone(),
-                command: c.command.clone(),
-                argv: c.argv.clone(),
-                parameters: c.parameters.clone().into_iter().collect(),
-            };
-            (cmd, c.runs.clone())
-        })
-        .unzip()
+/// Per command, its runs (timed or counted).
+pub type RunsPerCommand = Vec<Vec<RunMeasure>>;
+
+/// The commands, timed runs and counted runs of a saved `bench` document, to analyse again.
+pub fn commands_and_runs(doc: &BenchDoc) -> (Vec<BenchCommand>, RunsPerCommand, RunsPerCommand) {
+    let mut out = (Vec::new(), Vec::new(), Vec::new());
+    for c in &doc.commands {
+        out.0.push(BenchCommand {
+            name: c.name.clone(),
+            command: c.command.clone(),
+            argv: c.argv.clone(),
+            parameters: c.parameters.clone().into_iter().collect(),
+        });
+        out.1.push(c.runs.clone());
+        out.2.push(c.counted_runs.clone());
+    }
+    out
 }
 
 fn ratio_cell(x: &Change) -> String {
@@ -286,40 +316,44 @@ pub fn markdown(commands: &[BenchCommand], a: &Analysis) -> String {
     out
 }
 
-/// One line per run.
+/// One line per run: the timed runs, then the counted runs (`counted` = 1) with their counters.
 pub fn csv(commands: &[BenchCommand], m: &Measured) -> String {
     let counters: Vec<String> = m
-        .runs
+        .counted
         .iter()
+        .chain(&m.runs)
         .flatten()
-        .next()
+        .find(|r| !r.counters.is_empty())
         .map(|r| r.counters.iter().map(|(n, _)| n.clone()).collect())
         .unwrap_or_default();
     let mut out = format!(
-        "command_index,command,run,wall_ns,user_ns,sys_ns,max_rss_kb,exit_code{}\n",
+        "command_index,command,run,wall_ns,user_ns,sys_ns,max_rss_kb,exit_code,counted,voluntary_cs,involuntary_cs,minor_faults{}\n",
         counters.iter().map(|c| format!(",{c}")).collect::<String>()
     );
-    for (c, runs) in m.runs.iter().enumerate() {
-        for (i, r) in runs.iter().enumerate() {
+    for (counted, runs) in [(0, &m.runs), (1, &m.counted)] {
+        for (c, runs) in runs.iter().enumerate() {
             let name = super::format::csv_field(&commands[c].name);
-            let values: String = counters
-                .iter()
-                .map(|n| {
-                    format!(
-                        ",{}",
-                        r.counters
-                            .iter()
-                            .find(|(k, _)| k == n)
-                            .map_or(String::new(), |(_, v)| v.to_string())
-                    )
-                })
-                .collect();
-            let code = r.exit_code.map_or(String::new(), |c| c.to_string());
-            let _ = writeln!(
-                out,
-                "{c},{name},{i},{},{},{},{},{code}{values}",
-                r.wall_ns, r.user_ns, r.sys_ns, r.max_rss_kb
-            );
+            for (i, r) in runs.iter().enumerate() {
+                let values: String = counters
+                    .iter()
+                    .map(|n| {
+                        let v = r.counters.iter().find(|(k, _)| k == n);
+                        format!(",{}", v.map_or(String::new(), |(_, v)| v.to_string()))
+                    })
+                    .collect();
+                let code = r.exit_code.map_or(String::new(), |c| c.to_string());
+                let _ = writeln!(
+                    out,
+                    "{c},{name},{i},{},{},{},{},{code},{counted},{},{},{}{values}",
+                    r.wall_ns,
+                    r.user_ns,
+                    r.sys_ns,
+                    r.max_rss_kb,
+                    r.voluntary_cs,
+                    r.involuntary_cs,
+                    r.minor_faults
+                );
+            }
         }
     }
     out

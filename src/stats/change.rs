@@ -27,6 +27,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ab;
+use super::paired::Paired;
 
 /// Both sides need this many samples before their 99th percentiles are compared.
 pub const TAIL_MIN_SAMPLES: u64 = 100;
@@ -70,6 +71,8 @@ pub enum Basis {
     Histogram,
     /// percentiles only
     Summary,
+    /// interleaved runs compared block by block ([`super::paired`])
+    Paired,
 }
 
 impl Basis {
@@ -79,6 +82,7 @@ impl Basis {
             Basis::Samples => "samples",
             Basis::Histogram => "histogram",
             Basis::Summary => "summary",
+            Basis::Paired => "paired",
         }
     }
 }
@@ -128,6 +132,10 @@ pub struct Change {
     pub confidence: f64,
     /// the verdict in words, with its evidence
     pub reason: String,
+    /// the smallest relative change (0.004 = 0.4%) this data would have detected with 80%
+    /// power (paired basis)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detectable: Option<f64>,
 }
 
 /// A percentile estimate with its absolute error bound (histogram and summary bases).
@@ -238,6 +246,7 @@ fn samples(before: &[(f64, u64)], after: &[(f64, u64)], rule: Rule) -> Change {
         p_value: None,
         confidence,
         reason: reason.to_string(),
+        detectable: None,
     };
     if nb == 0 || na == 0 {
         return empty("a side has no samples");
@@ -255,6 +264,7 @@ fn samples(before: &[(f64, u64)], after: &[(f64, u64)], rule: Rule) -> Change {
             p_value: Some(1.0),
             confidence,
             reason: "identical samples".to_string(),
+            detectable: None,
         };
     }
     let (Some(mb), Some(ma)) = (ab::weighted_median(before), ab::weighted_median(after)) else {
@@ -310,6 +320,7 @@ fn samples(before: &[(f64, u64)], after: &[(f64, u64)], rule: Rule) -> Change {
         p_value: Some(p_value),
         confidence,
         reason,
+        detectable: None,
     }
 }
 
@@ -385,6 +396,52 @@ fn intervals(b: [Estimate; 2], a: [Estimate; 2], basis: Basis, rule: Rule) -> Ch
         p_value: None,
         confidence: 1.0,
         reason,
+        detectable: None,
+    }
+}
+
+/// The power at which [`Change::detectable`] is computed.
+pub const POWER: f64 = 0.8;
+
+/// Judges paired runs ([`super::paired`]) at significance `alpha` (the final or an interim
+/// level). The body alone is judged: a command's slowest runs are the machine's hiccups more
+/// than the command's, and a second test would cost power at the same false-alarm rate.
+pub fn judge_paired(p: &Paired, rule: Rule, alpha: f64) -> Change {
+    let ci = p.interval(alpha);
+    let p_value = p.p_value();
+    let ratio = Ratio {
+        ratio: p.ratio(),
+        ci,
+    };
+    let body = if within(ci, rule.noise) || p_value >= alpha {
+        0
+    } else {
+        direction_of(ci)
+    };
+    let verdict = verdict_of(body, 0, || within(ci, rule.noise));
+    let detectable = p.detectable(alpha, POWER);
+    let mut reason = format!(
+        "{} (paired trimmed t over {} blocks, p={p_value:.3}); {:.1}% interval",
+        ratio_text("ratio", &ratio),
+        p.n,
+        (1.0 - alpha) * 100.0
+    );
+    if verdict == Verdict::Inconclusive {
+        reason.push_str(&format!(
+            "; this run could detect a change of ±{:.2}% ({:.0}% power): run longer (--max-time) to see smaller ones",
+            detectable * 100.0,
+            POWER * 100.0
+        ));
+    }
+    Change {
+        verdict,
+        basis: Basis::Paired,
+        p50: Some(ratio),
+        p99: None,
+        p_value: Some(p_value),
+        confidence: 1.0 - alpha,
+        reason,
+        detectable: Some(detectable),
     }
 }
 

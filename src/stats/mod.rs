@@ -22,6 +22,7 @@ mod distribution;
 mod linear;
 mod log2;
 pub mod loglinear;
+pub mod paired;
 mod summary;
 mod unit;
 

@@ -1,0 +1,224 @@
+//! Paired comparison of interleaved runs, and how a benchmark may look at its data early.
+//!
+//! **Why paired.** Every block of `latscope bench` runs each command once, in a shuffled order,
+//! so run `j` of the baseline and run `j` of the candidate ran side by side under the same load.
+//! What drifts between blocks — other tenants, frequency, the page cache — hits both runs of a
+//! block alike and cancels in their ratio. On a shared machine that drift is most of the noise
+//! (the research notes cite projects whose within-run spread was 2.8% while between-job drift
+//! was 14.8%), so comparing the two sets of runs as if they were independent (Mann-Whitney,
+//! hyperfine's ratio of means) throws the pairing away and needs several times more runs.
+//!
+//! **The statistic.** `d_j = ln(after_j ÷ before_j)` per block. Its 20% trimmed mean estimates
+//! the typical log-ratio; the trimming makes one preempted run harmless (the plain mean is moved
+//! by it), and on normal data it keeps about 94% of the mean's efficiency. Its standard error is
+//! Tukey and McLaughlin's `s_w ÷ ((1 − 2γ)·√n)` from the winsorized standard deviation `s_w`,
+//! with Student's t on `n − 2g − 1` degrees of freedom (`g = ⌊γn⌋` values trimmed at each end):
+//! Yuen's one-sample trimmed-mean test (Wilcox, *Introduction to Robust Estimation and Hypothesis
+//! Testing*, §4.4). The ratio is `exp` of the estimate; its interval is `exp` of the t interval.
+//!
+//! **Looking early (sequential design).** A benchmark that stops as soon as the answer is clear
+//! must not pay for the peeking with false alarms. latscope uses the Haybittle–Peto rule: at an
+//! interim look a change counts only at `p < 0.001` ([`INTERIM_ALPHA`]); the final analysis tests
+//! at `α − looks × 0.001` (never below `α/2`), so by the union bound the whole procedure's false
+//! alarm rate stays within `α`. Stopping because a result is clearly *the same* (its interval
+//! inside the noise band) claims no change and costs nothing.
+//!
+//! **What a run could have seen.** With standard error `se`, a change of
+//! `(t(1 − α/2) + z(power))·se` in the log is detected with that power; [`Paired::detectable`]
+//! turns it into a relative change, printed with every inconclusive verdict.
+
+use distrs::{Normal, StudentsT};
+
+/// The share trimmed at each end.
+pub const TRIM: f64 = 0.2;
+
+/// The significance an interim look needs before it may stop the benchmark on a change.
+pub const INTERIM_ALPHA: f64 = 0.001;
+
+/// The significance level of the final analysis after `looks` interim looks.
+pub fn final_alpha(alpha: f64, looks: u32) -> f64 {
+    (alpha - f64::from(looks) * INTERIM_ALPHA).max(alpha / 2.0)
+}
+
+/// The paired log-ratios of one comparison, summarised.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paired {
+    /// pairs (blocks)
+    pub n: usize,
+    /// the trimmed mean of `ln(after ÷ before)`
+    pub log_ratio: f64,
+    /// its standard error
+    pub se: f64,
+    /// degrees of freedom of its t distribution
+    pub df: f64,
+}
+
+impl Paired {
+    /// Pairs `before[j]` with `after[j]` (the shorter length wins: an interrupted block has one
+    /// run of a command and not of the other). `None` with fewer than 3 pairs or a value ≤ 0.
+    pub fn of(before: &[f64], after: &[f64]) -> Option<Paired> {
+        let mut d: Vec<f64> = before
+            .iter()
+            .zip(after)
+            .map(|(&b, &a)| (b > 0.0 && a > 0.0).then(|| (a / b).ln()))
+            .collect::<Option<Vec<f64>>>()?;
+        Paired::of_log_ratios(&mut d)
+    }
+
+    /// From the log-ratios themselves (sorted in place).
+    pub fn of_log_ratios(d: &mut [f64]) -> Option<Paired> {
+        let n = d.len();
+        if n < 3 {
+            return None;
+        }
+        d.sort_by(f64::total_cmp);
+        let g = (TRIM * n as f64).floor() as usize;
+        let kept = &d[g..n - g];
+        let log_ratio = kept.iter().sum::<f64>() / kept.len() as f64;
+        let (lo, hi) = (d[g], d[n - g - 1]);
+        let winsorized = |x: f64| x.clamp(lo, hi);
+        let wmean = d.iter().map(|&x| winsorized(x)).sum::<f64>() / n as f64;
+        let wvar = d
+            .iter()
+            .map(|&x| (winsorized(x) - wmean).powi(2))
+            .sum::<f64>()
+            / (n - 1) as f64;
+        let se = wvar.sqrt() / ((1.0 - 2.0 * TRIM) * (n as f64).sqrt());
+        Some(Paired {
+            n,
+            log_ratio,
+            se,
+            df: (n - 2 * g - 1) as f64,
+        })
+    }
+
+    /// The ratio `after ÷ before`.
+    pub fn ratio(&self) -> f64 {
+        self.log_ratio.exp()
+    }
+
+    fn t(&self, p: f64) -> f64 {
+        StudentsT::ppf(p, self.df)
+    }
+
+    /// The two-sided `1 − alpha` interval of the ratio.
+    pub fn interval(&self, alpha: f64) -> [f64; 2] {
+        let half = self.t(1.0 - alpha / 2.0) * self.se;
+        [(self.log_ratio - half).exp(), (self.log_ratio + half).exp()]
+    }
+
+    /// The two-sided p-value of "no change".
+    pub fn p_value(&self) -> f64 {
+        if self.se == 0.0 {
+            return if self.log_ratio == 0.0 { 1.0 } else { 0.0 };
+        }
+        let t = (self.log_ratio / self.se).abs();
+        (2.0 * (1.0 - StudentsT::cdf(t, self.df))).clamp(0.0, 1.0)
+    }
+
+    /// The smallest relative change (0.004 = 0.4%) that a test at `alpha` would detect with
+    /// probability `power`, given this run's standard error.
+    pub fn detectable(&self, alpha: f64, power: f64) -> f64 {
+        let z = self.t(1.0 - alpha / 2.0) + Normal::ppf(power, 0.0, 1.0);
+        (z * self.se).exp() - 1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn the_trimmed_mean_and_its_error_match_a_hand_computation() {
+        // n = 10, g = 2: trimmed {3,4,5,6,7,8} → mean 5.5; winsorized
+        // {3,3,3,4,5,6,7,8,8,8}: mean 5.5, Σ(x − 5.5)² = 3·6.25 + 2.25 + 0.25 + 0.25 + 2.25
+        // + 3·6.25 = 42.5, variance 42.5 / 9, se = √(42.5/9) / (0.6 · √10).
+        let mut d: Vec<f64> = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 100.0]
+            .iter()
+            .map(|x| x / 100.0)
+            .collect();
+        let p = Paired::of_log_ratios(&mut d).unwrap();
+        assert!(close(p.log_ratio, 0.055, 1e-15), "{p:?}");
+        let se = (42.5f64 / 9.0).sqrt() / (0.6 * 10f64.sqrt()) / 100.0;
+        assert!(close(p.se, se, 1e-15), "{} vs {se}", p.se);
+        assert_eq!(p.df, 5.0);
+    }
+
+    #[test]
+    fn the_interval_uses_student_t_quantiles_from_the_table() {
+        // t(0.975, 5) = 2.5706 (any t table).
+        let p = Paired {
+            n: 10,
+            log_ratio: 0.0,
+            se: 0.01,
+            df: 5.0,
+        };
+        let [lo, hi] = p.interval(0.05);
+        assert!(close(hi.ln(), 0.025706, 1e-5), "{hi}");
+        assert!(close(lo.ln(), -0.025706, 1e-5), "{lo}");
+        // |t| = 2.5706 on 5 df is p = 0.05.
+        let at_edge = Paired {
+            log_ratio: 0.025706,
+            ..p
+        };
+        assert!(
+            close(at_edge.p_value(), 0.05, 1e-4),
+            "{}",
+            at_edge.p_value()
+        );
+    }
+
+    #[test]
+    fn a_shift_in_every_pair_gives_its_ratio_and_a_tiny_p() {
+        let before: Vec<f64> = (0..50).map(|i| 1000.0 + f64::from(i % 7) * 10.0).collect();
+        let after: Vec<f64> = before
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b * 1.005 * (1.0 + (i % 3) as f64 * 1e-4))
+            .collect();
+        let p = Paired::of(&before, &after).unwrap();
+        assert!(close(p.ratio(), 1.005 * 1.0001, 1e-4), "{}", p.ratio());
+        assert!(p.p_value() < 1e-10);
+        let [lo, hi] = p.interval(0.05);
+        assert!(lo > 1.004 && hi < 1.006, "{lo} {hi}");
+    }
+
+    #[test]
+    fn one_preempted_run_does_not_move_the_estimate() {
+        let before = vec![10.0; 20];
+        let mut after = vec![10.1; 20];
+        after[7] = 50.0;
+        let p = Paired::of(&before, &after).unwrap();
+        assert!(close(p.ratio(), 1.01, 1e-12), "{}", p.ratio());
+    }
+
+    #[test]
+    fn the_detectable_change_is_t_plus_z_standard_errors() {
+        // df large: t(0.975) ≈ 1.96, z(0.8) = 0.8416; se 0.001 → 2.80 per mille.
+        let p = Paired {
+            n: 100_000,
+            log_ratio: 0.0,
+            se: 0.001,
+            df: 1e6,
+        };
+        let d = p.detectable(0.05, 0.8);
+        assert!(close(d, (0.0028016f64).exp() - 1.0, 2e-6), "{d}");
+    }
+
+    #[test]
+    fn interim_looks_spend_a_thousandth_each_and_never_more_than_half() {
+        assert_eq!(final_alpha(0.05, 0), 0.05);
+        assert!(close(final_alpha(0.05, 10), 0.04, 1e-15));
+        assert_eq!(final_alpha(0.05, 40), 0.025);
+    }
+
+    #[test]
+    fn too_few_pairs_or_a_zero_time_give_nothing() {
+        assert!(Paired::of(&[1.0, 2.0], &[1.0, 2.0]).is_none());
+        assert!(Paired::of(&[1.0, 0.0, 3.0], &[1.0, 2.0, 3.0]).is_none());
+    }
+}
