@@ -456,4 +456,63 @@ mod tests {
         );
         assert_eq!(an.instructions(), Some(vec![42.0]));
     }
+
+    fn walls(ms: &[f64]) -> Vec<RunMeasure> {
+        ms.iter().map(|&w| run(w, 0)).collect()
+    }
+
+    fn bench_rule() -> Rule {
+        Rule {
+            noise: 0.0025,
+            ..Rule::default()
+        }
+    }
+
+    #[test]
+    fn paired_runs_are_judged_block_by_block_and_unclear_ones_say_what_they_could_detect() {
+        // Drift between blocks (100, 130, 100, 130 ms...) hides a 1% change from an unpaired
+        // test, not from a paired one.
+        let base: Vec<f64> = (0..20)
+            .map(|i| if i % 2 == 0 { 100.0 } else { 130.0 })
+            .collect();
+        let slower: Vec<f64> = base.iter().map(|w| w * 1.01).collect();
+        let timed = [walls(&base), walls(&slower)];
+        let paired = Runs {
+            timed: &timed,
+            counted: &[],
+            paired: true,
+            looks: 0,
+        };
+        let an = analyse(&cmds(2), paired, None, bench_rule());
+        let wall = an.comparison(1, "wall").unwrap();
+        assert_eq!(
+            (wall.verdict, wall.basis),
+            (Verdict::Slower, crate::stats::change::Basis::Paired),
+            "{}",
+            wall.reason
+        );
+        assert!(clear(&timed, 0, bench_rule()));
+        let unpaired = analyse(&cmds(2), Runs::unpaired(&timed), None, bench_rule());
+        assert_ne!(
+            unpaired.comparison(1, "wall").unwrap().verdict,
+            Verdict::Slower
+        );
+        // Pure noise: inconclusive, with the smallest change it could have seen.
+        let noisy: Vec<f64> = (0..20).map(|i| 100.0 + f64::from((i * 7) % 11)).collect();
+        let other: Vec<f64> = (0..20).map(|i| 100.0 + f64::from((i * 5) % 11)).collect();
+        let timed = [walls(&noisy), walls(&other)];
+        let runs = Runs {
+            timed: &timed,
+            ..paired
+        };
+        let an = analyse(&cmds(2), runs, None, bench_rule());
+        let wall = an.comparison(1, "wall").unwrap();
+        assert_eq!(wall.verdict, Verdict::Inconclusive, "{}", wall.reason);
+        let s = sentence(&cmds(2), 1, wall, 0.0025);
+        assert!(
+            s.contains("this run could have detected a change of ±"),
+            "{s}"
+        );
+        assert!(!clear(&timed, 0, bench_rule()));
+    }
 }
