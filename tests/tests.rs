@@ -12,6 +12,7 @@ mod golden;
 mod ipc;
 mod lab;
 mod live;
+mod live_record;
 mod report;
 mod safety;
 mod snapshots;

@@ -91,7 +91,7 @@ pub fn chrome_json(doc: &crate::doc::spans::SpansDoc) -> Result<String, String> 
     };
     if spans.is_empty() {
         return Err(
-            "this result keeps no individual spans: make it with `latscope spans --max-spans N -f json`"
+            "this result keeps no individual spans: make it with `latscope spans --max-spans N -f json` or `latscope live --save FILE --record-spans`"
                 .to_string(),
         );
     }
