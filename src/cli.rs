@@ -82,6 +82,9 @@ pub enum ExportFormat {
     /// Chrome Trace Event JSON: every span kept by `latscope spans --max-spans N` as a slice,
     /// for Perfetto's UI or chrome://tracing
     ChromeJson,
+    /// Native Perfetto protobuf trace of the same spans (one track per series; latency, start
+    /// and group as debug annotations), for ui.perfetto.dev or trace_processor
+    Perfetto,
 }
 
 /// `latscope plot`

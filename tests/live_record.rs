@@ -101,7 +101,7 @@ fn past_max_spans_the_first_are_kept_the_rest_counted_and_the_slowest_listed() {
 }
 
 #[test]
-fn a_recorded_live_result_exports_to_chrome_json_and_shows_latency_against_time() {
+fn a_recorded_live_result_exports_to_chrome_json_and_perfetto_and_shows_latency_against_time() {
     let Some(f) = fixture() else { return };
     let doc = record(&f, "200", "1000");
     let dir = f.save.parent().unwrap();
@@ -139,6 +139,11 @@ fn a_recorded_live_result_exports_to_chrome_json_and_shows_latency_against_time(
     assert!(out.status.success(), "{}", stderr(&out));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("latency against time"), "{}", stdout(&out));
+    // The same spans in a native Perfetto trace, decoded with Perfetto's own schema.
+    if let Some(decoded) = crate::perfetto::exported(dir, &doc) {
+        assert_eq!(decoded.len(), 200);
+        crate::perfetto::assert_same_spans(&doc, &decoded);
+    }
 }
 
 #[test]
