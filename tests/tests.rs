@@ -13,6 +13,7 @@ mod ipc;
 mod lab;
 mod live;
 mod live_record;
+mod mir_lttng;
 mod perfetto;
 mod report;
 mod safety;

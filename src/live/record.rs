@@ -73,7 +73,11 @@ impl Recorder {
             latency_ns: s.latency_ns,
         };
         doc.slowest = self.slowest.sorted().iter().map(record).collect();
-        doc.records = self.kept.spans.iter().map(record).collect();
+        // bpftrace drains its per-CPU buffers one CPU at a time, so a thread that moved between
+        // CPUs has its spans printed out of order: put them back in the order they ended.
+        let mut kept = self.kept.spans.clone();
+        kept.sort_by_key(|s| (s.start_ns.saturating_add(s.latency_ns), s.start_ns));
+        doc.records = kept.iter().map(record).collect();
         let total: u64 = doc.spans.iter().map(|s| s.latency.summary.count).sum();
         doc.records_dropped = total.saturating_sub(doc.records.len() as u64);
         (self.lost > 0).then(|| {
@@ -119,10 +123,10 @@ mod tests {
     }
 
     #[test]
-    fn the_first_spans_become_records_and_the_rest_are_counted_from_the_histograms() {
+    fn the_first_spans_become_records_in_end_order_and_the_rest_are_counted_from_the_histograms() {
         let mut r = Recorder::new(2);
-        r.span(line(0, 100, 5, Some("42")));
         r.span(line(1, 150, 9, None));
+        r.span(line(0, 100, 5, Some("42")));
         r.span(line(0, 200, 30, Some("42")));
         let mut doc = doc_with_counts(&[4, 3]);
         let names = ["s0".to_string(), "s1".to_string()];
