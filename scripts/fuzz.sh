@@ -44,7 +44,7 @@ for t in tests/data/traces/*.*; do
     done
 done
 
-for target in wayland_line wayland_log linear_spec doc_reader trace_reader; do
+for target in wayland_line wayland_log linear_spec doc_reader trace_reader live_output; do
     echo "fuzz: $target for ${seconds}s" >&2
     cargo "${toolchain[@]}" fuzz run "$target" -- -max_total_time="$seconds" -max_len=65536 \
         -print_final_stats=1 2>&1 | tail -n 15

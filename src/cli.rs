@@ -82,6 +82,9 @@ pub enum ExportFormat {
     /// Chrome Trace Event JSON: every span kept by `latscope spans --max-spans N` as a slice,
     /// for Perfetto's UI or chrome://tracing
     ChromeJson,
+    /// Native Perfetto protobuf trace of the same spans (one track per series; latency, start
+    /// and group as debug annotations), for ui.perfetto.dev or trace_processor
+    Perfetto,
 }
 
 /// `latscope plot`
@@ -798,6 +801,15 @@ pub struct LiveArgs {
     /// Print only the final totals, not every interval.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Also keep individual spans (start in the kernel's monotonic clock, latency, group) in
+    /// the --save document, for `latscope export --to chrome-json|perfetto` and the report's
+    /// latency-against-time view. The histograms stay exact; each kept span costs one line of
+    /// bpftrace output.
+    #[arg(long, requires = "save")]
+    pub record_spans: bool,
+    /// With --record-spans: keep the first N spans (and always the slowest of each series).
+    #[arg(long, default_value_t = 100_000, value_name = "N", value_parser = crate::values::max_spans, requires = "record_spans")]
+    pub max_spans: usize,
     /// A command to start and trace from its first instruction.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

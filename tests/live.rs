@@ -60,14 +60,14 @@ fn target(dir: &Path) -> PathBuf {
 
 /// What most live tests start with: the lock on heavy tests, a temporary directory, the
 /// compiled target and a path to save results to. `None` (skip) when tracing cannot run here.
-struct Fixture {
+pub(crate) struct Fixture {
     _heavy: std::sync::MutexGuard<'static, ()>,
-    _dir: tempfile::TempDir,
-    target: PathBuf,
-    save: PathBuf,
+    pub(crate) _dir: tempfile::TempDir,
+    pub(crate) target: PathBuf,
+    pub(crate) save: PathBuf,
 }
 
-fn fixture() -> Option<Fixture> {
+pub(crate) fn fixture() -> Option<Fixture> {
     if !live_available() {
         return None;
     }
@@ -83,11 +83,11 @@ fn fixture() -> Option<Fixture> {
     })
 }
 
-fn probe(t: &Path, name: &str) -> String {
+pub(crate) fn probe(t: &Path, name: &str) -> String {
     format!("usdt:{}:latscope_test:{name}", t.display())
 }
 
-fn saved(path: &Path) -> Value {
+pub(crate) fn saved(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).expect("saved JSON")).expect("JSON")
 }
 

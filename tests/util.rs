@@ -222,3 +222,49 @@ pub fn series(
         },
     })
 }
+
+/// The python of the tests' private venv with `packages` (PyPI, `name==version`) installed by
+/// scripts/capture/venv.sh; `None` (skip) when it cannot be made here, a panic when it must
+/// (LATSCOPE_REQUIRE_STACK).
+pub fn venv_python(packages: &[&str]) -> Option<PathBuf> {
+    let out = Command::new("bash")
+        .arg(root().join("scripts/capture/venv.sh"))
+        .args(packages)
+        .output();
+    match out {
+        Ok(out) if out.status.success() => Some(PathBuf::from(
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        )),
+        other => {
+            let why = match other {
+                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+                Err(e) => e.to_string(),
+            };
+            if std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
+                panic!("cannot make the Python venv with {packages:?}: {why}");
+            }
+            eprintln!("skipping: no Python venv with {packages:?}: {why}");
+            None
+        }
+    }
+}
+
+/// Perfetto's own decoder (the PyPI package `perfetto`) in the tests' venv.
+pub const PERFETTO_PY: [&str; 2] = ["perfetto==0.59.1", "protobuf==7.36.2"];
+
+/// The slices of a Perfetto trace as decoded by tests/independent/perfetto_slices.py with
+/// Perfetto's compiled schema; `None` when the venv cannot be made (see [`venv_python`]).
+pub fn perfetto_slices(trace: &Path) -> Option<Vec<serde_json::Value>> {
+    let python = venv_python(&PERFETTO_PY)?;
+    let out = Command::new(python)
+        .arg(root().join("tests/independent/perfetto_slices.py"))
+        .arg(trace)
+        .output()
+        .expect("venv python");
+    assert!(
+        out.status.success(),
+        "perfetto_slices.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("JSON from perfetto_slices.py"))
+}

@@ -6,6 +6,10 @@
 # tracing, runs glmark2-es2-wayland --benchmark=build for SECONDS with WAYLAND_DEBUG=1
 # (stderr -> CLIENT_OUT.log), then stops latscope with SIGINT (it prints and saves its totals).
 # In LIVE ARGS, the word MIRSERVER is replaced by the path of libmirserver.so.
+# With LATSCOPE_LTTNG_TRACE=DIR, Mir's LTTng tracepoints (mir_server_compositor:*, vtid context)
+# are also recorded into the CTF trace DIR by an LTTng userspace session of our own
+# lttng-sessiond (LTTNG_HOME in the private work dir), started before Mir so that Mir
+# registers with it, and tracing from just before latscope attaches to just after it stops.
 set -euo pipefail
 
 usage() { echo "usage: $0 CLIENT_OUT.log TRACE.json SECONDS -- LATSCOPE [ARGS...]" >&2; exit 2; }
@@ -35,7 +39,24 @@ if ls /usr/lib/*/mir/tools/libmirserverlttng.so >/dev/null 2>&1; then
     export MIR_EXTRA_ARGS="--compositor-report=lttng --scene-report=lttng"
 fi
 lc_start_weston "$host"
+if [[ -n ${LATSCOPE_LTTNG_TRACE:-} ]]; then
+    lc_need lttng-sessiond
+    lc_need lttng
+    export LTTNG_HOME=$LC_WORK_DIR/lttng-home
+    mkdir -m 0700 "$LTTNG_HOME"
+    lttng_trace=$(abspath "$LATSCOPE_LTTNG_TRACE")
+    lttng_session=latscope-$$
+    lc_spawn lttng-sessiond "$LC_WORK_DIR/lttng.stdout" "$LC_WORK_DIR/lttng.stderr" lttng-sessiond --no-kernel
+    for ((i = 0; i < 100; i++)); do
+        lttng list >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    lttng create "$lttng_session" --output="$lttng_trace" >&2
+    lttng enable-event -u 'mir_server_compositor:*' >&2
+    lttng add-context -u -t vtid >&2
+fi
 lc_start_mir "$nested" "$host"
+[[ -z ${LATSCOPE_LTTNG_TRACE:-} ]] || lttng start >&2
 # MIR_PID is the `timeout` wrapper; miral-shell is its child.
 mir_pid=$(pgrep -P "$MIR_PID" | head -n 1)
 [[ -n $mir_pid ]] || lc_die "cannot find the miral-shell process under $MIR_PID"
@@ -56,6 +77,10 @@ sleep 0.5
 kill -INT "$lat"
 rc=0
 wait "$lat" || rc=$?
+if [[ -n ${LATSCOPE_LTTNG_TRACE:-} ]]; then
+    lttng stop >&2
+    lttng destroy "$lttng_session" >&2
+fi
 cat "$LC_WORK_DIR/latscope.stdout"
 [[ $rc -eq 0 ]] || { lc_show_log "$err"; lc_die "latscope live failed with status $rc"; }
 lc_stop_pid "$MIR_PID" miral-shell

@@ -8,6 +8,7 @@ use crate::signals;
 use latscope::doc::spans::LiveRun;
 use latscope::live::output::Snapshot;
 use latscope::live::program::{Plan, Target, program};
+use latscope::live::record::Recorder;
 use latscope::live::runner::{self, Event, RunOptions};
 use latscope::live::spec::{Field, Probe, SpanSpec, ValueSpec, parse_group, parse_key};
 use latscope::live::{check, spec::SpecError};
@@ -48,6 +49,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         command: (!args.command.is_empty()).then(|| args.command.clone()),
         empty,
         cancel: signals::cancel_on_interrupt(),
+        record: args.record_spans.then(|| Recorder::new(args.max_spans)),
     };
     let unit = args.unit.unit();
     let outcome = runner::run(options, |event| match event {
@@ -90,7 +92,11 @@ pub fn run(args: &LiveArgs) -> Result<()> {
             interval_s: args.interval,
             stopped_by: outcome.stopped_by.to_string(),
         };
-        let doc = live_document(&names, &outcome.last, &outcome.rate_history, run, &warnings);
+        let mut doc = live_document(&names, &outcome.last, &outcome.rate_history, run, &warnings);
+        if let Some(record) = outcome.record {
+            warnings.extend(record.fill(&mut doc, &names.spans));
+            doc.warnings.clone_from(&warnings);
+        }
         std::fs::write(path, latscope::doc::to_json(&doc, false))
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("latscope: saved {}", path.display());
@@ -154,6 +160,7 @@ fn plan(args: &LiveArgs) -> Result<Plan, SpecError> {
         target,
         interval_s: args.interval.max(1),
         duration_s: args.duration,
+        record: args.record_spans.then_some(args.max_spans as u64),
     })
 }
 

@@ -106,17 +106,20 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 
 /// Runs `latscope export`.
 pub fn export(args: &ExportArgs) -> Result<()> {
-    let text = if args.to == ExportFormat::ChromeJson {
+    let text: Vec<u8> = if matches!(args.to, ExportFormat::ChromeJson | ExportFormat::Perfetto) {
         let loaded = super::compare::load(&args.result)?;
         let Some(latscope::doc::Document::Spans(doc)) = &loaded.document else {
             anyhow::bail!(
-                "{}: a {} result has no individual spans; --to chrome-json takes a spans result (`latscope spans --max-spans N -f json`)",
+                "{}: a {} result has no individual spans; --to chrome-json and perfetto take a spans result (`latscope spans --max-spans N -f json`, `latscope live --save FILE --record-spans`)",
                 args.result.display(),
                 loaded.kind
             );
         };
-        latscope::report::export::chrome_json(doc)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", args.result.display()))?
+        let bytes = match args.to {
+            ExportFormat::Perfetto => latscope::report::perfetto::perfetto(doc),
+            _ => latscope::report::export::chrome_json(doc).map(String::into_bytes),
+        };
+        bytes.map_err(|e| anyhow::anyhow!("{}: {e}", args.result.display()))?
     } else {
         let (_, items) = read(&args.result)?;
         match args.to {
@@ -125,9 +128,15 @@ pub fn export(args: &ExportArgs) -> Result<()> {
             }
             _ => latscope::report::export::bpftrace(&items),
         }
+        .into_bytes()
     };
     if args.output.as_os_str() == "-" {
-        return crate::commands::print(&text);
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        return match out.write_all(&text).and_then(|_| out.flush()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => other.context("writing to standard output"),
+        };
     }
     std::fs::write(&args.output, text)
         .with_context(|| format!("writing {}", args.output.display()))?;

@@ -9,5 +9,6 @@
 pub mod check;
 pub mod output;
 pub mod program;
+pub mod record;
 pub mod runner;
 pub mod spec;

@@ -7,6 +7,8 @@
 //! {"type": "map", "data": {"@ls_min_0": {"4242": 473742}}}
 //! {"type": "map", "data": {"@lr_0": 30}}
 //! {"type": "printf", "data": "latscope:tick\n"}
+//! {"type": "printf", "data": "latscope:span 0 19604500913026 55193 21197\n"}
+//! {"type": "lost_events", "data": {"events": 3}}
 //! ```
 //!
 //! Maps are cumulative: each line replaces what the [`Snapshot`] held for that map.
@@ -15,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::program::{END, TICK};
+use super::program::{END, SPAN, TICK};
 use crate::stats::loglinear::Bucketed;
 
 /// What a line meant.
@@ -29,8 +31,44 @@ pub enum Line {
     End,
     /// a map was updated
     Updated,
+    /// one span (`--record-spans`)
+    Span(SpanLine),
+    /// bpftrace's perf buffer overflowed: this many printed lines were lost
+    Lost(u64),
     /// something else bpftrace printed (kept for error messages)
     Other(String),
+}
+
+/// One span printed by the program (`latscope:span INDEX START_NS LATENCY_NS [GROUP]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanLine {
+    /// index of the span in the plan
+    pub index: usize,
+    /// its start, ns of the kernel's monotonic clock (`nsecs`)
+    pub start_ns: u64,
+    /// its latency, ns
+    pub latency_ns: u64,
+    /// its group as bpftrace prints the map key (`--by`), if grouped
+    pub group: Option<String>,
+}
+
+impl SpanLine {
+    /// Parses the text of a span `printf` (without the JSON around it).
+    pub fn parse(text: &str) -> Option<SpanLine> {
+        let rest = text.strip_prefix(SPAN)?.strip_prefix(' ')?;
+        let mut parts = rest.splitn(4, ' ');
+        let index = parts.next()?.parse().ok()?;
+        let start_ns = parts.next()?.parse().ok()?;
+        let latency_ns = parts.next()?.parse().ok()?;
+        // A comm may contain spaces: the group is the rest of the line.
+        let group = parts.next().map(str::to_string);
+        Some(SpanLine {
+            index,
+            start_ns,
+            latency_ns,
+            group,
+        })
+    }
 }
 
 /// The latest cumulative state of every aggregate, by group label (`None`: not grouped).
@@ -66,11 +104,15 @@ impl Snapshot {
         let data = &doc["data"];
         match doc["type"].as_str() {
             Some("attached_probes") => Line::Attached(data["probes"].as_u64().unwrap_or(0)),
-            Some("printf") => match data.as_str().map(str::trim) {
+            Some("printf") => match data.as_str().map(|t| t.trim_end_matches('\n')) {
                 Some(TICK) => Line::Tick,
                 Some(END) => Line::End,
+                Some(text) if text.starts_with(SPAN) => {
+                    SpanLine::parse(text).map_or_else(|| Line::Other(line.to_string()), Line::Span)
+                }
                 _ => Line::Other(line.to_string()),
             },
+            Some("lost_events") => Line::Lost(data["events"].as_u64().unwrap_or(0)),
             Some("hist" | "stats" | "map") => {
                 let Some(maps) = data.as_object() else {
                     return Line::Other(line.to_string());
@@ -204,6 +246,32 @@ mod tests {
     }
 
     #[test]
+    fn printed_spans_are_read_with_their_group_as_printed_by_bpftrace_0_17() {
+        let mut s = Snapshot::new(1, 0, 0, false);
+        let line = r#"{"type": "printf", "data": "latscope:span 0 19604500913026 55193\n"}"#;
+        assert_eq!(
+            s.apply(line),
+            Line::Span(SpanLine {
+                index: 0,
+                start_ns: 19_604_500_913_026,
+                latency_ns: 55_193,
+                group: None
+            })
+        );
+        let line = r#"{"type": "printf", "data": "latscope:span 1 5 7 Xwayland worker\n"}"#;
+        let Line::Span(span) = s.apply(line) else {
+            panic!("not a span")
+        };
+        assert_eq!(
+            (span.index, span.group.as_deref()),
+            (1, Some("Xwayland worker"))
+        );
+        for bad in ["latscope:span 0 x 1", "latscope:span 0 1", "latscope:span"] {
+            assert_eq!(SpanLine::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn lines_that_are_not_ours_are_kept_as_other() {
         let mut s = Snapshot::new(0, 0, 0, false);
         assert_eq!(
@@ -212,7 +280,11 @@ mod tests {
         );
         assert_eq!(
             s.apply(r#"{"type": "lost_events", "data": {"events": 3}}"#),
-            Line::Other(r#"{"type": "lost_events", "data": {"events": 3}}"#.into())
+            Line::Lost(3)
+        );
+        assert_eq!(
+            s.apply(r#"{"type": "printf", "data": "latscope:spanx\n"}"#),
+            Line::Other(r#"{"type": "printf", "data": "latscope:spanx\n"}"#.into())
         );
         assert_eq!(
             s.apply(r#"{"type": "printf", "data": "latscope:end\n"}"#),

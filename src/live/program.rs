@@ -6,6 +6,12 @@
 //! the bucket index, `stats` (count and sum), `min` and `max`. Only these aggregates cross into
 //! user space, once per interval, as cumulative snapshots (never cleared in the kernel, so no
 //! event is lost between a print and a clear). `printf` markers delimit the snapshots.
+//!
+//! With [`Plan::record`] (`live --record-spans`), the end probe also prints the span itself
+//! (`latscope:span INDEX START_NS LATENCY_NS [GROUP]`, `nsecs` clock) for the first N spans and
+//! for every span slower than all before it in its group, so that the slowest always gets out;
+//! past N, a span that is not a new maximum costs two map reads and no output. The aggregates
+//! are computed exactly as without recording.
 
 use std::fmt::Write;
 
@@ -45,6 +51,8 @@ pub struct Plan {
     pub interval_s: u64,
     /// stop after this many seconds
     pub duration_s: Option<u64>,
+    /// print individual spans: the first this many of each span, and each new maximum
+    pub record: Option<u64>,
 }
 
 /// Map names, shared by the generator and the output parser.
@@ -73,7 +81,18 @@ pub mod maps {
     pub fn rate(i: usize) -> String {
         format!("@lr_{i}")
     }
+    /// spans of span `i` printed so far (`--record-spans`)
+    pub fn printed(i: usize) -> String {
+        format!("@lk_n_{i}")
+    }
+    /// the slowest span of span `i` printed so far, per group (`--record-spans`)
+    pub fn top(i: usize) -> String {
+        format!("@lk_top_{i}")
+    }
 }
+
+/// The prefix of a printed span.
+pub const SPAN: &str = "latscope:span";
 
 /// The program text.
 pub fn program(plan: &Plan) -> String {
@@ -89,7 +108,7 @@ pub fn program(plan: &Plan) -> String {
         .by
         .map_or_else(String::new, |f| format!("[{}]", f.expr()));
     for (i, span) in plan.spans.iter().enumerate() {
-        span_probes(&mut out, i, span, &filter, &group);
+        span_probes(&mut out, i, span, &filter, &group, plan);
     }
     for (i, probe) in plan.rates.iter().enumerate() {
         let _ = writeln!(
@@ -118,7 +137,14 @@ fn predicate(filter: &str, extra: Option<&str>) -> String {
     }
 }
 
-fn span_probes(out: &mut String, i: usize, span: &SpanSpec, filter: &str, group: &str) {
+fn span_probes(
+    out: &mut String,
+    i: usize,
+    span: &SpanSpec,
+    filter: &str,
+    group: &str,
+    plan: &Plan,
+) {
     let key: Vec<String> = span.key.iter().map(|f| key_expr(*f)).collect();
     let start = format!("{}[{}]", maps::start(i), key.join(", "));
     let _ = writeln!(
@@ -133,9 +159,45 @@ fn span_probes(out: &mut String, i: usize, span: &SpanSpec, filter: &str, group:
         predicate(filter, None)
     );
     let _ = writeln!(out, "{}{} {{", span.end, predicate(filter, Some(&start)));
-    let _ = writeln!(out, "  $d = nsecs - {start};\n  delete({start});");
-    aggregate(out, 's', i, group);
+    match plan.record {
+        None => {
+            let _ = writeln!(out, "  $d = nsecs - {start};\n  delete({start});");
+            aggregate(out, 's', i, group);
+        }
+        Some(max) => {
+            let _ = writeln!(
+                out,
+                "  $s = {start};\n  $d = nsecs - $s;\n  delete({start});"
+            );
+            aggregate(out, 's', i, group);
+            print_span(out, i, max, plan.by);
+        }
+    }
     out.push_str("}\n");
+}
+
+/// `printf` of the span in `$s` (start) and `$d` (latency) when it is among the first `max` or
+/// slower than every span printed before in its group.
+fn print_span(out: &mut String, i: usize, max: u64, by: Option<Field>) {
+    let (n, top) = (maps::printed(i), maps::top(i));
+    let top = match by {
+        Some(f) => format!("{top}[{}]", f.expr()),
+        None => top,
+    };
+    // The group is printed as bpftrace prints the map key, so records and series agree.
+    let (format, arg) = match by {
+        None => (String::new(), String::new()),
+        Some(Field::Comm) => (" %s".to_string(), ", comm".to_string()),
+        Some(f) => (" %llu".to_string(), format!(", {}", f.expr())),
+    };
+    let _ = writeln!(
+        out,
+        "  if ({n} < {max} || $d > {top}) {{\n\
+         \x20   {n} = {n} + 1;\n\
+         \x20   if ($d > {top}) {{ {top} = $d; }}\n\
+         \x20   printf(\"{SPAN} {i} %llu %llu{format}\\n\", $s, $d{arg});\n\
+         \x20 }}"
+    );
 }
 
 /// Keys are cast so that a start and an end probe with different argument sizes still agree.
@@ -205,6 +267,15 @@ fn snapshots(out: &mut String, plan: &Plan) {
         .map(|m| format!(" clear({m});"))
         .collect();
     clears.extend((0..plan.spans.len()).map(|i| format!(" clear({});", maps::start(i))));
+    if plan.record.is_some() {
+        for i in 0..plan.spans.len() {
+            clears.push(format!(
+                " clear({}); clear({});",
+                maps::printed(i),
+                maps::top(i)
+            ));
+        }
+    }
     let _ = writeln!(
         out,
         "END {{{prints} printf(\"{END}\\n\");{} }}",
@@ -225,6 +296,7 @@ mod tests {
             target: Target::Pid(42),
             interval_s: 5,
             duration_s: Some(10),
+            record: None,
         }
     }
 
@@ -268,6 +340,36 @@ mod tests {
         assert!(text.contains("/pid == cpid/"));
         assert!(text.contains("@ls_hist_0 = lhist("));
         assert!(text.contains("{ @lr_0 = count(); }"));
+    }
+
+    #[test]
+    fn recording_prints_the_first_spans_and_new_maxima_beside_unchanged_aggregates() {
+        let mut p = plan();
+        let plain = program(&p);
+        p.record = Some(1000);
+        let text = program(&p);
+        assert!(text.contains(
+            "  $s = @ls_start_0[(uint64)arg0];\n  $d = nsecs - $s;\n  delete(@ls_start_0[(uint64)arg0]);"
+        ));
+        assert!(
+            text.contains("  if (@lk_n_0 < 1000 || $d > @lk_top_0[tid]) {"),
+            "{text}"
+        );
+        assert!(text.contains("    if ($d > @lk_top_0[tid]) { @lk_top_0[tid] = $d; }"));
+        assert!(text.contains("    printf(\"latscope:span 0 %llu %llu %llu\\n\", $s, $d, tid);"));
+        assert!(text.contains("clear(@lk_n_0); clear(@lk_top_0); }"));
+        // The aggregates are the same lines as without recording.
+        let aggregates = |t: &str| -> Vec<String> {
+            t.lines()
+                .filter(|l| l.trim_start().starts_with("@ls_"))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(aggregates(&text), aggregates(&plain));
+        p.by = Some(Field::Comm);
+        assert!(program(&p).contains("%llu %llu %s\\n\", $s, $d, comm);"));
+        p.by = None;
+        assert!(program(&p).contains("%llu %llu\\n\", $s, $d);"));
     }
 
     #[test]

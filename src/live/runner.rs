@@ -13,6 +13,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::output::{Line, Snapshot};
+use super::record::Recorder;
 
 /// Cumulative event counts of one rate, per group.
 pub type RateTotals = std::collections::BTreeMap<Option<String>, u64>;
@@ -33,6 +34,8 @@ pub struct RunOptions {
     pub empty: Snapshot,
     /// stop when raised (Ctrl-C)
     pub cancel: Cancel,
+    /// keeps the spans the program prints (`--record-spans`)
+    pub record: Option<Recorder>,
 }
 
 /// What happened while tracing.
@@ -64,6 +67,8 @@ pub struct Outcome {
     pub error: Option<String>,
     /// why it stopped: "interrupted", "target exited", ...
     pub stopped_by: &'static str,
+    /// the spans kept (`--record-spans`)
+    pub record: Option<Recorder>,
 }
 
 /// Runs bpftrace, calling `on_event` as snapshots arrive.
@@ -92,7 +97,7 @@ pub fn run(opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io::Re
         stopped_by.clone(),
     );
     let errors = thread::spawn(move || forward_stderr(stderr));
-    let mut state = Stream::new(opts.empty);
+    let mut state = Stream::new(opts.empty, opts.record);
     if let Some(stdout) = stdout {
         // Read bytes, not UTF-8 lines: the traced command shares bpftrace's stdout and may
         // print anything; stopping on bad UTF-8 would leave bpftrace blocked on a full pipe.
@@ -132,6 +137,7 @@ pub fn run(opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io::Re
             }
         }),
         stopped_by,
+        record: state.record,
     })
 }
 
@@ -141,22 +147,30 @@ struct Stream {
     intervals: usize,
     rate_history: Vec<Vec<RateTotals>>,
     finished: bool,
+    record: Option<Recorder>,
 }
 
 impl Stream {
-    fn new(empty: Snapshot) -> Self {
+    fn new(empty: Snapshot, record: Option<Recorder>) -> Self {
         Stream {
             now: empty.clone(),
             before: empty,
             intervals: 0,
             rate_history: Vec::new(),
             finished: false,
+            record,
         }
     }
 
     fn line(&mut self, line: &str, on_event: &mut impl FnMut(Event<'_>)) {
         if self.finished {
             // bpftrace prints its (cleared) maps once more at exit: the final snapshot is kept.
+            // Printed spans still count whenever they come.
+            match Snapshot::default().apply(line) {
+                Line::Span(span) => self.span(span),
+                Line::Lost(n) => self.lost(n),
+                _ => {}
+            }
             return;
         }
         match self.now.apply(line) {
@@ -178,8 +192,25 @@ impl Stream {
                 self.finished = true;
             }
             Line::Updated => {}
+            Line::Span(span) => self.span(span),
+            Line::Lost(n) => self.lost(n),
             // The traced command's own output shares bpftrace's stdout: pass it on.
             Line::Other(text) => eprintln!("{text}"),
+        }
+    }
+}
+
+impl Stream {
+    fn span(&mut self, span: super::output::SpanLine) {
+        if let Some(record) = &mut self.record {
+            record.span(span);
+        }
+    }
+
+    fn lost(&mut self, n: u64) {
+        match &mut self.record {
+            Some(record) => record.lost += n,
+            None => eprintln!("latscope: bpftrace lost {n} events"),
         }
     }
 }

@@ -79,11 +79,9 @@ pub fn bpftrace(items: &[Item]) -> String {
     out
 }
 
-/// The spans a `spans` document kept (`records`, else its slowest) as Chrome Trace Event JSON:
-/// one complete (`X`) slice per span, `ts` and `dur` in µs written exactly (3 decimals of ns),
-/// one thread per series so that a timeline viewer (Perfetto, chrome://tracing) shows each
-/// series on its own track.
-pub fn chrome_json(doc: &crate::doc::spans::SpansDoc) -> Result<String, String> {
+/// The individual spans a `spans` document kept: its `records`, else its slowest; an error
+/// that says how to keep some when it has none.
+pub fn kept(doc: &crate::doc::spans::SpansDoc) -> Result<&[crate::doc::spans::SpanRecord], String> {
     let spans = if doc.records.is_empty() {
         &doc.slowest
     } else {
@@ -91,10 +89,19 @@ pub fn chrome_json(doc: &crate::doc::spans::SpansDoc) -> Result<String, String> 
     };
     if spans.is_empty() {
         return Err(
-            "this result keeps no individual spans: make it with `latscope spans --max-spans N -f json`"
+            "this result keeps no individual spans: make it with `latscope spans --max-spans N -f json` or `latscope live --save FILE --record-spans`"
                 .to_string(),
         );
     }
+    Ok(spans)
+}
+
+/// The spans a `spans` document kept (`records`, else its slowest) as Chrome Trace Event JSON:
+/// one complete (`X`) slice per span, `ts` and `dur` in µs written exactly (3 decimals of ns),
+/// one thread per series so that a timeline viewer (Perfetto, chrome://tracing) shows each
+/// series on its own track.
+pub fn chrome_json(doc: &crate::doc::spans::SpansDoc) -> Result<String, String> {
+    let spans = kept(doc)?;
     let micros = |ns: u64| format!("{}.{:03}", ns / 1_000, ns % 1_000);
     let mut tracks: Vec<String> = Vec::new();
     let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");

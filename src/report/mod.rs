@@ -13,6 +13,7 @@ pub mod linear;
 pub mod live;
 pub mod log2;
 pub mod markdown;
+pub mod perfetto;
 pub mod plot;
 pub mod text;
 
