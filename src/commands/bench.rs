@@ -176,6 +176,16 @@ fn build_schedule(args: &BenchArgs, commands: usize) -> Result<Schedule> {
         std::fs::File::open(input)
             .with_context(|| format!("--input {}: cannot read it", input.display()))?;
     }
+    let output = output_policy(&args.output);
+    if let Output::File(path) = &output {
+        // Checked here: a run that cannot open it would otherwise report a failed exec.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .with_context(|| format!("--output {}: cannot write it", path.display()))?;
+    }
     // Without --max-time, a comparison may go on to 10 s while it is unclear (and never stops
     // before --min-runs); a single command stops at the minimum, as hyperfine does.
     let default_max = (commands >= 2).then(|| args.min_time.max(DEFAULT_MAX_TIME));
@@ -192,7 +202,7 @@ fn build_schedule(args: &BenchArgs, commands: usize) -> Result<Schedule> {
         cleanup: hook("--cleanup", &args.cleanup)?,
         io: Io {
             input: args.input.clone(),
-            output: output_policy(&args.output),
+            output,
         },
         timeout: args.timeout,
         ignore_failure: args.ignore_failure,
