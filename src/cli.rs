@@ -182,8 +182,8 @@ no shell in between: what hyperfine's -N does, by default (-N is accepted and ch
 --shell runs them through sh -c.
 
 Timed runs have nothing attached: wall time from the spawn to the exit, user and system time,
-peak RSS, context switches and page faults from the kernel's resource usage. CPU counters are
-read in separate counted runs, interleaved one round every 4 blocks (--counters: none; software:
+context switches and page faults from the kernel's resource usage. CPU counters (and peak RSS)
+are read in separate counted runs, interleaved one round every 4 blocks (--counters: none; software:
 task-clock, context-switches, cpu-migrations, page-faults; all, the default: also instructions,
 cycles, branches, branch-misses, which print \"not supported\" without a PMU; -e adds more), so
 a counter never slows the runs the verdict is computed from.
