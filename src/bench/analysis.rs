@@ -129,7 +129,8 @@ pub fn metrics(runs: Runs<'_>) -> Vec<Metric> {
     };
     // Peak RSS from forked runs: a spawned (vfork) child inherits latscope's own peak at exec,
     // so timed runs report max(latscope, command).
-    if let Some(values) = pick(with_counters, &|r| Some(r.max_rss_kb as f64)) {
+    let rss = pick(with_counters, &|r| Some(r.max_rss_kb as f64));
+    if let Some(values) = rss.filter(|v| v.iter().flatten().any(|x| *x > 0.0)) {
         out.push(Metric {
             name: "max_rss".to_string(),
             kind: Kind::Memory,
