@@ -630,6 +630,12 @@ pub struct IpcArgs {
     /// Compare every byte of every message (default: the stamped header and last byte).
     #[arg(long)]
     pub verify: bool,
+    /// Keep the first N messages of each configuration themselves (start in CLOCK_MONOTONIC,
+    /// latency), and always its slowest, in the JSON document, for `latscope export --to
+    /// chrome-json|perfetto` and the report's latency-against-time view. Start times are
+    /// taken into preallocated memory; the histograms are unchanged.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
+    pub max_spans: usize,
     /// Also print each configuration's histogram.
     #[arg(long)]
     pub detail: bool,

@@ -231,6 +231,11 @@ pub fn perfetto(doc: &SpansDoc) -> Result<Vec<u8>, String> {
     Ok(trace(spans).encode_to_vec())
 }
 
+/// `spans` as an encoded Perfetto trace.
+pub fn encode(spans: &[SpanRecord]) -> Vec<u8> {
+    trace(spans).encode_to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
