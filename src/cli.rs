@@ -424,6 +424,11 @@ pub struct WaylandLabArgs {
     /// round-trip and outputs: measured exchanges per configuration.
     #[arg(long, short = 'n', default_value_t = 200, value_parser = count)]
     pub count: u64,
+    /// Keep the first N samples of each metric of each configuration themselves (start in
+    /// CLOCK_MONOTONIC, latency), and always the slowest, in the JSON document, for
+    /// `latscope export --to chrome-json|perfetto` and the report's latency-against-time view.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
+    pub max_spans: usize,
     /// Output format: text, json (the `lab-wayland` document, ns) or markdown.
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
     pub format: Format,

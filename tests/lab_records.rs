@@ -48,26 +48,34 @@ fn latencies(records: &Value) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-/// Checks that a row kept every one of its messages and that they are its distribution.
-fn assert_all_kept(what: &str, row: &Value, series: &str) {
-    let records = &row["records"];
-    let l = latencies(records);
-    assert_eq!(l.len() as u64, row["count"].as_u64().unwrap(), "{what}");
+/// The records (or slowest, with `key` = "slowest") of `row` that belong to `series`.
+fn of_series(row: &Value, key: &str, series: &str) -> Vec<Value> {
+    row[key]
+        .as_array()
+        .map(|a| a.iter().filter(|r| r["span"] == series).cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Checks that every message of `series` was kept in `row` and that they are its distribution
+/// `dist` (a row, or a metric of a row): count, min, max and log2 buckets agree exactly.
+fn assert_all_kept(what: &str, row: &Value, dist: &Value, series: &str) {
+    let records = of_series(row, "records", series);
+    let l = latencies(&Value::Array(records.clone()));
+    assert_eq!(l.len() as u64, dist["count"].as_u64().unwrap(), "{what}");
     assert_eq!(row.get("records_dropped"), None, "{what}");
-    assert_eq!(l.iter().min().copied(), row["min"].as_u64(), "{what}");
-    assert_eq!(l.iter().max().copied(), row["max"].as_u64(), "{what}");
-    assert_eq!(log2_counts(&l), histogram_counts(row), "{what}");
-    for r in records.as_array().unwrap() {
-        assert_eq!(r["span"], series, "{what}: {r}");
+    assert_eq!(l.iter().min().copied(), dist["min"].as_u64(), "{what}");
+    assert_eq!(l.iter().max().copied(), dist["max"].as_u64(), "{what}");
+    assert_eq!(log2_counts(&l), histogram_counts(dist), "{what}");
+    for r in &records {
         assert_eq!(r["group"], Value::Null, "{what}: {r}");
         assert!(r["start_ns"].as_u64().unwrap() > 0, "{what}: {r}");
     }
     // The slowest are among them, slowest first, the first one the maximum.
-    let slowest = row["slowest"].as_array().unwrap();
+    let slowest = of_series(row, "slowest", series);
     assert_eq!(slowest.len(), 5.min(l.len()), "{what}");
-    assert_eq!(slowest[0]["latency_ns"], row["max"], "{what}");
-    for s in slowest {
-        assert!(records.as_array().unwrap().contains(s), "{what}: {s}");
+    assert_eq!(slowest[0]["latency_ns"], dist["max"], "{what}");
+    for s in &slowest {
+        assert!(records.contains(s), "{what}: {s}");
     }
 }
 
@@ -236,7 +244,8 @@ fn the_ipc_lab_keeps_every_message_below_the_limit_and_they_give_back_each_histo
             "one-way" => "one_way",
             _ => "round_trip",
         };
-        assert_all_kept(&ipc_label(r), r, series);
+        assert_all_kept(&ipc_label(r), r, r, series);
+        assert_eq!(r["records"].as_array().unwrap().len(), 300);
         // Ping-pong messages follow one another: each starts after the previous one ended.
         if r["pattern"] == "ping-pong" {
             let recs = r["records"].as_array().unwrap();
@@ -316,4 +325,54 @@ fn a_lab_result_without_kept_messages_refuses_a_timeline_export_and_says_how_to_
         stderr(&out)
     );
     assert!(!dir.path().join("t.json").exists());
+}
+
+#[test]
+fn the_wayland_lab_keeps_every_exchange_of_every_metric_and_they_give_back_each_histogram() {
+    if !util::stack_available() {
+        return;
+    }
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = util::latscope()
+        .args([
+            "lab",
+            "wayland",
+            "round-trip",
+            "frames",
+            "--count",
+            "100",
+            "--frames",
+            "40",
+            "--max-spans",
+            "1000",
+            "--format",
+            "json",
+        ])
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("WAYLAND_DEBUG")
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let saved = util::write(dir.path(), "lab-wayland.json", &text);
+    let results = doc["results"].as_array().unwrap();
+    let mut series = 0;
+    for r in results {
+        for m in r["metrics"].as_array().unwrap() {
+            let name = m["name"].as_str().unwrap();
+            assert_all_kept(&format!("{} {name}", r["label"]), r, m, name);
+            series += 1;
+        }
+    }
+    // sync_to_done; buffer_wait, commit_to_release, frame_to_done, commit_to_presented.
+    assert_eq!(series, 5, "{text}");
+    let label = |r: &Value| r["label"].as_str().unwrap().to_string();
+    let want = kept_spans(results, label);
+    assert_eq!(chrome_slices(dir.path(), &saved), want);
+    if let Some(got) = perfetto_slices(dir.path(), &saved) {
+        assert_eq!(got, want);
+    }
 }

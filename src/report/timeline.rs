@@ -63,8 +63,13 @@ pub fn timeline(doc: &Document) -> Result<Timeline, String> {
             "latscope lab ipc",
             d.results.iter().map(|r| (r.label(), &r.kept)),
         ),
+        Document::LabWayland(d) => lab(
+            "lab wayland",
+            "latscope lab wayland",
+            d.results.iter().map(|r| (r.label.clone(), &r.kept)),
+        ),
         other => Err(format!(
-            "a {} result has no individual spans; --to chrome-json and perfetto take a spans result (`latscope spans --max-spans N -f json`, `latscope live --save FILE --record-spans`) or a lab result made with --max-spans N (`latscope lab ipc`)",
+            "a {} result has no individual spans; --to chrome-json and perfetto take a spans result (`latscope spans --max-spans N -f json`, `latscope live --save FILE --record-spans`) or a lab result made with --max-spans N (`latscope lab ipc`, `lab wayland`)",
             other.kind().name()
         )),
     }
