@@ -516,6 +516,11 @@ pub struct X11Args {
     /// Stop measuring a configuration after this long: 1s, 500ms (bare: s).
     #[arg(long, default_value = "1s", value_parser = duration_s)]
     pub max_time: std::time::Duration,
+    /// Keep the first N operations of each configuration themselves (start in
+    /// CLOCK_MONOTONIC, latency), and always the slowest, in the JSON document, for
+    /// `latscope export --to chrome-json|perfetto` and the report's latency-against-time view.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
+    pub max_spans: usize,
     /// An argument for the private Xvfb (repeatable), e.g. `--xvfb-arg=-extension
     /// --xvfb-arg=MIT-SHM`, or a screen: `--xvfb-arg=-screen --xvfb-arg=0 --xvfb-arg=640x480x24`.
     #[arg(long, allow_hyphen_values = true)]

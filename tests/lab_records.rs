@@ -376,3 +376,58 @@ fn the_wayland_lab_keeps_every_exchange_of_every_metric_and_they_give_back_each_
         assert_eq!(got, want);
     }
 }
+
+#[test]
+fn the_x11_lab_keeps_every_operation_and_they_give_back_each_histogram() {
+    if !util::commands_available(&["Xvfb"], "xvfb") {
+        return;
+    }
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = util::latscope()
+        .args([
+            "lab",
+            "x11",
+            "round-trip",
+            "upload",
+            "--method",
+            "put,shm",
+            "--segments",
+            "1,4",
+            "-n",
+            "200",
+            "--warmup",
+            "10",
+            "--max-spans",
+            "1000",
+            "--format",
+            "json",
+        ])
+        .env_remove("DISPLAY")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let saved = util::write(dir.path(), "lab-x11.json", &text);
+    let results = doc["results"].as_array().unwrap();
+    // round-trip, upload put, upload shm K=1, upload shm K=4
+    assert_eq!(results.len(), 4, "{text}");
+    for r in results {
+        let series = r["latency_meaning"].as_str().unwrap();
+        assert_all_kept(&r.to_string()[..80], r, r, series);
+        assert_eq!(r["records"].as_array().unwrap().len(), 200);
+    }
+    // Rows are named as the document names them.
+    let label = |r: &Value| {
+        serde_json::from_value::<latscope::doc::x11::X11Result>(r.clone())
+            .unwrap()
+            .label()
+    };
+    let want = kept_spans(results, label);
+    assert_eq!(want.len(), 4 * 200);
+    assert_eq!(chrome_slices(dir.path(), &saved), want);
+    if let Some(got) = perfetto_slices(dir.path(), &saved) {
+        assert_eq!(got, want);
+    }
+}

@@ -68,8 +68,13 @@ pub fn timeline(doc: &Document) -> Result<Timeline, String> {
             "latscope lab wayland",
             d.results.iter().map(|r| (r.label.clone(), &r.kept)),
         ),
+        Document::LabX11(d) => lab(
+            "lab x11",
+            "latscope lab x11",
+            d.results.iter().map(|r| (r.label(), &r.kept)),
+        ),
         other => Err(format!(
-            "a {} result has no individual spans; --to chrome-json and perfetto take a spans result (`latscope spans --max-spans N -f json`, `latscope live --save FILE --record-spans`) or a lab result made with --max-spans N (`latscope lab ipc`, `lab wayland`)",
+            "a {} result has no individual spans; --to chrome-json and perfetto take a spans result (`latscope spans --max-spans N -f json`, `latscope live --save FILE --record-spans`) or a lab result made with --max-spans N (`latscope lab ipc`, `lab wayland`, `lab x11`)",
             other.kind().name()
         )),
     }
