@@ -255,6 +255,10 @@ fn the_ipc_lab_keeps_every_message_below_the_limit_and_they_give_back_each_histo
             }
         }
     }
+    // The document reads back (unknown fields denied) and writes back unchanged.
+    let text = std::fs::read_to_string(&saved).unwrap();
+    let back = latscope::doc::read("lab-ipc.json", &text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(back.to_value(), doc);
     let want = kept_spans(results, ipc_label);
     assert_eq!(want.len(), 6 * 300);
     assert_eq!(chrome_slices(dir.path(), &saved), want);
