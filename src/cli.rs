@@ -390,6 +390,7 @@ Examples:
   latscope lab wayland frames --pace free-run,rate=30 --damage full,partial --size 512x512
   latscope lab wayland --display wayland-1 outputs --via inproc,dbus
   WAYLAND_DEBUG=client latscope lab wayland frames 2> client.log; latscope wayland client.log
+  latscope lab wayland frames --max-spans 1000 --save f.json; latscope export f.json --to perfetto -o f.pftrace
 
 Exit status: 0 success, 1 error (a configuration failed, the compositor died), 2 usage.";
 
@@ -474,6 +475,7 @@ Examples:
   latscope lab x11 config --via inproc,dbus --cache off,on           # libkscreen: in-process vs the D-Bus backend
   latscope lab x11 round-trip upload config --display :0 --format json --save x11.json
   latscope compare before.json x11.json; latscope report x11.json -o x11.html
+  latscope lab x11 upload --max-spans 5000 --save x11.json; latscope export x11.json --to chrome-json -o x11.trace.json
 
 Exit status: 0 success, 1 error (no server, the server died, a configuration failed), 2 usage.";
 
@@ -591,6 +593,8 @@ Examples:
   latscope lab ipc --transport pipe --peer process --payload 4 --count 100000      # vs perf bench sched pipe
   latscope lab ipc --pattern open-loop --rate 1000,50000 --transport unix-stream,dbus
   latscope lab ipc --format json --save ipc.json; latscope compare before.json ipc.json
+  latscope lab ipc --transport pipe --max-spans 10000 --save ipc.json   # each message, for a timeline:
+      latscope export ipc.json --to perfetto -o ipc.pftrace
 
 Exit status: 0 success, 1 error (a configuration failed, a peer died), 2 usage.";
 
