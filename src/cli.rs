@@ -738,6 +738,11 @@ pub struct QueueArgs {
     /// Print the first N events as a timeline (model only).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub timeline: usize,
+    /// Keep the first N requests of each row themselves (start and length of the latency and
+    /// of each stage, ns since the first prep), and always the slowest, in the JSON document,
+    /// for `latscope export --to chrome-json|perfetto` and the report's time view.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
+    pub max_spans: usize,
     /// Output format: text, json (the `lab-queue` document, ns) or markdown.
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -435,3 +435,82 @@ fn the_x11_lab_keeps_every_operation_and_they_give_back_each_histogram() {
         assert_eq!(got, want);
     }
 }
+
+#[test]
+fn the_queue_lab_keeps_each_requests_stages_which_add_up_to_its_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "lab",
+        "queue",
+        "--batches",
+        "200",
+        "--sweep",
+        "gap=0,4us",
+        "--max-spans",
+        "1000",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let saved = util::write(dir.path(), "lab-queue.json", &text);
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        let what = row["labels"].to_string();
+        assert_all_kept(&what, row, &row["latency"], "latency");
+        for stage in row["stages"].as_array().unwrap() {
+            let name = stage["name"].as_str().unwrap();
+            if name != "completion_to_next_submit" {
+                assert_all_kept(&format!("{what} {name}"), row, stage, name);
+            }
+        }
+        // Request by request: queued, then to_start, then exec, back to back, adding up to
+        // the latency.
+        let series = |name: &str| of_series(row, "records", name);
+        let (lat, queued, to_start, exec) = (
+            series("latency"),
+            series("queued"),
+            series("to_start"),
+            series("exec"),
+        );
+        assert_eq!(lat.len(), 200);
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap();
+        for i in 0..200 {
+            assert_eq!(
+                n(&queued[i], "start_ns"),
+                n(&lat[i], "start_ns"),
+                "{what} {i}"
+            );
+            let end = |v: &Value| n(v, "start_ns") + n(v, "latency_ns");
+            assert_eq!(n(&to_start[i], "start_ns"), end(&queued[i]), "{what} {i}");
+            assert_eq!(n(&exec[i], "start_ns"), end(&to_start[i]), "{what} {i}");
+            assert_eq!(end(&exec[i]), end(&lat[i]), "{what} {i}");
+        }
+    }
+    // gap=4us is the idle path: every request takes exactly prep-end → completion = 7 µs.
+    let idle = of_series(&rows[1], "records", "latency");
+    assert!(idle.iter().all(|r| r["latency_ns"] == 7_000), "{idle:?}");
+    let label = |r: &Value| {
+        let labels: Vec<String> = r["labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                format!(
+                    "{}={}",
+                    l["name"].as_str().unwrap(),
+                    l["value"].as_str().unwrap()
+                )
+            })
+            .collect();
+        labels.join(",")
+    };
+    let want = kept_spans(rows, label);
+    assert_eq!(want.len(), 2 * 4 * 200);
+    assert_eq!(chrome_slices(dir.path(), &saved), want);
+    if let Some(got) = perfetto_slices(dir.path(), &saved) {
+        assert_eq!(got, want);
+    }
+}

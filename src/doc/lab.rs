@@ -329,6 +329,10 @@ pub struct QueueRow {
     pub rank_per_batch: u64,
     /// rank by median latency (1 = best)
     pub rank_latency: u64,
+    /// individual requests (`--max-spans N`): series `latency`, `queued`, `to_start`, `exec`,
+    /// starts in ns since the first prep started (the model's clock, or the real run's)
+    #[serde(flatten)]
+    pub kept: Records,
 }
 
 impl QueueRow {

@@ -73,8 +73,15 @@ pub fn timeline(doc: &Document) -> Result<Timeline, String> {
             "latscope lab x11",
             d.results.iter().map(|r| (r.label(), &r.kept)),
         ),
+        Document::LabQueue(d) => lab(
+            "lab queue",
+            "latscope lab queue",
+            d.rows
+                .iter()
+                .map(|r| (r.label().unwrap_or_else(|| "queue".to_string()), &r.kept)),
+        ),
         other => Err(format!(
-            "a {} result has no individual spans; --to chrome-json and perfetto take a spans result (`latscope spans --max-spans N -f json`, `latscope live --save FILE --record-spans`) or a lab result made with --max-spans N (`latscope lab ipc`, `lab wayland`, `lab x11`)",
+            "a {} result has no individual spans; --to chrome-json and perfetto take a spans result (`latscope spans --max-spans N -f json`, `latscope live --save FILE --record-spans`) or a lab result made with --max-spans N (`latscope lab ipc`, `lab wayland`, `lab x11`, `lab queue`)",
             other.kind().name()
         )),
     }
