@@ -390,6 +390,7 @@ Examples:
   latscope lab wayland frames --pace free-run,rate=30 --damage full,partial --size 512x512
   latscope lab wayland --display wayland-1 outputs --via inproc,dbus
   WAYLAND_DEBUG=client latscope lab wayland frames 2> client.log; latscope wayland client.log
+  latscope lab wayland frames --max-spans 1000 --save f.json; latscope export f.json --to perfetto -o f.pftrace
 
 Exit status: 0 success, 1 error (a configuration failed, the compositor died), 2 usage.";
 
@@ -424,6 +425,11 @@ pub struct WaylandLabArgs {
     /// round-trip and outputs: measured exchanges per configuration.
     #[arg(long, short = 'n', default_value_t = 200, value_parser = count)]
     pub count: u64,
+    /// Keep the first N samples of each metric of each configuration themselves (start in
+    /// CLOCK_MONOTONIC, latency), and always the slowest, in the JSON document, for
+    /// `latscope export --to chrome-json|perfetto` and the report's latency-against-time view.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
+    pub max_spans: usize,
     /// Output format: text, json (the `lab-wayland` document, ns) or markdown.
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -469,6 +475,7 @@ Examples:
   latscope lab x11 config --via inproc,dbus --cache off,on           # libkscreen: in-process vs the D-Bus backend
   latscope lab x11 round-trip upload config --display :0 --format json --save x11.json
   latscope compare before.json x11.json; latscope report x11.json -o x11.html
+  latscope lab x11 upload --max-spans 5000 --save x11.json; latscope export x11.json --to chrome-json -o x11.trace.json
 
 Exit status: 0 success, 1 error (no server, the server died, a configuration failed), 2 usage.";
 
@@ -511,6 +518,11 @@ pub struct X11Args {
     /// Stop measuring a configuration after this long: 1s, 500ms (bare: s).
     #[arg(long, default_value = "1s", value_parser = duration_s)]
     pub max_time: std::time::Duration,
+    /// Keep the first N operations of each configuration themselves (start in
+    /// CLOCK_MONOTONIC, latency), and always the slowest, in the JSON document, for
+    /// `latscope export --to chrome-json|perfetto` and the report's latency-against-time view.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
+    pub max_spans: usize,
     /// An argument for the private Xvfb (repeatable), e.g. `--xvfb-arg=-extension
     /// --xvfb-arg=MIT-SHM`, or a screen: `--xvfb-arg=-screen --xvfb-arg=0 --xvfb-arg=640x480x24`.
     #[arg(long, allow_hyphen_values = true)]
@@ -581,6 +593,8 @@ Examples:
   latscope lab ipc --transport pipe --peer process --payload 4 --count 100000      # vs perf bench sched pipe
   latscope lab ipc --pattern open-loop --rate 1000,50000 --transport unix-stream,dbus
   latscope lab ipc --format json --save ipc.json; latscope compare before.json ipc.json
+  latscope lab ipc --transport pipe --max-spans 10000 --save ipc.json   # each message, for a timeline:
+      latscope export ipc.json --to perfetto -o ipc.pftrace
 
 Exit status: 0 success, 1 error (a configuration failed, a peer died), 2 usage.";
 
@@ -630,6 +644,12 @@ pub struct IpcArgs {
     /// Compare every byte of every message (default: the stamped header and last byte).
     #[arg(long)]
     pub verify: bool,
+    /// Keep the first N messages of each configuration themselves (start in CLOCK_MONOTONIC,
+    /// latency), and always its slowest, in the JSON document, for `latscope export --to
+    /// chrome-json|perfetto` and the report's latency-against-time view. Start times are
+    /// taken into preallocated memory; the histograms are unchanged.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
+    pub max_spans: usize,
     /// Also print each configuration's histogram.
     #[arg(long)]
     pub detail: bool,
@@ -718,6 +738,11 @@ pub struct QueueArgs {
     /// Print the first N events as a timeline (model only).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub timeline: usize,
+    /// Keep the first N requests of each row themselves (start and length of the latency and
+    /// of each stage, ns since the first prep), and always the slowest, in the JSON document,
+    /// for `latscope export --to chrome-json|perfetto` and the report's time view.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
+    pub max_spans: usize,
     /// Output format: text, json (the `lab-queue` document, ns) or markdown.
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -141,7 +141,8 @@ fn overlapping_spans_stay_whole_on_lanes_of_their_track() {
 
 #[test]
 fn a_result_without_spans_is_refused_with_how_to_keep_them() {
-    let lab = util::root().join("tests/data/docs/lab-ipc.json");
+    // (a lab-ipc result without kept messages: tests/lab_records.rs)
+    let lab = util::root().join("tests/data/docs/bench-a.json");
     let out = run(&["export", lab.to_str().unwrap(), "--to", "perfetto"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("--record-spans"), "{}", stderr(&out));

@@ -11,6 +11,7 @@ mod e2e;
 mod golden;
 mod ipc;
 mod lab;
+mod lab_records;
 mod live;
 mod live_record;
 mod mir_lttng;

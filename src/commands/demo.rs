@@ -171,6 +171,7 @@ fn wayland_lab_part() -> Result<()> {
             &outcomes,
             &[],
             cancel.is_raised(),
+            0,
         ))
     });
     match started {

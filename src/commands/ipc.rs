@@ -100,6 +100,7 @@ fn settings(args: &IpcArgs) -> Settings {
         slots: args.slots as usize,
         ring_bytes: args.ring_bytes,
         verify: args.verify,
+        max_spans: args.max_spans,
     }
 }
 

@@ -80,13 +80,17 @@ fn check_memory(batches: u64) {
 }
 
 fn run_one(p: &Params, args: &QueueArgs) -> RunReport {
-    if args.real {
+    let (requests, mut report) = if args.real {
         let o = real::run(p);
-        RunReport::new(&o.requests, &o.completion_to_next, Vec::new())
+        let r = RunReport::new(&o.requests, &o.completion_to_next, Vec::new());
+        (o.requests, r)
     } else {
         let o = model::run(p, args.timeline);
-        RunReport::new(&o.requests, &o.completion_to_next, o.timeline)
-    }
+        let r = RunReport::new(&o.requests, &o.completion_to_next, o.timeline);
+        (o.requests, r)
+    };
+    report.keep(&requests, args.max_spans);
+    report
 }
 
 fn duration(name: &str, text: &str) -> Result<u64> {

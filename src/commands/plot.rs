@@ -82,6 +82,9 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         .iter()
         .filter_map(|l| match &l.document {
             Some(Document::Spans(d)) => Some(d.clone()),
+            Some(lab) => latscope::report::timeline::timeline(lab)
+                .ok()
+                .map(|t| t.spans_doc()),
             _ => None,
         })
         .collect();
@@ -108,17 +111,17 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 pub fn export(args: &ExportArgs) -> Result<()> {
     let text: Vec<u8> = if matches!(args.to, ExportFormat::ChromeJson | ExportFormat::Perfetto) {
         let loaded = super::compare::load(&args.result)?;
-        let Some(latscope::doc::Document::Spans(doc)) = &loaded.document else {
+        let Some(document) = &loaded.document else {
             anyhow::bail!(
-                "{}: a {} result has no individual spans; --to chrome-json and perfetto take a spans result (`latscope spans --max-spans N -f json`, `latscope live --save FILE --record-spans`)",
+                "{}: a {} result has no individual spans; --to chrome-json and perfetto take a spans result or a lab result made with --max-spans N",
                 args.result.display(),
                 loaded.kind
             );
         };
-        let bytes = match args.to {
-            ExportFormat::Perfetto => latscope::report::perfetto::perfetto(doc),
-            _ => latscope::report::export::chrome_json(doc).map(String::into_bytes),
-        };
+        let bytes = latscope::report::timeline::timeline(document).map(|t| match args.to {
+            ExportFormat::Perfetto => latscope::report::perfetto::encode(&t.spans),
+            _ => latscope::report::export::chrome_json_of(&t.spans, &t.process).into_bytes(),
+        });
         bytes.map_err(|e| anyhow::anyhow!("{}: {e}", args.result.display()))?
     } else {
         let (_, items) = read(&args.result)?;

@@ -177,7 +177,13 @@ pub fn run(args: &WaylandLabArgs) -> Result<()> {
     skipped.splice(0..0, not_run);
     let helper_error = lab.finish();
     drop(comp);
-    let doc = report::document(described, &outcomes, &skipped, cancel.is_raised());
+    let doc = report::document(
+        described,
+        &outcomes,
+        &skipped,
+        cancel.is_raised(),
+        args.max_spans,
+    );
     crate::commands::print(&render(&doc, args.format))?;
     if let Some(path) = &args.save {
         save(path, &render(&doc, Format::Json))?;

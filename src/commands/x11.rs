@@ -134,6 +134,7 @@ fn settings(args: &X11Args) -> Settings {
         count: args.count,
         warmup: args.warmup,
         max_time_ns: u64::try_from(args.max_time.as_nanos()).unwrap_or(u64::MAX),
+        max_spans: args.max_spans,
     }
 }
 
@@ -288,6 +289,7 @@ pub fn demo() -> Result<Option<String>> {
         count: 3_000,
         warmup: 100,
         max_time_ns: 300_000_000,
+        max_spans: 0,
     };
     let cancel = crate::signals::cancel_on_interrupt();
     let server = Server::open(None, &[], &cancel)?;

@@ -4,7 +4,47 @@
 use serde::{Deserialize, Serialize};
 
 use super::dist::{Latency, Nanoseconds, Summary};
+use super::spans::SpanRecord;
 use super::{Kind, VERSION};
+
+/// Individual messages of one row, kept with `--max-spans N` (empty without it, and absent
+/// from documents written before it): the first N of each series and the slowest of each,
+/// for `latscope export --to chrome-json|perfetto` and the report's latency-against-time view.
+/// Each record's `span` is its series (`round_trip`, `one_way`, ...), its `group` unset (the
+/// row names it); `start_ns` is `CLOCK_MONOTONIC`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Records {
+    /// the first N messages of each series, in the order they were sent
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<SpanRecord>,
+    /// the slowest messages of each series, slowest first (also those past N)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slowest: Vec<SpanRecord>,
+    /// messages not in `records` because N was reached
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub records_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Records {
+    /// The kept messages: `records`, then those of `slowest` not among them, each with
+    /// `group` set to `row` (so that every row is its own track in a timeline).
+    pub fn spans(&self, row: &str) -> Vec<SpanRecord> {
+        let mut out: Vec<SpanRecord> = self.records.clone();
+        for s in &self.slowest {
+            if !self.records.contains(s) {
+                out.push(s.clone());
+            }
+        }
+        for s in &mut out {
+            s.group = Some(row.to_string());
+        }
+        out
+    }
+}
 
 /// The clock every message is timed with, and its own cost.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +190,9 @@ pub struct IpcResult {
     pub stop: StopDoc,
     /// what failed
     pub error: Option<String>,
+    /// individual messages (`--max-spans N`), series `round_trip` or `one_way`
+    #[serde(flatten)]
+    pub kept: Records,
 }
 
 impl IpcResult {
@@ -286,6 +329,10 @@ pub struct QueueRow {
     pub rank_per_batch: u64,
     /// rank by median latency (1 = best)
     pub rank_latency: u64,
+    /// individual requests (`--max-spans N`): series `latency`, `queued`, `to_start`, `exec`,
+    /// starts in ns since the first prep started (the model's clock, or the real run's)
+    #[serde(flatten)]
+    pub kept: Records,
 }
 
 impl QueueRow {

@@ -156,6 +156,9 @@ pub struct WaylandResult {
     pub stop: StopDoc,
     /// what failed
     pub error: Option<String>,
+    /// individual exchanges (`--max-spans N`), one series per metric
+    #[serde(flatten)]
+    pub kept: super::lab::Records,
 }
 
 /// The `lab-wayland` document.

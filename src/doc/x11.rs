@@ -104,6 +104,9 @@ pub struct X11Result {
     pub stop: StopDoc,
     /// what failed
     pub error: Option<String>,
+    /// individual operations (`--max-spans N`), series named after `latency_meaning`
+    #[serde(flatten)]
+    pub kept: super::lab::Records,
 }
 
 impl X11Result {

@@ -13,5 +13,6 @@
 
 pub mod ipc;
 pub mod queue;
+pub mod records;
 pub mod wayland;
 pub mod x11;

@@ -101,7 +101,11 @@ pub fn kept(doc: &crate::doc::spans::SpansDoc) -> Result<&[crate::doc::spans::Sp
 /// one thread per series so that a timeline viewer (Perfetto, chrome://tracing) shows each
 /// series on its own track.
 pub fn chrome_json(doc: &crate::doc::spans::SpansDoc) -> Result<String, String> {
-    let spans = kept(doc)?;
+    Ok(chrome_json_of(kept(doc)?, "latscope spans"))
+}
+
+/// `spans` as Chrome Trace Event JSON (see [`chrome_json`]), under the process name `process`.
+pub fn chrome_json_of(spans: &[crate::doc::spans::SpanRecord], process: &str) -> String {
     let micros = |ns: u64| format!("{}.{:03}", ns / 1_000, ns % 1_000);
     let mut tracks: Vec<String> = Vec::new();
     let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
@@ -126,8 +130,9 @@ pub fn chrome_json(doc: &crate::doc::spans::SpansDoc) -> Result<String, String> 
             args
         ));
     }
-    let process = json!({"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "latscope spans"}});
+    let process =
+        json!({"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": process}});
     out.push_str(&process.to_string());
     out.push_str("\n]}\n");
-    Ok(out)
+    out
 }

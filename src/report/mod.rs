@@ -16,6 +16,7 @@ pub mod markdown;
 pub mod perfetto;
 pub mod plot;
 pub mod text;
+pub mod timeline;
 
 use crate::span::{Aggregator, Counters, Group, Series, Side};
 use crate::stats::{Distribution, Unit};

@@ -183,9 +183,13 @@ pub fn trace(spans: &[SpanRecord]) -> Trace {
         events.push((s.start_ns, Type::SliceBegin, track, s));
         events.push((end, Type::SliceEnd, track, s));
     }
-    // In time order; at equal stamps an end before a begin, so that back-to-back spans on a
-    // lane do not nest.
-    events.sort_by_key(|&(ts, kind, track, _)| (ts, kind != Type::SliceEnd, track));
+    // In time order; at equal stamps the end of a span before a begin, so that back-to-back
+    // spans on a lane do not nest, except the end of a zero-length span, which must follow its
+    // own begin (the stable sort keeps the order they were pushed in: begin, then end).
+    events.sort_by_key(|&(ts, kind, track, s)| {
+        let before_begins = kind == Type::SliceEnd && s.latency_ns > 0;
+        (ts, !before_begins, track)
+    });
     let mut packet = tracks;
     packet.extend(events.into_iter().map(|(ts, kind, track, s)| {
         let event = match kind {
@@ -229,6 +233,11 @@ pub fn trace(spans: &[SpanRecord]) -> Trace {
 pub fn perfetto(doc: &SpansDoc) -> Result<Vec<u8>, String> {
     let spans = super::export::kept(doc)?;
     Ok(trace(spans).encode_to_vec())
+}
+
+/// `spans` as an encoded Perfetto trace.
+pub fn encode(spans: &[SpanRecord]) -> Vec<u8> {
+    trace(spans).encode_to_vec()
 }
 
 #[cfg(test)]
@@ -292,6 +301,20 @@ mod tests {
                 ("req [42]".to_string(), 7, 10, "req".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn zero_length_spans_end_after_they_begin_even_back_to_back() {
+        let spans = [
+            span("stage", None, 0, 10),
+            span("stage", None, 10, 0),
+            span("stage", None, 10, 0),
+            span("stage", None, 10, 5),
+        ];
+        let got = slices(&trace(&spans).encode_to_vec());
+        let stamps: Vec<(u64, u64)> = got.iter().map(|s| (s.1, s.2)).collect();
+        assert_eq!(stamps, [(0, 10), (10, 10), (10, 10), (10, 15)]);
+        assert!(got.iter().all(|s| s.0 == "stage"), "{got:?}");
     }
 
     #[test]

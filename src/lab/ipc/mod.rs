@@ -352,6 +352,9 @@ pub struct Settings {
     pub ring_bytes: usize,
     /// compare every byte of every message (otherwise the stamped header and last byte)
     pub verify: bool,
+    /// individual messages to keep per configuration (`--max-spans`; 0: none, and no start
+    /// times are taken)
+    pub max_spans: usize,
 }
 
 impl Default for Settings {
@@ -363,6 +366,7 @@ impl Default for Settings {
             slots: 16,
             ring_bytes: 1 << 20,
             verify: false,
+            max_spans: 0,
         }
     }
 }

@@ -64,6 +64,9 @@ pub struct ClientRun {
     pub samples: Vec<u64>,
     /// open-loop only: latency from the actual (not intended) send time
     pub uncorrected: Vec<u64>,
+    /// round-trip patterns with `max_spans` > 0: the start of each measured message (its
+    /// send time; open-loop: its intended send time), beside `samples`
+    pub starts: Vec<u64>,
     /// messages sent, warm-up included
     pub sent: u64,
     /// clock at the start of the measured phase
@@ -194,7 +197,7 @@ impl Client<'_> {
             cancel,
             usage,
             usage_start: Usage::default(),
-            run: ClientRun::default(),
+            run: preallocated(&config, settings),
         };
         let result = match config.pattern {
             Pattern::PingPong => ping_pong(ep, &config, clock, &mut phase),
@@ -211,6 +214,36 @@ impl Client<'_> {
         let close = ep.close();
         phase.finish(result.and(close))
     }
+}
+
+/// Most samples room is made for before a run (8 bytes each: 32 MiB); past it, vectors grow.
+const PREALLOCATED: u64 = 1 << 22;
+
+/// A run with room for every sample (and start, when recording), so that no measured message
+/// waits for a vector to grow or for a page of it to be faulted in.
+fn preallocated(config: &Config, settings: &Settings) -> ClientRun {
+    let n = (settings.warmup + settings.count).min(PREALLOCATED) as usize;
+    let round_trip = !config.pattern.one_way();
+    let open_loop = matches!(config.pattern, Pattern::OpenLoop { .. });
+    ClientRun {
+        samples: room(n),
+        uncorrected: room(if open_loop { n } else { 0 }),
+        starts: room(if round_trip && settings.max_spans > 0 {
+            n
+        } else {
+            0
+        }),
+        ..ClientRun::default()
+    }
+}
+
+/// An empty vector with room for `n`, its pages written once (a fresh allocation is mapped
+/// lazily: the first write to each page would fault inside the timed loop).
+fn room(n: usize) -> Vec<u64> {
+    let mut v = Vec::with_capacity(n);
+    v.resize(n, u64::MAX);
+    v.clear();
+    v
 }
 
 fn message(payload: usize) -> Vec<u8> {
@@ -252,6 +285,7 @@ fn ping_pong(
     let mut reply = vec![0; config.payload];
     let verify = phase.settings.verify;
     let warmup = phase.settings.warmup;
+    let record = phase.settings.max_spans > 0;
     for seq in 0.. {
         if !phase.proceed(seq, phase.run.measured_end) {
             break;
@@ -263,6 +297,9 @@ fn ping_pong(
         phase.run.measured_end = t1;
         if seq >= warmup {
             phase.run.samples.push(t1 - t0);
+            if record {
+                phase.run.starts.push(t0);
+            }
         }
     }
     Ok(())
@@ -384,6 +421,7 @@ fn open_loop(
     let mut reply = vec![0; config.payload];
     let verify = phase.settings.verify;
     let warmup = phase.settings.warmup;
+    let record = phase.settings.max_spans > 0;
     tighten_timer_slack();
     let mut anchor = 0;
     for seq in 0.. {
@@ -412,6 +450,9 @@ fn open_loop(
         if seq >= warmup {
             phase.run.samples.push(t1 - intended);
             phase.run.uncorrected.push(t1 - t0);
+            if record {
+                phase.run.starts.push(intended);
+            }
         }
     }
     Ok(())

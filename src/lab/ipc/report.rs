@@ -272,6 +272,7 @@ pub fn result(o: &Outcome) -> IpcResult {
             Stop::Failed(_) => StopDoc::Failed,
         },
         error: o.failed(),
+        kept: o.kept.clone(),
     }
 }
 

@@ -24,7 +24,9 @@ use super::transport::inproc::InprocEndpoint;
 use super::transport::shm::{RingShape, ShmEndpoint, Wake};
 use super::usage::{self, Scope, Usage};
 use super::{Config, ConfigError, Pattern, Peer, Settings, Transport, validate};
+use crate::doc::lab::Records;
 use crate::ingest::Cancel;
+use crate::lab::records::Recorder;
 use crate::stats::Distribution;
 
 /// What one configuration measured.
@@ -52,6 +54,8 @@ pub struct Outcome {
     pub stop: Stop,
     /// how the peer failed, if it did
     pub peer_error: Option<String>,
+    /// individual messages (`max_spans` > 0)
+    pub kept: Records,
 }
 
 impl Outcome {
@@ -486,14 +490,29 @@ fn outcome(
     let mut uncorrected = None;
     let start = run.measured_start.unwrap_or(0);
     let mut end = run.measured_end;
-    if config.pattern.one_way() {
+    let one_way = config.pattern.one_way();
+    let mut recorder = Recorder::new(
+        settings.max_spans,
+        &[if one_way { "one_way" } else { "round_trip" }],
+    );
+    if one_way {
         let arrivals = record.arrivals(received.min(run.sent));
-        for l in one_way_latencies(&run.samples, &arrivals, settings.warmup) {
-            latency.record(l);
+        let latencies = one_way_latencies(&run.samples, &arrivals, settings.warmup);
+        for l in &latencies {
+            latency.record(*l);
+        }
+        if settings.max_spans > 0 {
+            let starts = run.samples.iter().skip(settings.warmup as usize);
+            for (&s, &l) in starts.zip(&latencies) {
+                recorder.sample(0, s, l);
+            }
         }
         end = arrivals.last().copied().unwrap_or(end).max(end);
     } else {
         run.samples.iter().for_each(|&l| latency.record(l));
+        for (&s, &l) in run.starts.iter().zip(&run.samples) {
+            recorder.sample(0, s, l);
+        }
         if matches!(config.pattern, Pattern::OpenLoop { .. }) {
             let mut u = Distribution::default();
             run.uncorrected.iter().for_each(|&l| u.record(l));
@@ -512,6 +531,7 @@ fn outcome(
         broker,
         stop: run.stop.unwrap_or(Stop::Done),
         peer_error,
+        kept: recorder.finish(),
     }
 }
 

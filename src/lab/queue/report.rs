@@ -35,9 +35,35 @@ pub struct RunReport {
     pub stages: Stages,
     /// the first events
     pub timeline: Vec<Moment>,
+    /// individual requests' stages (`--max-spans N`; see [`RunReport::keep`])
+    pub kept: crate::doc::lab::Records,
 }
 
+/// The series a request is kept as, with each one's start and end: the latency and the three
+/// stages it is the sum of (the gap between groups is not a request's and is not kept).
+const SERIES: [&str; 4] = ["latency", "queued", "to_start", "exec"];
+
 impl RunReport {
+    /// Keeps the first `max` requests of each series and the slowest (times as in the run:
+    /// ns since the first prep started).
+    pub fn keep(&mut self, requests: &[Request], max: usize) {
+        let mut recorder = crate::lab::records::Recorder::new(max, &SERIES);
+        if max > 0 {
+            for r in requests {
+                let spans = [
+                    (r.prep_end, r.completion),
+                    (r.prep_end, r.taken),
+                    (r.taken, r.start),
+                    (r.start, r.completion),
+                ];
+                for (i, (from, to)) in spans.into_iter().enumerate() {
+                    recorder.sample(i, from, to.saturating_sub(from));
+                }
+            }
+        }
+        self.kept = recorder.finish();
+    }
+
     /// Summarises requests (times relative to the first prep) and group gaps.
     pub fn new(requests: &[Request], completion_to_next: &[u64], timeline: Vec<Moment>) -> Self {
         let mut latency = Distribution::default();
@@ -67,6 +93,7 @@ impl RunReport {
             latency,
             stages,
             timeline,
+            kept: crate::doc::lab::Records::default(),
         }
     }
 
@@ -270,6 +297,7 @@ impl Sweep {
                 disagrees,
                 rank_per_batch: by_batch as u64,
                 rank_latency: by_latency as u64,
+                kept: row.report.kept.clone(),
             })
             .collect()
     }

@@ -60,12 +60,12 @@ pub struct Slot {
 /// What frames measured so far (ns).
 #[derive(Debug, Clone, Default)]
 pub struct FrameEvents {
-    /// commit → release
-    pub commit_to_release: Vec<u64>,
-    /// frame request → done
-    pub frame_to_done: Vec<u64>,
-    /// commit → presented (received)
-    pub commit_to_presented: Vec<u64>,
+    /// commit → release: (commit time, latency)
+    pub commit_to_release: Vec<(u64, u64)>,
+    /// frame request → done: (request time, latency)
+    pub frame_to_done: Vec<(u64, u64)>,
+    /// commit → presented (received): (commit time, latency)
+    pub commit_to_presented: Vec<(u64, u64)>,
     /// feedbacks answered `discarded`
     pub discarded: u64,
     /// union of the `presented` flags seen
@@ -184,14 +184,17 @@ impl Client {
         Ok(registry)
     }
 
-    /// One `wl_display.sync` round trip; its duration in ns.
-    pub fn sync(&mut self, cancel: &Cancel) -> Result<Option<u64>, LabError> {
+    /// One `wl_display.sync` round trip: when it started and how long it took, ns.
+    pub fn sync(&mut self, cancel: &Cancel) -> Result<Option<(u64, u64)>, LabError> {
         let qh = self.qh();
         self.state.synced_at = None;
         let start = monotonic_ns();
         self.conn.display().sync(&qh, CallbackKind::Sync);
         match self.wait(cancel, Duration::from_secs(10), |s| s.synced_at.is_some())? {
-            Wait::Done => Ok(self.state.synced_at.map(|t| t.saturating_sub(start))),
+            Wait::Done => Ok(self
+                .state
+                .synced_at
+                .map(|t| (start, t.saturating_sub(start)))),
             Wait::Cancelled => Ok(None),
             Wait::TimedOut => Err(LabError::Stalled(
                 "the compositor did not answer wl_display.sync within 10 s".into(),
@@ -326,7 +329,10 @@ impl Dispatch<wl_callback::WlCallback, CallbackKind> for State {
             match *kind {
                 CallbackKind::Sync => state.synced_at = Some(now),
                 CallbackKind::Frame(at) => {
-                    state.frames.frame_to_done.push(now.saturating_sub(at));
+                    state
+                        .frames
+                        .frame_to_done
+                        .push((at, now.saturating_sub(at)));
                     state.frames.frames_pending = state.frames.frames_pending.saturating_sub(1);
                 }
             }
@@ -347,7 +353,10 @@ impl Dispatch<wl_buffer::WlBuffer, usize> for State {
             let now = monotonic_ns();
             if let Some(slot) = state.slots.get_mut(*index) {
                 if let Some(at) = slot.committed_at.take() {
-                    state.frames.commit_to_release.push(now.saturating_sub(at));
+                    state
+                        .frames
+                        .commit_to_release
+                        .push((at, now.saturating_sub(at)));
                 }
                 slot.busy = false;
             }
@@ -374,7 +383,7 @@ impl Dispatch<wp_presentation_feedback::WpPresentationFeedback, CommitTime> for 
                 state
                     .frames
                     .commit_to_presented
-                    .push(now.saturating_sub(at));
+                    .push((at, now.saturating_sub(at)));
                 state.frames.refresh_ns = Some(u64::from(refresh));
                 if let WEnum::Value(f) = flags {
                     state.frames.flags |= f.bits();

@@ -280,7 +280,7 @@ fn frames(
         let Some(index) = free_buffer(client, last, cancel)? else {
             break;
         };
-        out.metrics[wait_metric].1.push(monotonic_ns() - t0);
+        out.sample(wait_metric, t0, monotonic_ns() - t0);
         last = index;
         let rows = damaged_rows(p, k);
         draw(&mut win.map, p, index, k, rows);
@@ -322,9 +322,11 @@ const FLAGS: [(u32, &str); 4] = [
 /// Moves what the events recorded into `out`.
 fn collect(client: &mut Client, presentation: bool, out: &mut Outcome) {
     let f = std::mem::take(&mut client.state.frames);
-    let mut push = |name: &'static str, v: Vec<u64>| {
+    let mut push = |name: &'static str, v: Vec<(u64, u64)>| {
         let i = out.metric(name);
-        out.metrics[i].1.extend(v);
+        for (start, latency) in v {
+            out.sample(i, start, latency);
+        }
     };
     push("commit_to_release", f.commit_to_release);
     push("frame_to_done", f.frame_to_done);

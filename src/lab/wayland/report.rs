@@ -44,7 +44,18 @@ fn rate(commits: &[u64]) -> Option<f64> {
 }
 
 /// One configuration's result.
-pub fn result(o: &Outcome) -> WaylandResult {
+/// One configuration's result, keeping the first `max_spans` samples of each metric and the
+/// slowest (none when 0).
+pub fn result(o: &Outcome, max_spans: usize) -> WaylandResult {
+    let names: Vec<&'static str> = o.metrics.iter().map(|(name, _)| *name).collect();
+    let mut recorder = crate::lab::records::Recorder::new(max_spans, &names);
+    if max_spans > 0 {
+        for (i, ((_, latencies), starts)) in o.metrics.iter().zip(&o.starts).enumerate() {
+            for (&start, &latency) in starts.iter().zip(latencies) {
+                recorder.sample(i, start, latency);
+            }
+        }
+    }
     let metrics = o
         .metrics
         .iter()
@@ -74,6 +85,7 @@ pub fn result(o: &Outcome) -> WaylandResult {
         elapsed_ns: o.elapsed_ns,
         stop: o.stop,
         error: o.error.clone(),
+        kept: recorder.finish(),
     }
 }
 
@@ -83,6 +95,7 @@ pub fn document(
     outcomes: &[Outcome],
     skipped: &[(String, String)],
     interrupted: bool,
+    max_spans: usize,
 ) -> LabWaylandDoc {
     let mut doc = LabWaylandDoc::new(compositor);
     doc.interrupted = interrupted;
@@ -93,7 +106,7 @@ pub fn document(
             reason: reason.clone(),
         })
         .collect();
-    doc.results = outcomes.iter().map(result).collect();
+    doc.results = outcomes.iter().map(|o| result(o, max_spans)).collect();
     doc
 }
 

@@ -22,7 +22,7 @@ pub fn measure(
     let metric = out.metric("sync_to_done");
     for _ in 0..count {
         match client.sync(cancel)? {
-            Some(ns) => out.metrics[metric].1.push(ns),
+            Some((start, ns)) => out.sample(metric, start, ns),
             None => break,
         }
     }

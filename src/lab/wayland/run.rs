@@ -18,6 +18,8 @@ pub struct Outcome {
     pub config: Config,
     /// each latency's samples, by name, in the order first measured
     pub metrics: Vec<(&'static str, Vec<u64>)>,
+    /// each sample's start (`CLOCK_MONOTONIC`), beside `metrics`
+    pub starts: Vec<Vec<u64>>,
     /// frames: commit times
     pub commits: Vec<u64>,
     /// frames: buffers held right after each commit
@@ -43,6 +45,7 @@ impl Outcome {
         Outcome {
             config,
             metrics: Vec::new(),
+            starts: Vec::new(),
             commits: Vec::new(),
             in_flight: Vec::new(),
             presentation: None,
@@ -61,9 +64,16 @@ impl Outcome {
             Some(i) => i,
             None => {
                 self.metrics.push((name, Vec::new()));
+                self.starts.push(Vec::new());
                 self.metrics.len() - 1
             }
         }
+    }
+
+    /// One sample of metric `metric` (an index from [`Outcome::metric`]).
+    pub fn sample(&mut self, metric: usize, start_ns: u64, latency_ns: u64) {
+        self.metrics[metric].1.push(latency_ns);
+        self.starts[metric].push(start_ns);
     }
 
     /// The failure, if it failed.
@@ -179,7 +189,7 @@ impl Lab {
                 (Via::Dbus, Some(helper)) => helper.query()?,
                 _ => outputs::query(&self.socket, &self.cancel)?,
             };
-            out.metrics[metric].1.push(monotonic_ns() - t0);
+            out.sample(metric, t0, monotonic_ns() - t0);
             out.outputs = Some(description);
         }
         Ok(())

@@ -170,6 +170,8 @@ pub struct Settings {
     pub warmup: u64,
     /// time limit per configuration, ns
     pub max_time_ns: u64,
+    /// operations to keep one by one per configuration (`--max-spans`; 0: none)
+    pub max_spans: usize,
 }
 
 /// Why the lab could not do what was asked.

@@ -102,6 +102,7 @@ pub fn result(o: &Outcome) -> X11Result {
             Stop::Failed => StopDoc::Failed,
         },
         error: o.error.clone(),
+        kept: o.kept.clone(),
     }
 }
 

@@ -92,6 +92,8 @@ pub struct Outcome {
     pub stop: Stop,
     /// what failed
     pub error: Option<String>,
+    /// individual operations (`max_spans` > 0)
+    pub kept: crate::doc::lab::Records,
 }
 
 /// Runs configurations on one server.
@@ -115,7 +117,8 @@ enum Driver<'b> {
     Dbus { backend: &'b Backend, cache: bool },
 }
 
-type Record<'r> = &'r mut dyn FnMut(u64);
+/// Takes one sample: (start, latency) in ns.
+type Record<'r> = &'r mut dyn FnMut(u64, u64);
 
 impl Driver<'_> {
     /// One operation, started at `start` (the loop's own clock reading, so that each
@@ -132,16 +135,16 @@ impl Driver<'_> {
         match self {
             Driver::RoundTrip => {
                 upload::sync(conn)?;
-                rec(since(start));
+                rec(start, since(start));
             }
             Driver::PutSync(t) => {
                 upload::put(conn, t, seq)?;
                 upload::sync(conn)?;
-                rec(since(start));
+                rec(start, since(start));
             }
             Driver::PutPipelined(t) => {
                 upload::put(conn, t, seq)?;
-                rec(since(start));
+                rec(start, since(start));
             }
             Driver::Shm(t, ring) => {
                 ring.upload(conn, t, seq, rec)?;
@@ -149,19 +152,19 @@ impl Driver<'_> {
             }
             Driver::ShmPipelined(t, ring) => {
                 ring.upload_unsynced(conn, t, seq)?;
-                rec(since(start));
+                rec(start, since(start));
             }
             Driver::Inproc { edid, cache } => {
                 let config = match cache {
                     Some(c) => c.get(conn, root, *edid)?,
                     None => screen::query(conn, root, *edid)?,
                 };
-                rec(since(start));
+                rec(start, since(start));
                 std::hint::black_box(config);
             }
             Driver::Dbus { backend, cache } => {
                 let got = backend.get(*cache)?;
-                rec(since(start));
+                rec(start, since(start));
                 std::hint::black_box(got);
             }
         }
@@ -289,9 +292,9 @@ impl<'a> Lab<'a> {
             if cancel.is_raised() {
                 break;
             }
-            driver.step(conn, root, seq, monotonic_ns(), &mut |_| {})?;
+            driver.step(conn, root, seq, monotonic_ns(), &mut |_, _| {})?;
         }
-        driver.finish(conn, &mut |_| {})?;
+        driver.finish(conn, &mut |_, _| {})?;
         let others = |pid: Option<u32>| pid.and_then(usage::of_process);
         let before = (
             usage::current(Scope::Process),
@@ -306,7 +309,21 @@ impl<'a> Lab<'a> {
         let start = monotonic_ns();
         let mut stop = Stop::Done;
         let mut error = None;
-        let mut rec = |ns: u64| latency.record(ns);
+        // With --max-spans every sample's start is kept too, in memory reserved before the
+        // measured phase (its pages written), and sorted out after it.
+        let record = settings.max_spans > 0;
+        let mut samples: Vec<(u64, u64)> = Vec::new();
+        if record {
+            let n = settings.count.min(1 << 22) as usize;
+            samples.resize(n, (u64::MAX, 0));
+            samples.clear();
+        }
+        let mut rec = |start: u64, ns: u64| {
+            latency.record(ns);
+            if record {
+                samples.push((start, ns));
+            }
+        };
         for seq in 0..settings.count {
             if cancel.is_raised() {
                 stop = Stop::Interrupted;
@@ -363,6 +380,11 @@ impl<'a> Lab<'a> {
             error = Some(e.to_string());
         }
         release(driver, conn);
+        let mut recorder =
+            crate::lab::records::Recorder::new(settings.max_spans, &[meaning.name()]);
+        for (start, ns) in samples {
+            recorder.sample(0, start, ns);
+        }
         let diff = |a: Option<Usage>, b: Option<Usage>| Some(a?.since(&b?));
         Ok(Outcome {
             pattern: *p,
@@ -380,6 +402,7 @@ impl<'a> Lab<'a> {
             verified,
             stop,
             error,
+            kept: recorder.finish(),
         })
     }
 }

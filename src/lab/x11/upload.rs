@@ -324,13 +324,14 @@ impl ShmRing {
     }
 
     /// Issues upload `seq` from the next segment, first waiting until the server is done with
-    /// it; every completion seen is passed to `done` as a latency in ns (issue → event).
+    /// it; every completion seen is passed to `done` as (issue time, latency) in ns
+    /// (issue → event).
     pub fn upload(
         &mut self,
         conn: &RustConnection,
         t: &mut Target,
         seq: u64,
-        done: &mut dyn FnMut(u64),
+        done: &mut dyn FnMut(u64, u64),
     ) -> Result<(), X11Error> {
         let i = self.next;
         self.next = (self.next + 1) % self.segments.len();
@@ -377,7 +378,7 @@ impl ShmRing {
     fn complete_one(
         &mut self,
         conn: &RustConnection,
-        done: &mut dyn FnMut(u64),
+        done: &mut dyn FnMut(u64, u64),
     ) -> Result<(), X11Error> {
         loop {
             match conn.wait_for_event().map_err(protocol)? {
@@ -395,7 +396,7 @@ impl ShmRing {
                         )));
                     }
                     self.busy[i] = false;
-                    done(now.saturating_sub(start));
+                    done(start, now.saturating_sub(start));
                     return Ok(());
                 }
                 Event::Error(e) => return Err(X11Error::Protocol(format!("{e:?}"))),
@@ -408,7 +409,7 @@ impl ShmRing {
     pub fn drain(
         &mut self,
         conn: &RustConnection,
-        done: &mut dyn FnMut(u64),
+        done: &mut dyn FnMut(u64, u64),
     ) -> Result<(), X11Error> {
         while !self.in_flight.is_empty() {
             self.complete_one(conn, done)?;

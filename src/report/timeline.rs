@@ -1,0 +1,88 @@
+//! The individual spans of any result that keeps them, for timeline exports
+//! (`latscope export --to chrome-json|perfetto`) and the report's latency-against-time view:
+//! a `spans` document's records (else its slowest), and the labs' per-message records
+//! (`--max-spans N`), each lab row a group so that every row × series gets its own track.
+
+use crate::doc::Document;
+use crate::doc::spans::{Source, SpanRecord, SpansDoc};
+
+/// Kept spans and where they came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeline {
+    /// the process name shown by timeline viewers (`latscope lab ipc`, ...)
+    pub process: String,
+    /// the spans; `group` names the lab row
+    pub spans: Vec<SpanRecord>,
+    /// spans measured but not kept
+    pub dropped: u64,
+}
+
+impl Timeline {
+    /// A `spans` document holding these spans as records (for the report's time view).
+    pub fn spans_doc(&self) -> SpansDoc {
+        let mut doc = SpansDoc::new(Source::Trace);
+        doc.records = self.spans.clone();
+        doc.records_dropped = self.dropped;
+        doc
+    }
+}
+
+fn lab<'a>(
+    process: &str,
+    command: &str,
+    rows: impl Iterator<Item = (String, &'a crate::doc::lab::Records)>,
+) -> Result<Timeline, String> {
+    let mut spans = Vec::new();
+    let mut dropped = 0;
+    for (label, kept) in rows {
+        spans.extend(kept.spans(&label));
+        dropped += kept.records_dropped;
+    }
+    if spans.is_empty() {
+        return Err(format!(
+            "this {process} result keeps no individual messages: make it with `{command} --max-spans N -f json` (or --save)"
+        ));
+    }
+    Ok(Timeline {
+        process: format!("latscope {process}"),
+        spans,
+        dropped,
+    })
+}
+
+/// The kept spans of `doc`, or why it has none.
+pub fn timeline(doc: &Document) -> Result<Timeline, String> {
+    match doc {
+        Document::Spans(d) => Ok(Timeline {
+            process: "latscope spans".to_string(),
+            spans: super::export::kept(d)?.to_vec(),
+            dropped: d.records_dropped,
+        }),
+        Document::LabIpc(d) => lab(
+            "lab ipc",
+            "latscope lab ipc",
+            d.results.iter().map(|r| (r.label(), &r.kept)),
+        ),
+        Document::LabWayland(d) => lab(
+            "lab wayland",
+            "latscope lab wayland",
+            d.results.iter().map(|r| (r.label.clone(), &r.kept)),
+        ),
+        Document::LabX11(d) => lab(
+            "lab x11",
+            "latscope lab x11",
+            d.results.iter().map(|r| (r.label(), &r.kept)),
+        ),
+        Document::LabQueue(d) => lab(
+            "lab queue",
+            "latscope lab queue",
+            d.rows
+                .iter()
+                .map(|r| (r.label().unwrap_or_else(|| "queue".to_string()), &r.kept)),
+        ),
+        other => Err(format!(
+            "a {} result has no individual spans; --to chrome-json and perfetto take a spans result (`latscope spans --max-spans N -f json`, `latscope live --save FILE --record-spans`) or a lab result made with --max-spans N (`latscope lab ipc`, `lab wayland`, `lab x11`, `lab queue`)",
+            other.kind().name()
+        )),
+    }
+}
