@@ -685,7 +685,11 @@ Examples:
   latscope live --pid 1234 --by tid --duration 30 \\
     --span work=uprobe:/usr/bin/server:handle_request..uretprobe:/usr/bin/server:handle_request
   # start a program and trace it from its first instruction; save the result
-  latscope live --save run.json --span req=usdt:./server:app:req_start..usdt:./server:app:req_end -- ./server --port 8080";
+  latscope live --save run.json --span req=usdt:./server:app:req_start..usdt:./server:app:req_end -- ./server --port 8080
+  # serve the spans to Prometheus (needs --enable-feature=native-histograms for native buckets)
+  latscope live --serve 127.0.0.1:9464 --label host=$(hostname) --pid 1234 \\
+    --span work=uprobe:/usr/bin/server:handle_request..uretprobe:/usr/bin/server:handle_request
+  # then in PromQL: histogram_quantile(0.99, rate(latscope_span_nanoseconds{span=\"work\"}[1m]))";
 
 /// `latscope live`
 #[derive(Debug, Args)]
@@ -730,6 +734,13 @@ pub struct LiveArgs {
     /// Print only the final totals, not every interval.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Serve the snapshots on http://ADDR:PORT/metrics for Prometheus (native histograms over
+    /// protobuf, OpenMetrics text otherwise); a bare PORT binds 127.0.0.1.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub serve: Option<String>,
+    /// A label on every served series, e.g. host=lab1 or build=1.4.2 (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", requires = "serve")]
+    pub label: Vec<String>,
     /// A command to start and trace from its first instruction.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

@@ -46,7 +46,7 @@ unsafe extern "C" {
 }
 
 /// Compiles the USDT test target into `dir`.
-fn target(dir: &Path) -> PathBuf {
+pub(crate) fn target(dir: &Path) -> PathBuf {
     let out = dir.join("usdt_target");
     let status = Command::new("cc")
         .args(["-O2", "-o"])
@@ -83,11 +83,11 @@ fn fixture() -> Option<Fixture> {
     })
 }
 
-fn probe(t: &Path, name: &str) -> String {
+pub(crate) fn probe(t: &Path, name: &str) -> String {
     format!("usdt:{}:latscope_test:{name}", t.display())
 }
 
-fn saved(path: &Path) -> Value {
+pub(crate) fn saved(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).expect("saved JSON")).expect("JSON")
 }
 

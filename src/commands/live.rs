@@ -50,7 +50,20 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         cancel: signals::cancel_on_interrupt(),
     };
     let unit = args.unit.unit();
-    let outcome = runner::run(options, |event| match event {
+    // Before tracing, so that a port in use is an error before anything is lost.
+    let (_server, shared) = crate::commands::fleet::serve(args, &names)?;
+    let outcome = runner::run(options, |event| {
+        if let (Some(shared), Event::Interval { now, .. }) = (&shared, &event) {
+            shared.publish(now);
+        }
+        on_event(event, args, &names, unit)
+    })
+    .context("running bpftrace")?;
+    finish(args, &names, outcome, unit)
+}
+
+fn on_event(event: Event<'_>, args: &LiveArgs, names: &Names, unit: latscope::stats::Unit) {
+    match event {
         Event::Attached(n) => eprintln!("latscope: tracing {n} probes; Ctrl-C prints the totals"),
         Event::Interval {
             number,
@@ -58,7 +71,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
             before,
         } if !args.quiet => {
             let text = interval_text(
-                &names,
+                names,
                 number,
                 args.interval,
                 now,
@@ -69,8 +82,15 @@ pub fn run(args: &LiveArgs) -> Result<()> {
             let _ = crate::commands::print(&text);
         }
         Event::Interval { .. } => {}
-    })
-    .context("running bpftrace")?;
+    }
+}
+
+fn finish(
+    args: &LiveArgs,
+    names: &Names,
+    outcome: runner::Outcome,
+    unit: latscope::stats::Unit,
+) -> Result<()> {
     let mut warnings = Vec::new();
     if !outcome.finished {
         warnings.push(
@@ -78,19 +98,14 @@ pub fn run(args: &LiveArgs) -> Result<()> {
                 .to_string(),
         );
     }
-    crate::commands::print(&totals_text(
-        &names,
-        &outcome.last,
-        outcome.stopped_by,
-        unit,
-    ))?;
+    crate::commands::print(&totals_text(names, &outcome.last, outcome.stopped_by, unit))?;
     if let Some(path) = &args.save {
         let run = LiveRun {
             intervals: outcome.rate_history.len() as u64,
             interval_s: args.interval,
             stopped_by: outcome.stopped_by.to_string(),
         };
-        let doc = live_document(&names, &outcome.last, &outcome.rate_history, run, &warnings);
+        let doc = live_document(names, &outcome.last, &outcome.rate_history, run, &warnings);
         std::fs::write(path, latscope::doc::to_json(&doc, false))
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("latscope: saved {}", path.display());
@@ -104,7 +119,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     }
 }
 
-fn usage(message: &str) -> ! {
+pub(crate) fn usage(message: &str) -> ! {
     Cli::command()
         .error(clap::error::ErrorKind::ValueValidation, message)
         .exit()
