@@ -13,6 +13,17 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 step "installing Debian packages the tests need (only those missing)"
 scripts/capture/install-deps.sh
 
+step "Python venv with DuckDB for the Parquet test (target/pyenv; only when missing)"
+# A private venv (0700, inside the build tree): tests/fleet.rs finds it by LATSCOPE_DUCKDB_PYTHON.
+PYENV=target/pyenv
+if ! "$PYENV/bin/python" -c 'import duckdb' 2>/dev/null; then
+    rm -rf "$PYENV"
+    mkdir -p target
+    (umask 077 && python3 -m venv "$PYENV")
+    "$PYENV/bin/pip" install -q --disable-pip-version-check 'duckdb==2.0.0'
+fi
+export LATSCOPE_DUCKDB_PYTHON="$PWD/$PYENV/bin/python"
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -287,3 +287,271 @@ fn scrapers_that_hang_up_mid_response_lose_nothing_of_the_session() {
         "{served}"
     );
 }
+
+/// The Python of the private venv with DuckDB (scripts/test.sh makes it); `None` (skip) when
+/// missing, a failure when LATSCOPE_REQUIRE_STACK is set.
+fn duckdb_python() -> Option<std::path::PathBuf> {
+    let python = std::env::var_os("LATSCOPE_DUCKDB_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| util::root().join("target/pyenv/bin/python"));
+    let works = Command::new(&python)
+        .args(["-c", "import duckdb"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        return Some(python);
+    }
+    if std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
+        panic!(
+            "no Python with duckdb at {} but LATSCOPE_REQUIRE_STACK is set: run scripts/test.sh",
+            python.display()
+        );
+    }
+    eprintln!("skipping: no Python with duckdb (scripts/test.sh makes target/pyenv)");
+    None
+}
+
+/// Runs SQL in DuckDB; one JSON object per result row.
+fn duckdb(python: &Path, sql: &str) -> Vec<Value> {
+    let script = "import duckdb, json, sys\n\
+        con = duckdb.connect()\n\
+        cur = con.execute(sys.argv[1])\n\
+        names = [d[0] for d in cur.description]\n\
+        for row in cur.fetchall():\n    print(json.dumps(dict(zip(names, row)), default=float))\n";
+    let out = Command::new(python)
+        .args(["-c", script, sql])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{sql}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn export_parquet(result: &str, host: &str, out: &Path) {
+    let o = util::run(&[
+        "export",
+        result,
+        "--to",
+        "parquet",
+        "--host",
+        host,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn duckdb_counts_and_percentiles_over_three_exported_runs_match_latscope_merge() {
+    let Some(python) = duckdb_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    let logs = [
+        "weston-glmark2-build.client.log",
+        "weston-simple-shm.client.log",
+        "weston-presentation-shm.client.log",
+    ];
+    let mut results = Vec::new();
+    for (i, log) in logs.iter().enumerate() {
+        let log = util::data(log);
+        let out = util::run(&["wayland", "--format", "json", log.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let result = util::write(dir.path(), &format!("lab{i}.json"), &out.stdout);
+        export_parquet(
+            result.to_str().unwrap(),
+            &format!("lab{i}"),
+            &runs.join(format!("lab{i}.parquet")),
+        );
+        results.push(result.to_str().unwrap().to_string());
+    }
+    let merged = dir.path().join("merged.json");
+    let mut args = vec!["merge"];
+    args.extend(results.iter().map(String::as_str));
+    args.extend(["-o", merged.to_str().unwrap()]);
+    let out = util::run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let merged = saved(&merged);
+    let glob = runs.join("*.parquet");
+    let glob = glob.to_str().unwrap();
+    // The README's query, and nearest-rank percentiles (latscope's definition) in SQL.
+    let sql = format!(
+        "WITH r AS (SELECT span, coalesce(side, '') AS side, value_ns, \
+           row_number() OVER (PARTITION BY span, side ORDER BY value_ns) AS rank, \
+           count(*) OVER (PARTITION BY span, side) AS n FROM '{glob}') \
+         SELECT span, side, any_value(n) AS n, \
+           max(CASE WHEN rank = ceil(0.5 * n) THEN value_ns END) AS p50, \
+           max(CASE WHEN rank = ceil(0.99 * n) THEN value_ns END) AS p99, \
+           quantile_cont(value_ns, 0.99) AS p99_cont \
+         FROM r GROUP BY span, side ORDER BY span, side"
+    );
+    let rows = duckdb(&python, &sql);
+    let hosts = duckdb(
+        &python,
+        &format!("SELECT count(DISTINCT host) AS hosts FROM '{glob}'"),
+    );
+    assert_eq!(hosts[0]["hosts"], 3);
+    // The README's query, as a user would type it.
+    let readme = duckdb(
+        &python,
+        &format!(
+            "SELECT span, quantile_cont(value_ns, 0.99) AS p99 FROM '{glob}' GROUP BY span ORDER BY span"
+        ),
+    );
+    eprintln!("README query: {readme:?}");
+    assert!(
+        readme.len() == 4
+            && readme
+                .iter()
+                .all(|r| r["p99"].as_f64().is_some_and(|v| v > 0.0)),
+        "{readme:?}"
+    );
+    let spans = merged["spans"].as_array().unwrap();
+    assert_eq!(rows.len(), spans.len(), "{rows:?}");
+    for s in spans {
+        let side = s["side"].as_str().unwrap_or("");
+        let row = rows
+            .iter()
+            .find(|r| r["span"] == s["name"] && r["side"] == side)
+            .unwrap_or_else(|| panic!("no DuckDB row for {s}"));
+        eprintln!(
+            "{} {side}: DuckDB n={} p50={} p99={} p99_cont={} | latscope merge n={} p50={} p99={}",
+            s["name"],
+            row["n"],
+            row["p50"],
+            row["p99"],
+            row["p99_cont"],
+            s["count"],
+            s["p50"],
+            s["p99"]
+        );
+        assert_eq!(row["n"], s["count"]);
+        for q in ["p50", "p99"] {
+            let (sql_value, own) = (row[q].as_f64().unwrap(), s[q].as_f64().unwrap());
+            // Both come from the same HdrHistogram values; only a run's own max clamp may differ
+            // from the merged one (within HdrHistogram's 0.1%).
+            assert!(
+                (sql_value - own).abs() <= own * 0.001,
+                "{q}: DuckDB {sql_value} vs merge {own}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bucket_rows_of_live_runs_add_up_to_the_merged_counts_in_duckdb() {
+    let Some(python) = duckdb_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, buckets: &[(u64, u64, u64)], count: u64| {
+        let doc = util::spans_doc(&[util::series(
+            "req",
+            count,
+            [50_000, 51_000, 200_000, 200_000],
+            [1_000, 8_000],
+            buckets,
+        )]);
+        util::write(dir.path(), name, doc)
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let a = run("a.json", &[(49_152, 53_247, 2), (196_608, 212_991, 1)], 3);
+    let b = run("b.json", &[(49_152, 53_247, 5)], 5);
+    let empty = util::write(dir.path(), "empty.json", util::spans_doc(&[]));
+    for (i, r) in [&a, &b].iter().enumerate() {
+        export_parquet(r, "lab", &dir.path().join(format!("{i}.parquet")));
+    }
+    let out = util::run(&[
+        "export",
+        empty.to_str().unwrap(),
+        "--to",
+        "parquet",
+        "-o",
+        dir.path().join("2.parquet").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("has no samples: wrote a table with no rows"),
+        "{}",
+        stderr(&out)
+    );
+    let merged = util::run(&["merge", &a, &b]);
+    assert!(merged.status.success(), "{}", stderr(&merged));
+    let merged: Value = serde_json::from_slice(&merged.stdout).unwrap();
+    let glob = dir.path().join("*.parquet");
+    let rows = duckdb(
+        &python,
+        &format!(
+            "SELECT bucket_min_ns, sum(count) AS n FROM '{}' GROUP BY ALL ORDER BY 1",
+            glob.display()
+        ),
+    );
+    let merged_buckets: Vec<(u64, u64)> = merged["spans"][0]["histogram"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["min"].as_u64().unwrap(), b["count"].as_u64().unwrap()))
+        .collect();
+    let sql: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["bucket_min_ns"].as_u64().unwrap(),
+                r["n"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(sql, merged_buckets);
+    assert_eq!(merged_buckets, vec![(49_152, 7), (196_608, 1)]);
+}
+
+#[test]
+fn compare_accepts_a_merged_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = util::compare_input(dir.path(), "glmark2-weston.before.client.log", "b.json");
+    let throttled =
+        util::compare_input(dir.path(), "glmark2-weston.throttled.client.log", "t.json");
+    let merged = dir.path().join("merged.json");
+    let out = util::run(&["merge", &before, &throttled, "-o", merged.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = saved(&merged);
+    assert_eq!(doc["merged_from"].as_array().unwrap().len(), 2);
+    let out = util::run(&["compare", &before, merged.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        util::stdout(&out).contains("commit_to_release"),
+        "{}",
+        util::stdout(&out)
+    );
+}
+
+#[test]
+fn merging_different_kinds_is_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let spans = util::compare_input(dir.path(), "glmark2-weston.before.client.log", "s.json");
+    let probes = util::write(
+        dir.path(),
+        "p.json",
+        r#"{"kind":"probes","version":1,"files":[]}"#,
+    );
+    let out = util::run(&["merge", &spans, probes.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("p.json is a probes result: a probe list is not a distribution"),
+        "{}",
+        stderr(&out)
+    );
+    let out = util::run(&["merge", &spans]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

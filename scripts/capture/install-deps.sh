@@ -37,6 +37,7 @@ PKGS=(
     lttng-tools                     # latscope spans: LTTng userspace traces captured by the tests
     liblttng-ust1                   # liblttng-ust-cyg-profile.so.1 (function entry/exit events)
     babeltrace2                     # CTF → text, read by latscope spans
+    python3-venv                    # scripts/test.sh: the private venv with DuckDB (PyPI)
     prometheus                      # scrapes latscope live --serve in tests/fleet.rs (run by the test, not the service)
 )
 

@@ -106,6 +106,9 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 
 /// Runs `latscope export`.
 pub fn export(args: &ExportArgs) -> Result<()> {
+    if args.to == ExportFormat::Parquet {
+        return super::fleet::export_parquet(args);
+    }
     let text = if args.to == ExportFormat::ChromeJson {
         let loaded = super::compare::load(&args.result)?;
         let Some(latscope::doc::Document::Spans(doc)) = &loaded.document else {

@@ -5,6 +5,8 @@
 //! encodes a live session's latest snapshot with prometheus-client, and [`serve`] serves it on
 //! `/metrics` from its own thread (the only I/O here).
 
+pub mod merge;
 pub mod metrics;
 pub mod native;
+pub mod parquet;
 pub mod serve;
