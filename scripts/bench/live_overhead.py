@@ -22,6 +22,9 @@ import tempfile
 import re
 import threading
 import urllib.request
+import time
+
+SCRAPE_SECONDS = []  # the duration of every scrape of `live --serve`
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -54,7 +57,9 @@ def timed_served(cmd):
         while not done.wait(0.1):
             try:
                 req = urllib.request.Request(f'http://127.0.0.1:{port}/metrics', headers={'Accept': accept})
+                start = time.perf_counter()
                 urllib.request.urlopen(req, timeout=2).read()
+                SCRAPE_SECONDS.append(time.perf_counter() - start)
                 scrapes[0] += 1
             except OSError:
                 pass
@@ -120,6 +125,9 @@ def main():
     one = statistics.median(results['bpftrace one-liner (hist + count)'])
     ours = statistics.median(results['latscope live (span + rate)'])
     print(f'\nlatscope live / one-liner: {ours / one:.3f} (issue 3 allows 1.10)')
+    if SCRAPE_SECONDS:
+        print(f'live --serve: {len(SCRAPE_SECONDS)} scrapes (protobuf), median '
+              f'{statistics.median(SCRAPE_SECONDS) * 1e3:.2f} ms each, as the scraper saw it')
 
 
 if __name__ == '__main__':

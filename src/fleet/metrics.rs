@@ -261,6 +261,12 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(
+            text.contains(
+                r#"latscope_span_nanoseconds_bucket{le="+Inf",host="lab1",span="req"} 3"#
+            ),
+            "{text}"
+        );
         assert!(text.contains(r#"latscope_span_nanoseconds_sum{host="lab1",span="req"} 310000.0"#));
         assert!(
             text.contains(r#"latscope_rate_events_total{host="lab1",probe="usdt:/t:p:tick"} 3"#),
@@ -274,7 +280,7 @@ mod tests {
         let (m, shared) = metrics(Some("tid"));
         let mut s = Snapshot::new(1, 0, 1, true);
         let b = s.spans[0].entry(Some("42\"x".into())).or_default();
-        (0..100).for_each(|_| b.record(32));
+        (0..100).for_each(|i| b.record(if i % 2 == 0 { 32 } else { 35 }));
         shared.publish(&s);
         let families = encode(&m.registry()).unwrap();
         let span = &families[0];

@@ -13,19 +13,24 @@
 //! metric is in nanoseconds, not seconds, because 1 ns = 2^-29.9 s would move the powers of two
 //! off the native grid.
 //!
+//! The exact min and max narrow the lowest and highest bucket first, as they do in latscope's
+//! own percentiles.
+//!
 //! The error bound: PromQL `histogram_quantile` interpolates inside one native bucket, and the
 //! spread cumulative count at every native boundary is latscope's own piecewise-linear
 //! cumulative count there (± ½ from rounding), so a PromQL quantile is within one native bucket
 //! (2.19%) plus one count's share of a log-linear bucket of latscope's own interpolated
-//! percentile, and within the log-linear bucket (12.5%) plus one native bucket of the true
-//! value. Schema 3 (9.05%) would be coarser than the kernel's 6.67–12.5% buckets and lose
+//! percentile (the rank conventions differ by that much: latscope's nearest rank ⌈q·n⌉, PromQL's
+//! q·n), and within the log-linear bucket (12.5%) plus one native bucket of the true value. Schema 3 (9.05%) would be coarser than the kernel's 6.67–12.5% buckets and lose
 //! resolution; schemas 6–8 cost 2–8× the buckets for an interpolation the data cannot support.
 //!
 //! A log-linear bucket holding the integers `lo..hi` is the continuous range `[lo, hi)` here,
 //! so a native boundary at a power of two `2^m` counts exactly the values `< 2^m` below it
 //! (Prometheus reads a native boundary as `≤`: only values of exactly `2^m` ns differ). Values
 //! of 0 go to the zero bucket (threshold 0). Prometheus 2.42 has no custom-bucket (schema −53)
-//! native histograms: they arrived in 3.x, so the exponential schema is the only choice.
+//! native histograms: its exposition protobuf has no field for custom bounds, and a histogram
+//! sent with schema −53 is stored but `histogram_quantile` on it is NaN (checked against
+//! Debian's 2.42), so an exponential schema is the only choice.
 
 use std::collections::BTreeMap;
 
@@ -78,6 +83,12 @@ pub fn bucket_counts(b: &Bucketed) -> (u64, BTreeMap<i32, u64>) {
             zero += n; // bucket 0 holds the value 0 only
             continue;
         }
+        // The exact min and max narrow the outer buckets, as in latscope's own percentiles
+        // (unless they disagree with the buckets: bpftrace prints the maps one after another).
+        let (lo, hi) = match (lo.max(b.min), hi.min(b.max.saturating_add(1))) {
+            (low, high) if low < high => (low, high),
+            _ => (lo, hi),
+        };
         spread(lo as f64, hi as f64, n, &mut native);
     }
     (zero, native)
@@ -140,7 +151,7 @@ impl Native {
 
 /// Classic cumulative-ready buckets at every power of two (exact from log-linear buckets):
 /// `(upper bound, count of values below it and at or above the previous bound)`, ending with
-/// `(f64::MAX, …)` for +Inf, the form prometheus-client's encoders take.
+/// `(f64::INFINITY, 0)` for +Inf, the form prometheus-client's encoders take.
 pub fn classic_buckets(b: &Bucketed) -> Vec<(f64, u64)> {
     let mut out: Vec<(f64, u64)> = Vec::new();
     for (i, &n) in b.counts.iter().enumerate().filter(|(_, n)| **n > 0) {
@@ -156,7 +167,7 @@ pub fn classic_buckets(b: &Bucketed) -> Vec<(f64, u64)> {
             _ => out.push((upper, n)),
         }
     }
-    out.push((f64::MAX, 0));
+    out.push((f64::INFINITY, 0));
     out
 }
 
@@ -240,6 +251,21 @@ mod tests {
     }
 
     #[test]
+    fn the_exact_min_and_max_narrow_the_outer_buckets() {
+        // 10 values in [32, 36) with min 33 and max 34: spread over [33, 35), whose native
+        // boundaries are 33.4168 (cumulative share 20.84% → 2), 34.1485 (57.43% → 6, +4),
+        // 34.8962 (94.81% → 9, +3), and the last 1 in the bucket ending at 35.6604.
+        let mut b = bucketed(&[(loglinear::index(32), 10)]);
+        (b.min, b.max) = (33, 34);
+        let (_, counts) = bucket_counts(&b);
+        let got: Vec<(i32, u64)> = counts.into_iter().collect();
+        assert_eq!(got, vec![(162, 2), (163, 4), (164, 3), (165, 1)]);
+        // A max below the buckets (printed before them) leaves the buckets whole.
+        b.max = 20;
+        assert_eq!(bucket_counts(&b).1.values().sum::<u64>(), 10);
+    }
+
+    #[test]
     fn sparse_spans_skip_empty_buckets_with_offsets() {
         // One value in [16, 18) and one in [1024, 1152): far apart.
         let b = bucketed(&[(loglinear::index(16), 1), (loglinear::index(1024), 1)]);
@@ -265,7 +291,7 @@ mod tests {
                 (32.0, 3),
                 (64.0, 1),
                 (1024.0, 1),
-                (f64::MAX, 0)
+                (f64::INFINITY, 0)
             ]
         );
     }
