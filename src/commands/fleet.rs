@@ -8,6 +8,7 @@ use latscope::doc::Document;
 use latscope::fleet::metrics::{LiveMetrics, Shared, parse_label};
 use latscope::fleet::parquet::Run;
 use latscope::fleet::serve::{MetricsServer, parse_listen};
+use latscope::live::runner::Event;
 use latscope::report::live::Names;
 
 /// Starts the metrics server of `live --serve`, if asked; returns it (stopped when dropped)
@@ -145,4 +146,12 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     file.persist(path)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+/// Publishes each interval's snapshot to the metrics server, if serving; passes the event on.
+pub fn publish<'a>(shared: &Option<Shared>, event: Event<'a>) -> Event<'a> {
+    if let (Some(shared), Event::Interval { now, .. }) = (shared, &event) {
+        shared.publish(now);
+    }
+    event
 }

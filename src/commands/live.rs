@@ -3,6 +3,7 @@
 use anyhow::{Context, Result, bail};
 use clap::CommandFactory;
 
+use super::fleet::publish;
 use crate::cli::{Cli, LiveArgs};
 use crate::signals;
 use latscope::doc::spans::LiveRun;
@@ -51,19 +52,8 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     };
     let unit = args.unit.unit();
     // Before tracing, so that a port in use is an error before anything is lost.
-    let (_server, shared) = crate::commands::fleet::serve(args, &names)?;
-    let outcome = runner::run(options, |event| {
-        if let (Some(shared), Event::Interval { now, .. }) = (&shared, &event) {
-            shared.publish(now);
-        }
-        on_event(event, args, &names, unit)
-    })
-    .context("running bpftrace")?;
-    finish(args, &names, outcome, unit)
-}
-
-fn on_event(event: Event<'_>, args: &LiveArgs, names: &Names, unit: latscope::stats::Unit) {
-    match event {
+    let (_server, shared) = super::fleet::serve(args, &names)?;
+    let outcome = runner::run(options, |event| match publish(&shared, event) {
         Event::Attached(n) => eprintln!("latscope: tracing {n} probes; Ctrl-C prints the totals"),
         Event::Interval {
             number,
@@ -71,7 +61,7 @@ fn on_event(event: Event<'_>, args: &LiveArgs, names: &Names, unit: latscope::st
             before,
         } if !args.quiet => {
             let text = interval_text(
-                names,
+                &names,
                 number,
                 args.interval,
                 now,
@@ -82,15 +72,8 @@ fn on_event(event: Event<'_>, args: &LiveArgs, names: &Names, unit: latscope::st
             let _ = crate::commands::print(&text);
         }
         Event::Interval { .. } => {}
-    }
-}
-
-fn finish(
-    args: &LiveArgs,
-    names: &Names,
-    outcome: runner::Outcome,
-    unit: latscope::stats::Unit,
-) -> Result<()> {
+    })
+    .context("running bpftrace")?;
     let mut warnings = Vec::new();
     if !outcome.finished {
         warnings.push(
@@ -98,14 +81,19 @@ fn finish(
                 .to_string(),
         );
     }
-    crate::commands::print(&totals_text(names, &outcome.last, outcome.stopped_by, unit))?;
+    crate::commands::print(&totals_text(
+        &names,
+        &outcome.last,
+        outcome.stopped_by,
+        unit,
+    ))?;
     if let Some(path) = &args.save {
         let run = LiveRun {
             intervals: outcome.rate_history.len() as u64,
             interval_s: args.interval,
             stopped_by: outcome.stopped_by.to_string(),
         };
-        let doc = live_document(names, &outcome.last, &outcome.rate_history, run, &warnings);
+        let doc = live_document(&names, &outcome.last, &outcome.rate_history, run, &warnings);
         std::fs::write(path, latscope::doc::to_json(&doc, false))
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("latscope: saved {}", path.display());
