@@ -119,7 +119,8 @@ pub fn merge(inputs: &[(String, Document)]) -> Result<SpansDoc, MergeError> {
             out.format = None;
         }
         for (k, v) in &d.input {
-            *out.input.entry(k.clone()).or_default() += v;
+            let total = out.input.entry(k.clone()).or_default();
+            *total = plus(*total, *v).map_err(|why| overflow(file, k, why))?;
         }
         out.warnings
             .extend(d.warnings.iter().map(|w| format!("{file}: {w}")));
@@ -131,12 +132,15 @@ pub fn merge(inputs: &[(String, Document)]) -> Result<SpansDoc, MergeError> {
         spans.add(file, &d.spans)?;
         values.add(file, &d.values)?;
         for r in &d.rates {
-            add_rate(&mut rates, r);
+            add_rate(&mut rates, r).map_err(|why| overflow(file, &r.probe, why))?;
         }
         out.merged_from.push(MergedInput {
             file: file.to_string(),
             source: d.source,
-            samples: d.spans.iter().map(|s| s.latency.summary.count).sum(),
+            samples: d
+                .spans
+                .iter()
+                .fold(0u64, |n, s| n.saturating_add(s.latency.summary.count)),
             stopped_by: d.live.as_ref().map(|l| l.stopped_by.clone()),
         });
     }
@@ -191,16 +195,31 @@ fn check_same(
     Ok(())
 }
 
-fn add_rate(rates: &mut Vec<(Rate, usize)>, r: &Rate) {
+fn add_rate(rates: &mut Vec<(Rate, usize)>, r: &Rate) -> Result<(), String> {
     match rates
         .iter_mut()
         .find(|(x, _)| x.probe == r.probe && x.by == r.by && x.group == r.group)
     {
         Some((x, n)) => {
-            x.count += r.count;
+            x.count = plus(x.count, r.count)?;
             *n += 1;
         }
         None => rates.push((r.clone(), 1)),
+    }
+    Ok(())
+}
+
+/// `a + b`, or why not: a count beyond u64 could not be exact.
+fn plus(a: u64, b: u64) -> Result<u64, String> {
+    a.checked_add(b)
+        .ok_or_else(|| "the merged count does not fit 64 bits".to_string())
+}
+
+fn overflow(file: &str, what: &str, why: String) -> MergeError {
+    MergeError::Series {
+        file: file.to_string(),
+        series: what.to_string(),
+        why,
     }
 }
 
@@ -306,8 +325,7 @@ fn add(acc: &mut Acc, s: &Series) -> Result<(), String> {
     match (acc, s.latency.histogram.scheme) {
         (Acc::LogLinear(b), Scheme::LogLinear8) => {
             let other = bucketed(&s.latency)?;
-            add_bucketed(b, &other);
-            Ok(())
+            add_bucketed(b, &other)
         }
         (Acc::Hdr(h), Scheme::Log2) if s.latency.histogram.hdr.is_some() => h.add(&s.latency),
         _ => Err(
@@ -338,17 +356,17 @@ fn bucketed(l: &Latency) -> Result<Bucketed, String> {
         if b.counts.len() <= i {
             b.counts.resize(i + 1, 0);
         }
-        b.counts[i] += bucket.count;
+        b.counts[i] = plus(b.counts[i], bucket.count)?;
     }
     Ok(b)
 }
 
-fn add_bucketed(a: &mut Bucketed, b: &Bucketed) {
+fn add_bucketed(a: &mut Bucketed, b: &Bucketed) -> Result<(), String> {
     if b.counts.len() > a.counts.len() {
         a.counts.resize(b.counts.len(), 0);
     }
     for (x, y) in a.counts.iter_mut().zip(&b.counts) {
-        *x += y;
+        *x = plus(*x, *y)?;
     }
     if b.count > 0 {
         a.min = if a.count == 0 {
@@ -358,14 +376,15 @@ fn add_bucketed(a: &mut Bucketed, b: &Bucketed) {
         };
         a.max = a.max.max(b.max);
     }
-    a.count += b.count;
-    a.sum += b.sum;
+    a.count = plus(a.count, b.count)?;
+    a.sum = a.sum.saturating_add(b.sum);
+    Ok(())
 }
 
 fn add_counters(a: &Counters, b: &Counters) -> Counters {
     let add = |x: Option<u64>, y: Option<u64>| match (x, y) {
         (None, None) => None,
-        (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+        (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
     };
     Counters {
         unmatched: add(a.unmatched, b.unmatched),
@@ -391,7 +410,8 @@ impl HdrAcc {
             .add(&h)
             .map_err(|e| format!("the HdrHistogram cannot be added: {e:?}"))?;
         for b in &l.histogram.buckets {
-            *self.log2.entry((b.min, b.max)).or_default() += b.count;
+            let n = self.log2.entry((b.min, b.max)).or_default();
+            *n = plus(*n, b.count)?;
         }
         let s = &l.summary;
         if s.count > 0 {
@@ -403,7 +423,7 @@ impl HdrAcc {
                 (Some(acc), Some(sd)) => Some(acc + s.count as f64 * (sd * sd + mean * mean)),
                 _ => None,
             };
-            self.count += s.count;
+            self.count = plus(self.count, s.count)?;
         }
         Ok(())
     }

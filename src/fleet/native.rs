@@ -80,7 +80,7 @@ pub fn bucket_counts(b: &Bucketed) -> (u64, BTreeMap<i32, u64>) {
     for (i, &n) in b.counts.iter().enumerate().filter(|(_, n)| **n > 0) {
         let (lo, hi) = loglinear::bounds(i);
         if hi <= 1 {
-            zero += n; // bucket 0 holds the value 0 only
+            zero = u64::saturating_add(zero, n); // bucket 0 holds the value 0 only
             continue;
         }
         // The exact min and max narrow the outer buckets, as in latscope's own percentiles
@@ -108,7 +108,8 @@ fn spread(lo: f64, hi: f64, n: u64, native: &mut BTreeMap<i32, u64>) {
         };
         let add = cumulative.min(n) - given;
         if add > 0 {
-            *native.entry(index).or_default() += add;
+            let count = native.entry(index).or_default();
+            *count = count.saturating_add(add);
         }
         given += add;
         if upper >= hi {
@@ -124,7 +125,9 @@ impl Native {
         let (zero_count, counts) = bucket_counts(b);
         let mut native = Native {
             zero_count,
-            count: zero_count + counts.values().sum::<u64>(),
+            count: counts
+                .values()
+                .fold(zero_count, |a, &n| a.saturating_add(n)),
             sum: b.sum as f64,
             ..Native::default()
         };
@@ -163,7 +166,7 @@ pub fn classic_buckets(b: &Bucketed) -> Vec<(f64, u64)> {
             (2f64).powi(64 - lo.leading_zeros() as i32)
         };
         match out.last_mut() {
-            Some(last) if last.0 == upper => last.1 += n,
+            Some(last) if last.0 == upper => last.1 = last.1.saturating_add(n),
             _ => out.push((upper, n)),
         }
     }
