@@ -10,7 +10,8 @@
 //! - an HdrHistogram (`latscope wayland`, `spans`): the histograms add exactly (HdrHistogram's
 //!   own merge); count, min and max are exact, the mean exact up to floating point, the standard
 //!   deviation pooled from each input's mean and deviation; percentiles come from the merged
-//!   HdrHistogram (within 0.1%), the log2 buckets add exactly.
+//!   HdrHistogram (within 0.1%), and so do the log2 buckets (exactly: no HdrHistogram bucket
+//!   straddles a power of two).
 //!
 //! Refused, with the reason: other kinds (a benchmark's runs are one interleaved schedule of one
 //! machine, a comparison or a probe list is not a distribution, a lab result is a set of
@@ -26,12 +27,12 @@ use base64::Engine;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 
 use crate::doc::dist::{
-    Bucket, ErrorBounds, Hdr, HdrEncoding, Histogram, Latency, Scheme, Summary,
+    ErrorBounds, Hdr, HdrEncoding, Histogram, Latency, Scheme, Summary, log2_buckets,
 };
 use crate::doc::spans::{Counters, MergedInput, Rate, Series, SpansDoc};
 use crate::doc::{Document, Kind};
-use crate::stats::SIGNIFICANT_DIGITS;
 use crate::stats::loglinear::{self, Bucketed};
+use crate::stats::{Log2Counts, SIGNIFICANT_DIGITS};
 
 /// Why results cannot be merged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -233,7 +234,6 @@ enum Acc {
 
 struct HdrAcc {
     hdr: hdrhistogram::Histogram<u64>,
-    log2: BTreeMap<(u64, u64), u64>,
     count: u64,
     min: u64,
     max: u64,
@@ -304,7 +304,6 @@ fn start(s: &Series) -> Result<Acc, String> {
             let mut acc = HdrAcc {
                 hdr: hdrhistogram::Histogram::new(SIGNIFICANT_DIGITS)
                     .map_err(|e| format!("{e:?}"))?,
-                log2: BTreeMap::new(),
                 count: 0,
                 min: u64::MAX,
                 max: 0,
@@ -409,10 +408,6 @@ impl HdrAcc {
         self.hdr
             .add(&h)
             .map_err(|e| format!("the HdrHistogram cannot be added: {e:?}"))?;
-        for b in &l.histogram.buckets {
-            let n = self.log2.entry((b.min, b.max)).or_default();
-            *n = plus(*n, b.count)?;
-        }
         let s = &l.summary;
         if s.count > 0 {
             let mean = s.mean.unwrap_or(0.0);
@@ -437,6 +432,12 @@ impl HdrAcc {
             (Some(sq), Some(m)) => Some((sq / n - m * m).max(0.0).sqrt()),
             _ => None,
         };
+        // The log2 buckets from the merged HdrHistogram: exact, since no HdrHistogram bucket
+        // straddles a power of two (the inputs' own buckets could disagree with each other).
+        let mut log2 = Log2Counts::default();
+        for v in self.hdr.iter_recorded() {
+            log2.record_n(v.value_iterated_to(), v.count_at_value());
+        }
         let mut bytes = Vec::new();
         let data = match V2Serializer::new().serialize(&self.hdr, &mut bytes) {
             Ok(_) => base64::engine::general_purpose::STANDARD.encode(bytes),
@@ -457,11 +458,7 @@ impl HdrAcc {
             histogram: Histogram {
                 scheme: Scheme::Log2,
                 unit: crate::doc::dist::Nanoseconds::Ns,
-                buckets: self
-                    .log2
-                    .into_iter()
-                    .map(|((min, max), count)| Bucket { min, max, count })
-                    .collect(),
+                buckets: log2_buckets(&log2),
                 percentiles_exact: false,
                 percentile_max_relative_error: 10f64.powi(-i32::from(SIGNIFICANT_DIGITS)),
                 percentile_error_bounds: None::<ErrorBounds>,
@@ -595,6 +592,30 @@ mod tests {
             "{e}"
         );
         assert_eq!(merge(&docs[..1]).unwrap_err(), MergeError::TooFew(1));
+    }
+
+    #[test]
+    fn log2_buckets_of_a_merge_come_from_the_merged_histogram_not_the_inputs_buckets() {
+        // Found by fuzzing: inputs whose own buckets disagree (here one wide bucket) used to
+        // merge into overlapping buckets. 5, 6 and 7 lie in [4, 7]: one log2 bucket of 3.
+        let mut b = wayland(&[7]);
+        b.spans[0].latency.histogram.buckets = vec![crate::doc::Bucket {
+            min: 0,
+            max: 100,
+            count: 1,
+        }];
+        let merged = merge(&inputs(vec![wayland(&[5, 6]), b])).unwrap();
+        let h = &merged.spans[0].latency.histogram;
+        assert_eq!(
+            h.buckets,
+            vec![crate::doc::Bucket {
+                min: 4,
+                max: 7,
+                count: 3
+            }]
+        );
+        let text = crate::doc::to_json(&merged, false);
+        assert!(crate::doc::read("merged.json", &text).is_ok());
     }
 
     #[test]
