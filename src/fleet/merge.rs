@@ -405,6 +405,13 @@ impl HdrAcc {
         let h: hdrhistogram::Histogram<u64> = Deserializer::new()
             .deserialize(&mut &bytes[..])
             .map_err(|e| format!("the HdrHistogram cannot be decoded: {e:?}"))?;
+        if h.len() != l.summary.count {
+            return Err(format!(
+                "its HdrHistogram holds {} values but its count is {}: the result is inconsistent",
+                h.len(),
+                l.summary.count
+            ));
+        }
         self.hdr
             .add(&h)
             .map_err(|e| format!("the HdrHistogram cannot be added: {e:?}"))?;
@@ -616,6 +623,18 @@ mod tests {
         );
         let text = crate::doc::to_json(&merged, false);
         assert!(crate::doc::read("merged.json", &text).is_ok());
+    }
+
+    #[test]
+    fn an_hdr_histogram_that_disagrees_with_its_count_is_refused() {
+        // Found by fuzzing: the merged buckets would hold more values than the merged count.
+        let mut a = wayland(&[5, 6, 7]);
+        a.spans[0].latency.summary.count = 2;
+        let e = merge(&inputs(vec![a, wayland(&[7])])).unwrap_err();
+        assert!(
+            e.to_string().contains("holds 3 values but its count is 2"),
+            "{e}"
+        );
     }
 
     #[test]
