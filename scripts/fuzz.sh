@@ -44,7 +44,14 @@ for t in tests/data/traces/*.*; do
     done
 done
 
-for target in wayland_line wayland_log linear_spec doc_reader trace_reader live_output; do
+# Merge and the native-histogram mapping: two committed spans documents, and bucket bytes.
+mkdir -p fuzz/corpus/fleet
+for d in tests/data/docs/*.json; do
+    { printf '\x01'; cat "$d"; printf '\n---\n'; cat "$d"; } > "fuzz/corpus/fleet/$(basename "$d")"
+done
+printf '\x00\x18\x00\x64\x00\x20\x00\x05\x00\x21\x22' > fuzz/corpus/fleet/buckets
+
+for target in wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet; do
     echo "fuzz: $target for ${seconds}s" >&2
     cargo "${toolchain[@]}" fuzz run "$target" -- -max_total_time="$seconds" -max_len=65536 \
         -print_final_stats=1 2>&1 | tail -n 15

@@ -14,8 +14,9 @@ step "installing Debian packages the tests need (only those missing)"
 scripts/capture/install-deps.sh
 
 step "the tests' private Python venv (PyPI packages, only those missing)"
-# Perfetto's own protobuf schema, to decode `export --to perfetto` independently.
-scripts/capture/venv.sh perfetto==0.59.1 protobuf==7.36.2 >/dev/null
+# One venv (target/latscope-venv): Perfetto's own protobuf schema, to decode
+# `export --to perfetto` independently, and DuckDB for the Parquet test.
+scripts/capture/venv.sh perfetto==0.59.1 protobuf==7.36.2 duckdb==2.0.0 >/dev/null
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -56,7 +56,43 @@ pub enum Command {
     /// One self-contained HTML report of saved results (stats, plots, and the comparison of two).
     Report(ReportArgs),
     /// Export a saved latency result as an HdrHistogram interval log or bpftrace-style JSON.
+    #[command(after_help = EXPORT_EXAMPLES)]
     Export(ExportArgs),
+    /// Merge spans results of many machines or runs into one (exactly: kernel log-linear
+    /// buckets and HdrHistograms add); `compare`, `report` and `export` take the result.
+    #[command(after_help = MERGE_EXAMPLES)]
+    Merge(MergeArgs),
+}
+
+const MERGE_EXAMPLES: &str = "\
+Series are paired by name, side and group. Log-linear (live) and HdrHistogram (wayland, spans)
+series merge exactly; refused with the reason: other kinds (bench, lab, compare, probes),
+different versions or sources, log2-only series (bpftrace imports). Rates add; per-interval
+counts and kept individual spans are dropped (one run's clock), with a warning.
+
+Examples:
+  latscope merge lab1.json lab2.json lab3.json -o fleet.json
+  latscope compare fleet-before.json fleet-after.json";
+
+const EXPORT_EXAMPLES: &str = "\
+Examples:
+  latscope export run.json --to hlog -o run.hlog
+  latscope export run.json --to parquet --host lab1 -o runs/lab1.parquet
+  duckdb -c \"SELECT span, quantile_cont(value_ns, 0.99) FROM 'runs/*.parquet' GROUP BY span\"
+
+--to parquet: one row per sample (value_ns) when the result knows its samples (kept spans, or
+its HdrHistogram expanded, within 0.1%), one row per bucket (bucket_min_ns, bucket_max_ns,
+count) for kernel buckets (live); the schema is in the README.";
+
+/// `latscope merge`
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Saved spans results (wayland, spans, live JSON) of one kind and source.
+    #[arg(required = true, num_args = 2.., value_name = "RESULT")]
+    pub results: Vec<PathBuf>,
+    /// The merged result (`-`: standard output).
+    #[arg(long, short = 'o', default_value = "-")]
+    pub output: PathBuf,
 }
 
 /// `latscope export`
@@ -70,6 +106,12 @@ pub struct ExportArgs {
     /// The file to write (`-`: standard output).
     #[arg(long, short = 'o', default_value = "-")]
     pub output: PathBuf,
+    /// Parquet: the `host` column (default: NULL).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Parquet: the `run_id` column (default: the result's file name).
+    #[arg(long)]
+    pub run_id: Option<String>,
 }
 
 /// `latscope export --to`
@@ -85,6 +127,8 @@ pub enum ExportFormat {
     /// Native Perfetto protobuf trace of the same spans (one track per series; latency, start
     /// and group as debug annotations), for ui.perfetto.dev or trace_processor
     Perfetto,
+    /// Parquet (zstd) for SQL engines: one row per sample or per kernel bucket (needs -o)
+    Parquet,
 }
 
 /// `latscope plot`
@@ -781,7 +825,11 @@ Examples:
   latscope live --pid 1234 --by tid --duration 30 \\
     --span work=uprobe:/usr/bin/server:handle_request..uretprobe:/usr/bin/server:handle_request
   # start a program and trace it from its first instruction; save the result
-  latscope live --save run.json --span req=usdt:./server:app:req_start..usdt:./server:app:req_end -- ./server --port 8080";
+  latscope live --save run.json --span req=usdt:./server:app:req_start..usdt:./server:app:req_end -- ./server --port 8080
+  # serve the spans to Prometheus (needs --enable-feature=native-histograms for native buckets)
+  latscope live --serve 127.0.0.1:9464 --label host=$(hostname) --pid 1234 \\
+    --span work=uprobe:/usr/bin/server:handle_request..uretprobe:/usr/bin/server:handle_request
+  # then in PromQL: histogram_quantile(0.99, rate(latscope_span_nanoseconds{span=\"work\"}[1m]))";
 
 /// `latscope live`
 #[derive(Debug, Args)]
@@ -835,6 +883,13 @@ pub struct LiveArgs {
     /// With --record-spans: keep the first N spans (and always the slowest of each series).
     #[arg(long, default_value_t = 100_000, value_name = "N", value_parser = crate::values::max_spans, requires = "record_spans")]
     pub max_spans: usize,
+    /// Serve the snapshots on http://ADDR:PORT/metrics for Prometheus (native histograms over
+    /// protobuf, OpenMetrics text otherwise); a bare PORT binds 127.0.0.1.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub serve: Option<String>,
+    /// A label on every served series, e.g. host=lab1 or build=1.4.2 (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", requires = "serve")]
+    pub label: Vec<String>,
     /// A command to start and trace from its first instruction.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

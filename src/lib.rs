@@ -12,6 +12,7 @@ pub mod compare;
 pub mod doc;
 pub mod error;
 pub mod files;
+pub mod fleet;
 pub mod ingest;
 pub mod lab;
 pub mod live;

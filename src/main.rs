@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         cli::Command::Plot(args) => commands::plot::plot(args),
         cli::Command::Report(args) => commands::plot::report(args),
         cli::Command::Export(args) => commands::plot::export(args),
+        cli::Command::Merge(args) => commands::fleet::merge(args),
         cli::Command::Spans(args) => commands::spans::run(args),
         cli::Command::Lab(cli::LabCommand::Queue(args)) => commands::lab::queue(args),
         cli::Command::Lab(cli::LabCommand::Ipc(args)) => commands::ipc::run(args),

@@ -46,7 +46,7 @@ unsafe extern "C" {
 }
 
 /// Compiles the USDT test target into `dir`.
-fn target(dir: &Path) -> PathBuf {
+pub(crate) fn target(dir: &Path) -> PathBuf {
     let out = dir.join("usdt_target");
     let status = Command::new("cc")
         .args(["-O2", "-o"])

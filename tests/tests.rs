@@ -8,6 +8,7 @@ mod bench;
 mod compare;
 mod docs;
 mod e2e;
+mod fleet;
 mod golden;
 mod ipc;
 mod lab;

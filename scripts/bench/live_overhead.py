@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Overhead of `latscope live` next to the equivalent hand-written bpftrace one-liner.
 
-    scripts/bench/live_overhead.py [--iterations 200000] [--runs 5]
+    scripts/bench/live_overhead.py [--iterations 200000] [--runs 5] [--serve]
 
 Runs the USDT test target (tests/targets/usdt_target.c) with no busy-wait, so that every
 iteration is three USDT probe hits and nothing else, three ways: untraced, traced by
@@ -9,6 +9,10 @@ iteration is three USDT probe hits and nothing else, three ways: untraced, trace
 write for the same thing (`hist()` of the span, `count()` of the rate). Reports the median wall
 time of each and the slowdown relative to untraced; also `latscope live --record-spans` with every
 span printed and with only the first 1000 (and new maxima). Needs root and bpftrace.
+
+With --serve, a fourth way: `latscope live --interval 1 --serve 127.0.0.1:0` scraped for
+protobuf (as Prometheus with native histograms does) every 0.1 s while the target runs, next to
+the same command without --serve, so that the cost of serving shows as the difference.
 """
 import argparse
 import os
@@ -17,6 +21,11 @@ import subprocess
 import sys
 import tempfile
 import re
+import threading
+import urllib.request
+import time
+
+SCRAPE_SECONDS = []  # the duration of every scrape of `live --serve`
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -30,10 +39,50 @@ def timed(cmd):
     return int(m.group(1)) / 1e9
 
 
+def timed_served(cmd):
+    """timed() for `latscope live --serve 127.0.0.1:0`, scraped every 0.1 s while it runs."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    port = None
+    for line in proc.stderr:
+        m = re.search(r'serving metrics on http://127\.0\.0\.1:(\d+)/metrics', line)
+        if m:
+            port = int(m.group(1))
+            break
+    if port is None:
+        sys.exit(f'{cmd} did not say where it serves')
+    done = threading.Event()
+    scrapes = [0]
+
+    def scrape():
+        accept = 'application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited'
+        while not done.wait(0.1):
+            try:
+                req = urllib.request.Request(f'http://127.0.0.1:{port}/metrics', headers={'Accept': accept})
+                start = time.perf_counter()
+                urllib.request.urlopen(req, timeout=2).read()
+                SCRAPE_SECONDS.append(time.perf_counter() - start)
+                scrapes[0] += 1
+            except OSError:
+                pass
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    err = proc.stderr.read()
+    out = proc.stdout.read()
+    proc.wait()
+    done.set()
+    scraper.join()
+    m = re.search(r'loop_ns=(\d+)', out + err)
+    if proc.returncode != 0 or not m:
+        sys.exit(f'{cmd} failed: {err}')
+    return int(m.group(1)) / 1e9
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--iterations', type=int, default=200000)
     ap.add_argument('--runs', type=int, default=5)
+    ap.add_argument('--serve', action='store_true', help='also time live --serve while scraped')
     args = ap.parse_args()
     latscope = os.path.join(ROOT, 'target/release/latscope')
     if not os.path.exists(latscope):
@@ -59,10 +108,19 @@ def main():
         commands[f'latscope live --record-spans ({label})'] = [
             latscope, 'live', '-q', '--save', save, '--record-spans', '--max-spans', str(limit),
             '--span', f'req={p("request_start")}..{p("request_end")}', '--rate', p('tick'), '--'] + target
+    served = {}
+    if args.serve:
+        live = [latscope, 'live', '-q', '--interval', '1', '--span', f'req={p("request_start")}..{p("request_end")}',
+                '--rate', p('tick')]
+        commands['latscope live --interval 1'] = live + ['--'] + target
+        served['latscope live --interval 1 --serve, scraped every 0.1 s'] = \
+            live + ['--serve', '127.0.0.1:0', '--'] + target
     results = {}
     for _ in range(args.runs):  # interleaved, so drifts in machine load hit every command alike
         for name, cmd in commands.items():
             results.setdefault(name, []).append(timed(cmd))
+        for name, cmd in served.items():
+            results.setdefault(name, []).append(timed_served(cmd))
     base = statistics.median(results['untraced'])
     print(f'{args.iterations} iterations x 3 probe hits; the loop time the target measures itself; '
           f'{args.runs} interleaved runs, medians\n')
@@ -78,6 +136,9 @@ def main():
     for name, loops in results.items():
         if '--record-spans' in name:
             print(f'{name} / latscope live: {statistics.median(loops) / ours:.3f}')
+    if SCRAPE_SECONDS:
+        print(f'live --serve: {len(SCRAPE_SECONDS)} scrapes (protobuf), median '
+              f'{statistics.median(SCRAPE_SECONDS) * 1e3:.2f} ms each, as the scraper saw it')
 
 
 if __name__ == '__main__':

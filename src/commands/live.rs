@@ -3,6 +3,7 @@
 use anyhow::{Context, Result, bail};
 use clap::CommandFactory;
 
+use super::fleet::publish;
 use crate::cli::{Cli, LiveArgs};
 use crate::signals;
 use latscope::doc::spans::LiveRun;
@@ -52,7 +53,9 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         record: args.record_spans.then(|| Recorder::new(args.max_spans)),
     };
     let unit = args.unit.unit();
-    let outcome = runner::run(options, |event| match event {
+    // Before tracing, so that a port in use is an error before anything is lost.
+    let (_server, shared) = super::fleet::serve(args, &names)?;
+    let outcome = runner::run(options, |event| match publish(&shared, event) {
         Event::Attached(n) => eprintln!("latscope: tracing {n} probes; Ctrl-C prints the totals"),
         Event::Interval {
             number,
@@ -110,7 +113,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     }
 }
 
-fn usage(message: &str) -> ! {
+pub(crate) fn usage(message: &str) -> ! {
     Cli::command()
         .error(clap::error::ErrorKind::ValueValidation, message)
         .exit()

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod compare;
 pub mod demo;
+pub mod fleet;
 pub mod ipc;
 pub mod lab;
 pub mod live;

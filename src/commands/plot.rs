@@ -109,6 +109,9 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 
 /// Runs `latscope export`.
 pub fn export(args: &ExportArgs) -> Result<()> {
+    if args.to == ExportFormat::Parquet {
+        return super::fleet::export_parquet(args);
+    }
     let text: Vec<u8> = if matches!(args.to, ExportFormat::ChromeJson | ExportFormat::Perfetto) {
         let loaded = super::compare::load(&args.result)?;
         let Some(document) = &loaded.document else {

@@ -120,6 +120,22 @@ pub struct SpansDoc {
     /// spans not kept in `records` because `--max-spans` was reached
     #[serde(default, skip_serializing_if = "is_zero")]
     pub records_dropped: u64,
+    /// the results this one was merged from (`latscope merge`), in order
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<MergedInput>,
+}
+
+/// One input of a merged result: where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergedInput {
+    /// the file, as given to `latscope merge`
+    pub file: String,
+    /// its source
+    pub source: Source,
+    /// the samples of its spans
+    pub samples: u64,
+    /// why its live trace stopped, for live results
+    pub stopped_by: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -157,6 +173,7 @@ impl SpansDoc {
             slowest: Vec::new(),
             records: Vec::new(),
             records_dropped: 0,
+            merged_from: Vec::new(),
         }
     }
 
