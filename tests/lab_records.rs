@@ -107,15 +107,7 @@ fn kept_spans(rows: &[Value], label: impl Fn(&Value) -> String) -> Vec<(String, 
 /// latency), with `ts`/`dur` checked against the exact ns arguments.
 fn chrome_slices(dir: &Path, saved: &Path) -> Vec<(String, String, u64, u64)> {
     let file = dir.join("trace.json");
-    let out = run(&[
-        "export",
-        saved.to_str().unwrap(),
-        "--to",
-        "chrome-json",
-        "-o",
-        file.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    util::export(saved, "chrome-json", &file);
     let trace: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     let mut got: Vec<(String, String, u64, u64)> = trace["traceEvents"]
         .as_array()
@@ -147,17 +139,18 @@ fn chrome_slices(dir: &Path, saved: &Path) -> Vec<(String, String, u64, u64)> {
 }
 
 /// Exports `saved` to Perfetto and decodes it with Perfetto's schema; `None` without the venv.
+/// Both timeline exports of `saved` hold exactly `want`: Chrome JSON always, Perfetto when its
+/// decoder is available here.
+fn assert_both_timelines(dir: &Path, saved: &Path, want: &[(String, String, u64, u64)]) {
+    assert_eq!(chrome_slices(dir, saved), want);
+    if let Some(got) = perfetto_slices(dir, saved) {
+        assert_eq!(got, want);
+    }
+}
+
 fn perfetto_slices(dir: &Path, saved: &Path) -> Option<Vec<(String, String, u64, u64)>> {
     let file = dir.join("trace.pftrace");
-    let out = run(&[
-        "export",
-        saved.to_str().unwrap(),
-        "--to",
-        "perfetto",
-        "-o",
-        file.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    util::export(saved, "perfetto", &file);
     let mut got: Vec<(String, String, u64, u64)> = util::perfetto_slices(&file)?
         .iter()
         .map(|s| {
@@ -261,10 +254,7 @@ fn the_ipc_lab_keeps_every_message_below_the_limit_and_they_give_back_each_histo
     assert_eq!(back.to_value(), doc);
     let want = kept_spans(results, ipc_label);
     assert_eq!(want.len(), 6 * 300);
-    assert_eq!(chrome_slices(dir.path(), &saved), want);
-    if let Some(got) = perfetto_slices(dir.path(), &saved) {
-        assert_eq!(got, want);
-    }
+    assert_both_timelines(dir.path(), &saved, &want);
 }
 
 #[test]
@@ -375,10 +365,7 @@ fn the_wayland_lab_keeps_every_exchange_of_every_metric_and_they_give_back_each_
     assert_eq!(series, 5, "{text}");
     let label = |r: &Value| r["label"].as_str().unwrap().to_string();
     let want = kept_spans(results, label);
-    assert_eq!(chrome_slices(dir.path(), &saved), want);
-    if let Some(got) = perfetto_slices(dir.path(), &saved) {
-        assert_eq!(got, want);
-    }
+    assert_both_timelines(dir.path(), &saved, &want);
 }
 
 #[test]
@@ -430,10 +417,7 @@ fn the_x11_lab_keeps_every_operation_and_they_give_back_each_histogram() {
     };
     let want = kept_spans(results, label);
     assert_eq!(want.len(), 4 * 200);
-    assert_eq!(chrome_slices(dir.path(), &saved), want);
-    if let Some(got) = perfetto_slices(dir.path(), &saved) {
-        assert_eq!(got, want);
-    }
+    assert_both_timelines(dir.path(), &saved, &want);
 }
 
 #[test]
@@ -509,8 +493,5 @@ fn the_queue_lab_keeps_each_requests_stages_which_add_up_to_its_latency() {
     };
     let want = kept_spans(rows, label);
     assert_eq!(want.len(), 2 * 4 * 200);
-    assert_eq!(chrome_slices(dir.path(), &saved), want);
-    if let Some(got) = perfetto_slices(dir.path(), &saved) {
-        assert_eq!(got, want);
-    }
+    assert_both_timelines(dir.path(), &saved, &want);
 }

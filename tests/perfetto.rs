@@ -50,15 +50,7 @@ fn slices(slices: &[Value]) -> Vec<(String, Option<String>, u64, u64)> {
 pub fn exported(dir: &std::path::Path, doc: &Value) -> Option<Vec<Value>> {
     let saved = util::write(dir, "spans.json", doc.to_string());
     let trace = dir.join("spans.pftrace");
-    let out = run(&[
-        "export",
-        saved.to_str().unwrap(),
-        "--to",
-        "perfetto",
-        "-o",
-        trace.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    util::export(&saved, "perfetto", &trace);
     util::perfetto_slices(&trace)
 }
 

@@ -577,15 +577,7 @@ fn kept_spans_export_to_chrome_json_and_read_back_the_same() {
     assert_eq!(doc["records"].as_array().unwrap().len(), 48);
     let saved = util::write(dir.path(), "spans.json", doc.to_string());
     let chrome = dir.path().join("timeline.json");
-    let out = run(&[
-        "export",
-        saved.to_str().unwrap(),
-        "--to",
-        "chrome-json",
-        "-o",
-        chrome.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    util::export(&saved, "chrome-json", &chrome);
     // Read back as a Chrome trace: the same spans, to the nanosecond.
     let back = ours(&spans_json(&[chrome.to_str().unwrap()]));
     let orig = ours(&doc);

@@ -268,3 +268,16 @@ pub fn perfetto_slices(trace: &Path) -> Option<Vec<serde_json::Value>> {
     );
     Some(serde_json::from_slice(&out.stdout).expect("JSON from perfetto_slices.py"))
 }
+
+/// Runs `latscope export SAVED --to FORMAT -o OUT` and asserts that it succeeded.
+pub fn export(saved: &Path, format: &str, out: &Path) {
+    let o = run(&[
+        "export",
+        saved.to_str().unwrap(),
+        "--to",
+        format,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
