@@ -245,7 +245,8 @@ Other metrics get medians with bootstrap intervals, Mann-Whitney tests and the r
 than compute, and the same instruction count in different time (stalls, alignment).
 
 hyperfine's options keep their meaning: -w, -r, -m (--min-runs), -n, -L, -i, --prepare,
---setup/--cleanup (once per command, before the first and after the last block), --conclude,
+--setup/--cleanup (once, before the first and after the last block: blocks interleave the
+commands), --conclude,
 --input, --output, --export-json/--export-markdown/--export-csv (latscope's own formats).";
 
 const BENCH_EXAMPLES: &str = "\
@@ -304,14 +305,15 @@ pub struct BenchArgs {
     /// Run this before every timed run (untimed).
     #[arg(long, short = 'p', value_name = "CMD")]
     pub prepare: Option<String>,
-    /// Run this once per command before the benchmark starts (untimed), like hyperfine's.
+    /// Run this once before the first block (untimed). hyperfine runs it once per command before
+    /// that command's runs; interleaved blocks run every command in turn, so here it runs once.
     #[arg(long, short = 's', value_name = "CMD")]
     pub setup: Option<String>,
     /// Run this after every timed run (untimed), like hyperfine's.
     #[arg(long, short = 'C', value_name = "CMD")]
     pub conclude: Option<String>,
-    /// Run this once per command after the benchmark ends, also after a failure or Ctrl-C
-    /// (untimed), like hyperfine's.
+    /// Run this once after the last block, also after a failed run or Ctrl-C once the setup
+    /// ran (untimed).
     #[arg(long, short = 'c', value_name = "CMD")]
     pub cleanup: Option<String>,
     /// The commands' stdin: this file (default: /dev/null).

@@ -72,6 +72,8 @@ pub struct Schedule {
 /// the counters costs about a fifth of the benchmark's time and never slows a timed run.
 pub const COUNT_EVERY: u32 = 4;
 
+pub use crate::stats::paired::MAX_LOOKS;
+
 /// Why the schedule stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -167,6 +169,13 @@ const CONCLUDE: usize = 2;
 const CLEANUP: usize = 3;
 const HOOK_NAMES: [&str; 4] = ["--setup", "--prepare", "--conclude", "--cleanup"];
 
+/// A timed run, or a counted run with these events.
+#[derive(Clone, Copy)]
+enum Counted<'a> {
+    No,
+    Yes(&'a [Event]),
+}
+
 enum Outcome {
     Go,
     Interrupted,
@@ -212,12 +221,12 @@ impl<'a> Runner<'a> {
         progress: &mut impl FnMut(usize),
         clear: &mut impl FnMut(&Measured) -> bool,
     ) -> Result<(), BenchError> {
-        for _ in self.commands {
-            self.hook(SETUP)?;
-        }
+        // Interleaved blocks run every command in turn, so a setup cannot be per command: it
+        // runs once before the first block, and the cleanup once after the last — also after a
+        // failed run or Ctrl-C, once the setup ran.
+        self.hook(SETUP)?;
         let outcome = self.blocks(m, progress, clear);
-        // Cleanup runs on every exit path once setup ran, as hyperfine's does.
-        let cleanup = (0..self.commands.len()).try_for_each(|_| self.hook(CLEANUP));
+        let cleanup = self.hook(CLEANUP);
         match outcome {
             Ok(Outcome::Interrupted) => {
                 m.interrupted = true;
@@ -246,7 +255,7 @@ impl<'a> Runner<'a> {
                 if self.cancelled() {
                     return Ok(Outcome::Interrupted);
                 }
-                self.once(c, &[], m)?;
+                self.once(c, Counted::No, m)?;
             }
         }
         let mut rng = Pcg64::seed_from_u64(self.s.seed);
@@ -259,7 +268,7 @@ impl<'a> Runner<'a> {
                 m.stop = stop;
                 break;
             }
-            if blocks >= self.s.min_runs && started.elapsed() >= self.s.min_time {
+            if self.may_look(blocks, m.looks) && started.elapsed() >= self.s.min_time {
                 // A look: asked at most at 25% steps of the elapsed time.
                 if started.elapsed() >= next_look {
                     if clear(m) {
@@ -276,7 +285,7 @@ impl<'a> Runner<'a> {
                 if self.cancelled() {
                     return Ok(Outcome::Interrupted);
                 }
-                let r = self.once(c, &[], m)?;
+                let r = self.once(c, Counted::No, m)?;
                 m.runs[c].push(r);
                 m.order.push(c);
                 done += 1;
@@ -289,7 +298,7 @@ impl<'a> Runner<'a> {
                         return Ok(Outcome::Interrupted);
                     }
                     let events = std::mem::take(&mut self.s.events);
-                    let r = self.once(c, &events, m);
+                    let r = self.once(c, Counted::Yes(&events), m);
                     // Events found unsupported by the first counted run are not tried again
                     // (each failed perf_event_open costs tens of microseconds).
                     self.s.events = events;
@@ -302,6 +311,16 @@ impl<'a> Runner<'a> {
             blocks += 1;
         }
         Ok(Outcome::Go)
+    }
+
+    /// Whether the data may be looked at now: only without `--runs` (exactly N runs are
+    /// exactly N), only with something to compare, after the minimum runs, and at most
+    /// [`MAX_LOOKS`] times (so the looks never spend more than α/2).
+    fn may_look(&self, blocks: u32, looks: u32) -> bool {
+        self.s.runs.is_none()
+            && self.commands.len() >= 2
+            && blocks >= self.s.min_runs
+            && looks < MAX_LOOKS
     }
 
     /// Whether the schedule is done without asking the data.
@@ -344,10 +363,19 @@ impl<'a> Runner<'a> {
     }
 
     /// One run of command `c` between its prepare and conclude hooks.
-    fn once(&self, c: usize, events: &[Event], m: &mut Measured) -> Result<RunMeasure, BenchError> {
+    fn once(
+        &self,
+        c: usize,
+        counted: Counted<'_>,
+        m: &mut Measured,
+    ) -> Result<RunMeasure, BenchError> {
         self.hook(PREPARE)?;
-        let (r, unsupported) = self.prepared[c].run(events, self.s.timeout)?;
-        if !events.is_empty() && m.unsupported.is_empty() {
+        let (r, unsupported) = match counted {
+            // Forked even when no event could be opened: peak RSS is read from these runs.
+            Counted::Yes(events) => self.prepared[c].counted(events, self.s.timeout)?,
+            Counted::No => self.prepared[c].run(&[], self.s.timeout)?,
+        };
+        if matches!(counted, Counted::Yes(_)) && m.unsupported.is_empty() {
             m.unsupported = unsupported;
         }
         if (r.timed_out || r.exit_code != Some(0)) && !self.s.ignore_failure {
@@ -551,5 +579,32 @@ mod tests {
             |_| false,
         );
         assert!(err.is_none() && m.interrupted);
+    }
+
+    #[test]
+    fn runs_are_exact_even_when_every_comparison_is_clear() {
+        let cmds = expand(&["true".to_string(), "true ".to_string()], &[], &[], false).unwrap();
+        let s = Schedule {
+            min_runs: 2,
+            ..schedule(12)
+        };
+        let (m, err) = run(&cmds, &s, |_| {}, |_| true);
+        assert!(err.is_none());
+        assert_eq!((m.runs[0].len(), m.runs[1].len()), (12, 12));
+        assert_eq!((m.stop, m.looks), (Stop::Runs, 0));
+    }
+
+    #[test]
+    fn a_clear_comparison_stops_at_the_first_look_after_the_minimum() {
+        let cmds = expand(&["true".to_string(), "true ".to_string()], &[], &[], false).unwrap();
+        let s = Schedule {
+            runs: None,
+            min_runs: 5,
+            max_time: Some(Duration::from_secs(30)),
+            ..schedule(0)
+        };
+        let (m, err) = run(&cmds, &s, |_| {}, |m| m.runs[0].len() >= 5);
+        assert!(err.is_none());
+        assert_eq!((m.runs[0].len(), m.stop, m.looks), (5, Stop::Clear, 0));
     }
 }

@@ -184,7 +184,7 @@ impl Prepared {
         if events.is_empty() {
             Ok((self.spawned(timeout)?, Vec::new()))
         } else {
-            self.forked(events, timeout)
+            self.counted(events, timeout)
         }
     }
 
@@ -219,12 +219,16 @@ impl Prepared {
                 environ,
             )
         };
+        let exited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let reader = drain.map(|(r, w)| {
             // SAFETY: closing our copy of the write end: EOF comes when the child's copies go.
             unsafe { libc::close(w) };
-            std::thread::spawn(move || discard(r))
+            let exited = exited.clone();
+            std::thread::spawn(move || discard(r, &exited))
         });
+        let finished = || exited.store(true, std::sync::atomic::Ordering::Relaxed);
         if rc != 0 {
+            finished();
             if let Some(t) = reader {
                 let _ = t.join();
             }
@@ -234,6 +238,7 @@ impl Prepared {
             });
         }
         let measure = finish(pid, start, timeout);
+        finished();
         if let Some(t) = reader {
             let _ = t.join();
         }
@@ -242,8 +247,9 @@ impl Prepared {
         measure.map(|m| RunMeasure { max_rss_kb: 0, ..m })
     }
 
-    /// A counted run: fork, attach the counters at the gate, exec.
-    fn forked(
+    /// A counted run: fork, attach the counters at the gate, exec (also with no events: the
+    /// forked child's peak RSS is its own).
+    pub fn counted(
         &self,
         events: &[Event],
         timeout: Option<Duration>,
@@ -324,10 +330,31 @@ unsafe fn redirect(fd: i32, path: &std::ffi::CStr, flags: i32) {
     }
 }
 
-/// Reads a pipe to its end, throwing the bytes away.
-fn discard(fd: i32) {
+/// Reads a pipe to its end, throwing the bytes away; once the child has exited (`exited`),
+/// stops at the first 20 ms without data, so a background grandchild that keeps the pipe open
+/// cannot hang the benchmark.
+fn discard(fd: i32, exited: &std::sync::atomic::AtomicBool) {
     let mut buf = [0u8; 16384];
     loop {
+        let mut poll = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut poll, 1, 20) };
+        if ready == 0 {
+            if exited.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            continue;
+        }
+        if ready < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
         // SAFETY: reading into a valid buffer of its length.
         let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
         if n == 0 || (n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted) {

@@ -152,7 +152,9 @@ impl Native {
     }
 }
 
-/// Classic cumulative-ready buckets at every power of two (exact from log-linear buckets):
+/// Classic cumulative-ready buckets at every power of two (exact from log-linear buckets for the
+/// values below each bound; Prometheus reads `le` as `≤`, so a value of exactly `2^m` ns is
+/// counted one bucket up):
 /// `(upper bound, count of values below it and at or above the previous bound)`, ending with
 /// `(f64::INFINITY, 0)` for +Inf, the form prometheus-client's encoders take.
 pub fn classic_buckets(b: &Bucketed) -> Vec<(f64, u64)> {

@@ -95,10 +95,10 @@ impl MetricsServer {
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
+        // Not joined: the thread may be blocked writing to a scraper that stopped reading, and
+        // latscope must still exit; it ends with the process.
         self.server.unblock();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        drop(self.thread.take());
     }
 }
 

@@ -146,7 +146,8 @@ impl Snapshot {
         }
         let series = match kind {
             's' => self.spans.get_mut(index),
-            _ => self.values.get_mut(index),
+            'v' => self.values.get_mut(index),
+            _ => return,
         };
         let Some(series) = series else {
             return;
@@ -189,7 +190,11 @@ fn bucket_counts(buckets: &Value) -> Vec<u64> {
         if b["max"].as_u64() != Some(min) {
             continue;
         }
+        // The traced command shares bpftrace's stdout: an index beyond the scheme is not ours.
         let i = min as usize;
+        if i >= crate::stats::loglinear::BUCKETS {
+            continue;
+        }
         if counts.len() <= i {
             counts.resize(i + 1, 0);
         }

@@ -209,7 +209,7 @@ impl Stream {
 
     fn lost(&mut self, n: u64) {
         match &mut self.record {
-            Some(record) => record.lost += n,
+            Some(record) => record.lost = record.lost.saturating_add(n),
             None => eprintln!("latscope: bpftrace lost {n} events"),
         }
     }

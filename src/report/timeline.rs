@@ -36,7 +36,7 @@ fn lab<'a>(
     let mut dropped = 0;
     for (label, kept) in rows {
         spans.extend(kept.spans(&label));
-        dropped += kept.records_dropped;
+        dropped = kept.records_dropped.saturating_add(dropped);
     }
     if spans.is_empty() {
         return Err(format!(
