@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::cli::{ExportArgs, LiveArgs, MergeArgs};
 use latscope::doc::Document;
-use latscope::fleet::metrics::{LiveMetrics, Shared, parse_label};
+use latscope::fleet::metrics::{LiveMetrics, Shared, parse_labels};
 use latscope::fleet::parquet::Run;
 use latscope::fleet::serve::{MetricsServer, parse_listen};
 use latscope::live::runner::Event;
@@ -18,12 +18,8 @@ pub fn serve(args: &LiveArgs, names: &Names) -> Result<(Option<MetricsServer>, O
         return Ok((None, None));
     };
     let addr = parse_listen(listen).unwrap_or_else(|e| super::live::usage(&e));
-    let labels = args
-        .label
-        .iter()
-        .map(|l| parse_label(l))
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap_or_else(|e| super::live::usage(&e));
+    let labels =
+        parse_labels(&args.label, names.by.as_deref()).unwrap_or_else(|e| super::live::usage(&e));
     let shared = Shared::default();
     let registry = LiveMetrics::new(names.clone(), labels, shared.clone()).registry();
     let server = MetricsServer::start(addr, registry).context("latscope live --serve")?;

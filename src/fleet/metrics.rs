@@ -74,6 +74,25 @@ pub fn parse_label(text: &str) -> Result<(String, String), String> {
     Ok((key.to_string(), clean(value)))
 }
 
+/// Every `--label`, each valid by [`parse_label`], none repeated and none named like the `--by`
+/// field (latscope labels groups with it): Prometheus refuses a scrape with a label twice.
+pub fn parse_labels(texts: &[String], by: Option<&str>) -> Result<Vec<(String, String)>, String> {
+    let mut labels: Vec<(String, String)> = Vec::new();
+    for text in texts {
+        let (key, value) = parse_label(text)?;
+        if labels.iter().any(|(k, _)| *k == key) {
+            return Err(format!("--label {text:?}: {key:?} is given twice"));
+        }
+        if by == Some(key.as_str()) {
+            return Err(format!(
+                "--label {text:?}: {key:?} labels the --by groups already; choose another name"
+            ));
+        }
+        labels.push((key, value));
+    }
+    Ok(labels)
+}
+
 fn clean(value: &str) -> String {
     value
         .chars()
@@ -327,5 +346,21 @@ mod tests {
                 .unwrap_err()
                 .contains("set by latscope")
         );
+    }
+
+    #[test]
+    fn a_label_given_twice_or_named_like_the_by_field_is_refused() {
+        let texts = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_labels(&texts(&["host=a", "build=1"]), Some("tid")),
+            Ok(vec![
+                ("host".to_string(), "a".to_string()),
+                ("build".to_string(), "1".to_string())
+            ])
+        );
+        let twice = parse_labels(&texts(&["host=a", "host=b"]), None).unwrap_err();
+        assert!(twice.contains("given twice"), "{twice}");
+        let by = parse_labels(&texts(&["tid=1"]), Some("tid")).unwrap_err();
+        assert!(by.contains("labels the --by groups"), "{by}");
     }
 }
