@@ -10,7 +10,7 @@ use crate::doc::spans::SpanRecord;
 use crate::span::{Group, Kept, SeriesKey, Slow, Slowest, SpanSink};
 
 /// The slowest messages listed per series, as `latscope spans` lists by default.
-pub const SLOWEST: usize = 5;
+pub use crate::live::record::SLOWEST;
 
 /// Collects the messages of one row, series by series.
 #[derive(Debug, Clone)]

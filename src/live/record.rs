@@ -12,7 +12,8 @@ use crate::span::{Group, Kept, SeriesKey, Slow, Slowest, SpanSink};
 
 use super::output::SpanLine;
 
-/// The slowest spans listed per series, as `latscope spans` lists by default.
+/// The slowest spans listed per series, as `latscope spans` lists by default (the labs keep as
+/// many).
 pub const SLOWEST: usize = 5;
 
 /// Collects printed spans.

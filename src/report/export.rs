@@ -96,15 +96,10 @@ pub fn kept(doc: &crate::doc::spans::SpansDoc) -> Result<&[crate::doc::spans::Sp
     Ok(spans)
 }
 
-/// The spans a `spans` document kept (`records`, else its slowest) as Chrome Trace Event JSON:
-/// one complete (`X`) slice per span, `ts` and `dur` in µs written exactly (3 decimals of ns),
-/// one thread per series so that a timeline viewer (Perfetto, chrome://tracing) shows each
-/// series on its own track.
-pub fn chrome_json(doc: &crate::doc::spans::SpansDoc) -> Result<String, String> {
-    Ok(chrome_json_of(kept(doc)?, "latscope spans"))
-}
-
-/// `spans` as Chrome Trace Event JSON (see [`chrome_json`]), under the process name `process`.
+/// `spans` (from [`crate::report::timeline`]) as Chrome Trace Event JSON under the process name
+/// `process`: one complete (`X`) slice per span, `ts` and `dur` in µs written exactly (3
+/// decimals of ns), one thread per series so that a timeline viewer (Perfetto,
+/// chrome://tracing) shows each series on its own track.
 pub fn chrome_json_of(spans: &[crate::doc::spans::SpanRecord], process: &str) -> String {
     let micros = |ns: u64| format!("{}.{:03}", ns / 1_000, ns % 1_000);
     let mut tracks: Vec<String> = Vec::new();

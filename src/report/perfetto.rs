@@ -15,7 +15,7 @@
 
 use prost::Message;
 
-use crate::doc::spans::{SpanRecord, SpansDoc};
+use crate::doc::spans::SpanRecord;
 
 /// `perfetto.protos.Trace`.
 #[derive(Clone, PartialEq, Message)]
@@ -227,12 +227,6 @@ pub fn trace(spans: &[SpanRecord]) -> Trace {
         }
     }));
     Trace { packet }
-}
-
-/// The spans a `spans` document kept (see [`super::export::kept`]) as an encoded Perfetto trace.
-pub fn perfetto(doc: &SpansDoc) -> Result<Vec<u8>, String> {
-    let spans = super::export::kept(doc)?;
-    Ok(trace(spans).encode_to_vec())
 }
 
 /// `spans` as an encoded Perfetto trace.
