@@ -18,6 +18,7 @@ pub mod lab;
 pub mod live;
 pub mod probe;
 pub mod report;
+pub mod rule;
 pub mod span;
 pub mod stats;
 

@@ -14,71 +14,29 @@
 use rustc_hash::FxHashMap;
 
 use super::Event;
+pub use crate::rule::{Filter, Key, Op, RuleError};
+use crate::rule::{is_identifier, split_filters};
 use crate::span::{Group, Open, OpenSpans, Outcome, SeriesKey, SpanSink};
 
-/// A rule could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RuleError(pub String);
-
-/// How a field is compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// `==`
-    Eq,
-    /// `!=`
-    Ne,
-    /// `^=`: starts with
-    Prefix,
-}
-
-/// `field OP value`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Filter {
-    /// the field
-    pub field: String,
-    /// the comparison
-    pub op: Op,
-    /// the value compared with
-    pub value: String,
-}
-
-/// An event name and the filters it must pass.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    /// `sched:sched_wakeup`, or the part after the last `:` (matches with or without a group)
-    pub event: String,
-    /// all must hold
-    pub filters: Vec<Filter>,
-}
-
-fn is_identifier(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 256
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'/'))
-}
+/// An event name (`sched:sched_wakeup`, or the part after the last `:`, which matches with or
+/// without a group) and the filters it must pass.
+pub type Endpoint = crate::rule::Endpoint<String>;
 
 impl Endpoint {
     /// `EVENT[:FIELD==V][:FIELD!=V][:FIELD^=V]`: the parts after the event that hold an
     /// operator are filters.
     pub fn parse(spec: &str) -> Result<Endpoint, RuleError> {
-        let parts: Vec<&str> = spec.split(':').collect();
-        let first_filter = parts
-            .iter()
-            .position(|p| p.contains("==") || p.contains("!=") || p.contains("^="))
-            .unwrap_or(parts.len());
-        let event = parts[..first_filter].join(":");
-        if event.is_empty() || !event.split(':').all(is_identifier) {
+        let (event, filters) = split_filters(spec)?;
+        if event.is_empty() || !event.iter().all(|p| is_identifier(p)) {
             return Err(RuleError(format!(
-                "'{spec}': the event name '{event}' is not NAME or GROUP:NAME (letters, digits, _ . - /)"
+                "'{spec}': the event name '{}' is not NAME or GROUP:NAME (letters, digits, _ . - /)",
+                event.join(":")
             )));
         }
-        let filters = parts[first_filter..]
-            .iter()
-            .map(|p| Filter::parse(p, spec))
-            .collect::<Result<_, _>>()?;
-        Ok(Endpoint { event, filters })
+        Ok(Endpoint {
+            event: event.join(":"),
+            filters,
+        })
     }
 
     /// Whether the event named `name` with these fields passes.
@@ -95,25 +53,6 @@ impl Endpoint {
     }
 }
 
-impl Filter {
-    fn parse(part: &str, spec: &str) -> Result<Filter, RuleError> {
-        let (field, op, value) = [("==", Op::Eq), ("!=", Op::Ne), ("^=", Op::Prefix)]
-            .iter()
-            .find_map(|(text, op)| part.split_once(text).map(|(a, b)| (a, *op, b)))
-            .ok_or_else(|| RuleError(format!("'{spec}': '{part}' is not FIELD==VALUE")))?;
-        if !is_identifier(field) {
-            return Err(RuleError(format!(
-                "'{spec}': '{field}' is not a field name"
-            )));
-        }
-        Ok(Filter {
-            field: field.to_string(),
-            op,
-            value: value.to_string(),
-        })
-    }
-}
-
 /// `sched:sched_wakeup` matches `sched:sched_wakeup` and `sched_wakeup` (ftrace prints no
 /// group), and a spec without a group matches any group.
 pub fn names_match(spec: &str, name: &str) -> bool {
@@ -124,37 +63,7 @@ pub fn names_match(spec: &str, name: &str) -> bool {
     (spec.contains(':') != name.contains(':')) && last(spec) == last(name)
 }
 
-/// The key of a rule: the start's fields and the end's fields, pairwise.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Key {
-    /// fields of the start event
-    pub start: Vec<String>,
-    /// fields of the end event
-    pub end: Vec<String>,
-}
-
-impl Key {
-    /// `pid`, `pid=next_pid`, `a,b`, `a=x,b=y`; empty: every start pairs with the next end.
-    pub fn parse(spec: &str) -> Result<Key, RuleError> {
-        let mut key = Key {
-            start: Vec::new(),
-            end: Vec::new(),
-        };
-        for part in spec.split(',').filter(|p| !p.is_empty()) {
-            let (s, e) = part.split_once('=').unwrap_or((part, part));
-            for f in [s, e] {
-                if !is_identifier(f) {
-                    return Err(RuleError(format!("--key: '{f}' is not a field name")));
-                }
-            }
-            key.start.push(s.to_string());
-            key.end.push(e.to_string());
-        }
-        Ok(key)
-    }
-}
-
-/// One rule.
+/// One rule, compiled for the pairer: its span's index instead of its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     /// index of its span name
@@ -169,27 +78,8 @@ pub struct Rule {
 
 /// `NAME=START..END` (the name may be left out: `START..END` is named after the two events).
 pub fn parse_span(spec: &str) -> Result<(String, Endpoint, Endpoint), RuleError> {
-    let (name, body) = match spec.split_once('=') {
-        Some((n, b)) if !n.contains(':') && !n.contains('.') => (Some(n), b),
-        _ => (None, spec),
-    };
-    let (start, end) = body
-        .split_once("..")
-        .ok_or_else(|| RuleError(format!("'{spec}': not NAME=START..END")))?;
-    let (start, end) = (Endpoint::parse(start)?, Endpoint::parse(end)?);
-    let name = match name {
-        Some(n) if is_identifier(n) && n.len() <= 64 => n.to_string(),
-        Some(n) => {
-            return Err(RuleError(format!(
-                "'{n}' is not a span name (letters, digits, _ . - /; at most 64)"
-            )));
-        }
-        None => {
-            let last = |e: &Endpoint| e.event.rsplit(':').next().unwrap_or("").to_string();
-            format!("{}_to_{}", last(&start), last(&end))
-        }
-    };
-    Ok((name, start, end))
+    let rule = crate::rule::parse_span(spec, &[], Endpoint::parse, String::clone)?;
+    Ok((rule.name, rule.start, rule.end))
 }
 
 /// What to do with a start whose key already has an open span.
