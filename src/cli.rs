@@ -29,7 +29,7 @@ pub enum Command {
     Wayland(WaylandArgs),
     /// Latency from any trace: perf script, ftrace/trace-cmd, babeltrace2 (LTTng), Chrome
     /// JSON, JSON lines, CSV: a start event and an end event paired by a key.
-    #[command(long_about = SPANS_ABOUT, after_help = SPANS_EXAMPLES)]
+    #[command(long_about = SPANS_ABOUT, after_help = format!("{SPANS_EXAMPLES}\n\n{}", latscope::rule::GRAMMAR_HELP))]
     Spans(SpansArgs),
     /// A first look, no setup: a short IPC matrix, a bundled real WAYLAND_DEBUG log (glmark2
     /// on weston headless) and the coalescing-queue lesson, each with the command for your own.
@@ -37,9 +37,9 @@ pub enum Command {
     /// List the USDT probes of executables and libraries, or of everything a process has mapped.
     #[command(after_help = PROBES_EXAMPLES)]
     Probes(ProbesArgs),
-    /// Trace USDT probes and uprobes live: latency spans, rates and values, aggregated in the
-    /// kernel by bpftrace.
-    #[command(long_about = LIVE_ABOUT, after_help = LIVE_EXAMPLES)]
+    /// Trace kernel tracepoints, kprobes, USDT probes and uprobes live, over whole process
+    /// trees: latency spans, rates and values, aggregated in the kernel by bpftrace.
+    #[command(long_about = LIVE_ABOUT, after_help = format!("{LIVE_EXAMPLES}{}", latscope::rule::GRAMMAR_HELP))]
     Live(LiveArgs),
     /// Labs: controlled experiments that make a performance lesson measurable.
     #[command(subcommand)]
@@ -798,40 +798,71 @@ pub struct QueueArgs {
 }
 
 const LIVE_ABOUT: &str = "\
-Trace USDT probes and uprobes live, aggregated in the kernel.
+Trace kernel and user-space probes live, aggregated in the kernel.
 
 A span pairs a start probe with an end probe: --span NAME=START..END. A probe is
+  tracepoint:SUBSYS:NAME      a kernel tracepoint (fields from its tracefs format file)
+  kprobe:FUNC, kretprobe:FUNC entry and return of a kernel function
   usdt:PATH:PROVIDER:NAME     a USDT probe (list them with: latscope probes PATH)
   uprobe:PATH:SYMBOL          entry of a function
   uretprobe:PATH:SYMBOL       return of a function
-The end pairs with the start that has the same key (--key): by default arg0 for two USDT
-probes, tid when a uprobe or uretprobe is involved; any of tid, pid, argN, or a comma list.
+followed by filters: tracepoint:sched:sched_wakeup:comm==myapp. The end pairs with the start
+that has the same key (--key): by default arg0 for two USDT probes, tid otherwise; --key
+pid=next_pid pairs a start's pid with an end's next_pid. The grammar is `latscope spans`'s:
+a rule tried on a perf trace runs live with the probe kind in front.
+
+Which processes are traced:
+  -- COMMAND        the command and every process it forks, from its first instruction (latscope
+                    starts it, held until every probe is attached; scripts, PATH look-up and
+                    arguments with spaces work); --this-process-only: the command alone
+  --pid PID         that process; --children: it and every process it forks from then on
+  neither           every process
+A span starts only in a traced process, but may end in any: the key decides (a request's reply
+in a server, a fence signalled in an interrupt). A tracepoint with its own pid field is about
+that task (sched_wakeup: the woken one) and is filtered by it; other kernel probes by the task
+the kernel is running (a context switch: the previous task; filter on next_comm==app). At most 4096 processes are followed at
+once; latscope warns when the map is full.
 
 latscope generates a bpftrace program (see it with --print-program) that computes each latency
 in the kernel and folds it into a log-linear histogram with 8 buckets per power of two, so
 percentiles are within 12.5% (each is printed with its error bound). bpftrace's own hist() has
 one bucket per power of two. Every --interval seconds it prints each span's stats and histogram;
 on Ctrl-C, at --duration, or when the traced process exits it prints the totals and, with
---save, writes them as JSON (the `spans` document of `latscope wayland`) to compare later.
+--save, writes them as JSON (the `spans` document of `latscope wayland`) to compare later. A
+probe that never fired is named in a warning; a run that measured nothing exits with 1 and
+saves nothing.
 
-Needs root (or CAP_BPF and CAP_PERFMON) and the Debian package bpftrace.";
+Needs root (or CAP_BPF and CAP_PERFMON) and the Debian package bpftrace; tracepoints need
+tracefs (mounted at /sys/kernel/tracing when missing).";
 
 const LIVE_EXAMPLES: &str = "\
 Examples:
+  # run-queue latency of one program (bpftrace's runqlat.bt, as a distribution per interval)
+  latscope live --key pid=next_pid \\
+    --span runq=tracepoint:sched:sched_wakeup:comm==myapp..tracepoint:sched:sched_switch
+  # dma-fence emit -> signal across processes and interrupts, keyed by the fence
+  latscope live --key context,seqno \\
+    --span fence=tracepoint:dma_fence:dma_fence_emit..tracepoint:dma_fence:dma_fence_signaled
+  # i915 request submit -> retire (seed 004), per engine
+  latscope live --key ctx,seqno --by class \\
+    --span request=tracepoint:i915:i915_request_add..tracepoint:i915:i915_request_retire
+  # a library function over every process a script starts
+  L=/usr/lib/x86_64-linux-gnu/libKF5Screen.so.8
+  latscope live --span q=uprobe:$L:_ZN7KScreen18GetConfigOperation5startEv..uprobe:$L:_ZN7KScreen15ConfigOperation10emitResultEv \\
+    -- /bin/sh -c 'for i in $(seq 40); do kscreen-doctor -o; done'
   # Mir: buffer commits per client (arg0 is the wl_client) every 5 s, and composition time
   M=/usr/lib/x86_64-linux-gnu/libmirserver.so.58
   latscope live --pid $(pidof miral-shell) --by arg0 \\
     --rate usdt:$M:mir_server_wayland:sw_buffer_committed \\
     --span frame=usdt:$M:mir_server_compositor:began_frame..usdt:$M:mir_server_compositor:finished_frame
-  # time a function per call, split by thread, for 30 s
-  latscope live --pid 1234 --by tid --duration 30 \\
-    --span work=uprobe:/usr/bin/server:handle_request..uretprobe:/usr/bin/server:handle_request
-  # start a program and trace it from its first instruction; save the result
-  latscope live --save run.json --span req=usdt:./server:app:req_start..usdt:./server:app:req_end -- ./server --port 8080
+  # bytes per read() of one program, from the syscall's return value
+  latscope live --value bytes=kretprobe:ksys_read:retval -- ./server
   # serve the spans to Prometheus (needs --enable-feature=native-histograms for native buckets)
   latscope live --serve 127.0.0.1:9464 --label host=$(hostname) --pid 1234 \\
     --span work=uprobe:/usr/bin/server:handle_request..uretprobe:/usr/bin/server:handle_request
-  # then in PromQL: histogram_quantile(0.99, rate(latscope_span_nanoseconds{span=\"work\"}[1m]))";
+  # then in PromQL: histogram_quantile(0.99, rate(latscope_span_nanoseconds{span=\"work\"}[1m]))
+
+";
 
 /// `latscope live`
 #[derive(Debug, Args)]
@@ -839,22 +870,31 @@ pub struct LiveArgs {
     /// A latency span: NAME=START..END (repeatable).
     #[arg(long, value_name = "NAME=START..END")]
     pub span: Vec<String>,
-    /// What pairs an end with its start: tid, pid, argN, or a comma list (default: arg0 for two
-    /// USDT probes, else tid).
-    #[arg(long)]
-    pub key: Option<String>,
-    /// One histogram per value of: tid, pid, comm or argN (taken at the end probe).
-    #[arg(long)]
+    /// What pairs an end with its start: FIELD or START_FIELD=END_FIELD, or a comma list of
+    /// them (default: arg0 for two USDT probes, else tid). Once for every span, or once per span
+    /// in order.
+    #[arg(long, value_name = "FIELD[=FIELD],...")]
+    pub key: Vec<String>,
+    /// One histogram per value of a field (tid, pid, comm, cpu, argN, retval, a tracepoint
+    /// field), taken at each span's end probe and at each rate's and value's probe.
+    #[arg(long, value_name = "FIELD")]
     pub by: Option<String>,
-    /// Count the events of a probe per interval (repeatable).
-    #[arg(long, value_name = "PROBE")]
+    /// Count the events of a probe (with filters) per interval (repeatable).
+    #[arg(long, value_name = "PROBE[:FILTER...]")]
     pub rate: Vec<String>,
-    /// The distribution of a probe argument: NAME=usdt:PATH:PROVIDER:NAME:argN (repeatable).
-    #[arg(long, value_name = "NAME=PROBE:argN")]
+    /// The distribution of an integer field: NAME=PROBE[:FILTER...]:FIELD, e.g.
+    /// size=tracepoint:syscalls:sys_exit_read:ret (repeatable).
+    #[arg(long, value_name = "NAME=PROBE:FIELD")]
     pub value: Vec<String>,
-    /// Trace this running process.
+    /// Trace this running process (with --children: and every process it forks).
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
+    /// With --pid: also its children, and every process forked from then on.
+    #[arg(long, requires = "pid")]
+    pub children: bool,
+    /// With a COMMAND: trace only the command's own process, not the processes it forks.
+    #[arg(long)]
+    pub this_process_only: bool,
     /// Time between reports, in whole seconds: 5, 5s, 1m is 60s (bare: s).
     #[arg(long, default_value = "5", value_parser = whole_seconds)]
     pub interval: u64,
@@ -892,7 +932,7 @@ pub struct LiveArgs {
     /// A label on every served series, e.g. host=lab1 or build=1.4.2 (repeatable).
     #[arg(long, value_name = "KEY=VALUE", requires = "serve")]
     pub label: Vec<String>,
-    /// A command to start and trace from its first instruction.
+    /// A command to start and trace from its first instruction, with every process it forks.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

@@ -261,7 +261,9 @@ fn the_program_is_printed_without_tracing_anything() {
     assert!(out.status.success());
     let text = stdout(&out);
     assert!(
-        text.contains("usdt:/bin/x:p:a /pid == 1/ { @ls_start_0[(uint64)arg0] = nsecs; }"),
+        text.contains(
+            "usdt:/bin/x:p:a /pid == 1/ { @lcs_0 = count(); @ls_start_0[(uint64)arg0] = nsecs; }"
+        ),
         "{text}"
     );
     assert!(text.contains("lhist($i, 0, 496, 1)"));

@@ -6,57 +6,78 @@ use clap::CommandFactory;
 use super::fleet::publish;
 use crate::cli::{Cli, LiveArgs};
 use crate::signals;
-use latscope::doc::spans::LiveRun;
+use latscope::doc::spans::{LiveRun, ProbeHits};
+use latscope::live::compile::{Request, compile};
+use latscope::live::launch::{self, Held};
 use latscope::live::output::Snapshot;
-use latscope::live::program::{Plan, Target, program};
+use latscope::live::program::{Marker, Plan, Target, program};
 use latscope::live::record::Recorder;
 use latscope::live::runner::{self, Event, RunOptions};
-use latscope::live::spec::{Field, Probe, SpanSpec, ValueSpec, parse_group, parse_key};
-use latscope::live::{check, spec::SpecError};
+use latscope::live::spec::{Key, Probe, SpecError, ValueSpec, parse_endpoint, parse_span};
+use latscope::live::{check, tracefs};
 use latscope::report::live::{Names, document as live_document, interval_text, series_text};
 
 /// Runs `latscope live`.
 pub fn run(args: &LiveArgs) -> Result<()> {
-    let plan = plan(args).unwrap_or_else(|e| usage(&e.to_string()));
-    if plan.spans.is_empty() && plan.rates.is_empty() && plan.values.is_empty() {
+    let mut request = request(args).unwrap_or_else(|e| usage(&e.to_string()));
+    if request.spans.is_empty() && request.rates.is_empty() && request.values.is_empty() {
         usage("nothing to trace: give at least one --span, --rate or --value");
     }
-    let text = program(&plan);
     if args.print_program {
-        return crate::commands::print(&text);
+        let formats = tracefs::formats_if_readable(request.probes());
+        request.target = print_target(args);
+        let plan = compile(&request, &formats).unwrap_or_else(|e| usage(&e.to_string()));
+        return crate::commands::print(&program(&plan));
     }
     let bpftrace = check::bpftrace()?;
     check::privileges()?;
-    for probe in probes_of(&plan) {
+    for probe in request.probes() {
         check::probe(probe)?;
+        tracefs::kernel_function(probe).unwrap_or_else(|e| usage(&e.to_string()));
     }
+    let formats = tracefs::formats(request.probes()).map_err(|e| match e {
+        tracefs::TracefsError::NotMounted(_) | tracefs::TracefsError::Read { .. } => {
+            anyhow::Error::new(e)
+        }
+        other => usage(&other.to_string()),
+    })?;
+    let mut plan = compile(&request, &formats).unwrap_or_else(|e| usage(&e.to_string()));
     if let Some(pid) = args.pid {
         check::process(pid)?;
     }
-    if !args.command.is_empty() {
-        check::command(&args.command)?;
-    }
+    let program_path = (!args.command.is_empty())
+        .then(|| launch::resolve(&args.command[0]))
+        .transpose()?;
     let names = names(&plan, args);
-    let empty = Snapshot::new(
-        plan.spans.len(),
-        plan.values.len(),
-        plan.rates.len(),
-        plan.by.is_some(),
-    );
+    // Before tracing, so that a port in use is an error before anything is lost.
+    let (_server, shared) = super::fleet::serve(args, &names)?;
+    let held = match &program_path {
+        Some(path) => Some(launch::spawn_held(path, &args.command)?),
+        None => None,
+    };
+    plan.target = target(args, held.as_ref());
+    plan.marker = held.as_ref().and_then(|_| marker());
+    let traced = traced(args, &plan.target);
     let options = RunOptions {
         bpftrace,
-        program: text,
+        program: program(&plan),
         pid: args.pid,
-        command: (!args.command.is_empty()).then(|| args.command.clone()),
-        empty,
+        marker: plan.marker.is_some(),
+        command: held,
+        empty: Snapshot::new(
+            plan.spans.len(),
+            plan.values.len(),
+            plan.rates.len(),
+            plan.grouped,
+        ),
         cancel: signals::cancel_on_interrupt(),
         record: args.record_spans.then(|| Recorder::new(args.max_spans)),
     };
     let unit = args.unit.unit();
-    // Before tracing, so that a port in use is an error before anything is lost.
-    let (_server, shared) = super::fleet::serve(args, &names)?;
     let outcome = runner::run(options, |event| match publish(&shared, event) {
-        Event::Attached(n) => eprintln!("latscope: tracing {n} probes; Ctrl-C prints the totals"),
+        Event::Attached(n) => {
+            eprintln!("latscope: tracing {n} probes in {traced}; Ctrl-C prints the totals")
+        }
         Event::Interval {
             number,
             now,
@@ -83,102 +104,230 @@ pub fn run(args: &LiveArgs) -> Result<()> {
                 .to_string(),
         );
     }
+    if outcome.pids_full {
+        warnings.push(format!(
+            "more than {} traced processes were alive at once: processes forked after that were not traced",
+            latscope::live::program::MAX_PIDS
+        ));
+    }
+    if outcome.finished {
+        warnings.extend(latscope::live::diagnose::silent(&plan, &outcome.last));
+    }
     crate::commands::print(&totals_text(
         &names,
         &outcome.last,
-        outcome.stopped_by,
+        &outcome.stopped_by,
         unit,
     ))?;
+    let measured = latscope::live::diagnose::measured(&outcome.last);
+    for w in &warnings {
+        eprintln!("latscope: warning: {w}");
+    }
+    if let Some(error) = outcome.error {
+        bail!("bpftrace failed: {}", error.trim());
+    }
+    if !measured {
+        bail!(
+            "nothing was measured: no span ended, no probe counted{}",
+            match &args.save {
+                Some(path) => format!("; {} not written", path.display()),
+                None => String::new(),
+            }
+        );
+    }
     if let Some(path) = &args.save {
         let run = LiveRun {
             intervals: outcome.rate_history.len() as u64,
             interval_s: args.interval,
-            stopped_by: outcome.stopped_by.to_string(),
+            stopped_by: outcome.stopped_by.clone(),
+            probes: hits(&plan, &outcome.last),
+            traced: Some(traced.clone()),
         };
         let mut doc = live_document(&names, &outcome.last, &outcome.rate_history, run, &warnings);
         if let Some(record) = outcome.record {
-            warnings.extend(record.fill(&mut doc, &names.spans));
+            if let Some(w) = record.fill(&mut doc, &names.spans) {
+                eprintln!("latscope: warning: {w}");
+                warnings.push(w);
+            }
             doc.warnings.clone_from(&warnings);
         }
         std::fs::write(path, latscope::doc::to_json(&doc, false))
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("latscope: saved {}", path.display());
     }
-    for w in &warnings {
-        eprintln!("latscope: warning: {w}");
-    }
-    match outcome.error {
-        Some(error) => bail!("bpftrace failed: {}", error.trim()),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 pub(crate) fn usage(message: &str) -> ! {
-    Cli::command()
+    let mut cmd = Cli::command();
+    let live = cmd.find_subcommand_mut("live").map(|c| c.clone());
+    live.unwrap_or(cmd)
         .error(clap::error::ErrorKind::ValueValidation, message)
         .exit()
 }
 
-fn plan(args: &LiveArgs) -> Result<Plan, SpecError> {
-    let key = args.key.as_deref().map(parse_key).transpose()?;
+/// What the command line asks for (the target is set once the command runs).
+fn request(args: &LiveArgs) -> Result<Request, SpecError> {
+    let keys = args
+        .key
+        .iter()
+        .map(|k| Key::parse(k))
+        .collect::<Result<Vec<_>, _>>()?;
+    if keys.len() > 1 && keys.len() != args.span.len() {
+        return Err(SpecError::Rule(format!(
+            "{} --key options for {} spans: give one for all, or one per span in order",
+            keys.len(),
+            args.span.len()
+        )));
+    }
+    let key_of = |i: usize| keys.get(if keys.len() == 1 { 0 } else { i });
     let spans = args
         .span
         .iter()
-        .map(|s| SpanSpec::parse(s, key.as_deref()))
+        .enumerate()
+        .map(|(i, s)| parse_span(s, key_of(i)))
         .collect::<Result<Vec<_>, _>>()?;
     let rates = args
         .rate
         .iter()
-        .map(|s| s.parse::<Probe>())
+        .map(|s| parse_endpoint(s))
         .collect::<Result<Vec<_>, _>>()?;
     let values = args
         .value
         .iter()
         .map(|s| s.parse::<ValueSpec>())
         .collect::<Result<Vec<_>, _>>()?;
-    let by = args.by.as_deref().map(parse_group).transpose()?;
-    // `--by argN` is read at each span's end probe and at each rate's probe.
-    let without_arguments = spans
-        .iter()
-        .map(|s| (s.name.clone(), &s.end))
-        .chain(rates.iter().map(|r| (r.to_string(), r)))
-        .find(|(_, probe)| !probe.has_arguments());
-    if let (Some(Field::Arg(_)), Some((span, probe))) = (by, without_arguments) {
-        return Err(SpecError::NoArguments {
-            span,
-            what: "--by",
-            probe: probe.to_string(),
-        });
+    if let Some(by) = &args.by
+        && !latscope::rule::is_identifier(by)
+    {
+        return Err(SpecError::Field(format!("--by '{by}' is not a field name")));
     }
-    let target = match (args.pid, args.command.is_empty()) {
-        (Some(pid), _) => Target::Pid(pid),
-        (None, false) => Target::Command,
-        (None, true) => Target::Everything,
-    };
-    Ok(Plan {
+    if args.this_process_only && args.command.is_empty() {
+        return Err(SpecError::Rule(
+            "--this-process-only needs a COMMAND (after --)".into(),
+        ));
+    }
+    Ok(Request {
         spans,
         rates,
         values,
-        by,
-        target,
+        by: args.by.clone(),
+        target: Target::Everything,
         interval_s: args.interval.max(1),
         duration_s: args.duration,
         record: args.record_spans.then_some(args.max_spans as u64),
+        marker: None,
     })
 }
 
-fn probes_of(plan: &Plan) -> Vec<&Probe> {
-    let mut probes: Vec<&Probe> = plan.spans.iter().flat_map(|s| [&s.start, &s.end]).collect();
-    probes.extend(plan.rates.iter());
-    probes.extend(plan.values.iter().map(|v| &v.probe));
-    probes
+/// The target `--print-program` shows: a command's pid is not known yet (its tree is seeded
+/// at run time).
+fn print_target(args: &LiveArgs) -> Target {
+    match (args.pid, args.command.is_empty()) {
+        (Some(pid), _) if args.children => Target::Tree(vec![pid]),
+        (Some(pid), _) => Target::Pid(pid),
+        (None, false) if args.this_process_only => Target::Pid(0),
+        (None, false) => Target::Tree(Vec::new()),
+        (None, true) => Target::Everything,
+    }
+}
+
+/// The target once the command (if any) is forked.
+fn target(args: &LiveArgs, held: Option<&Held>) -> Target {
+    match (args.pid, held) {
+        (Some(pid), _) if args.children => Target::Tree(descendants(pid)),
+        (Some(pid), _) => Target::Pid(pid),
+        (None, Some(h)) if args.this_process_only => Target::Pid(h.pid),
+        (None, Some(h)) => Target::Tree(vec![h.pid]),
+        (None, None) => Target::Everything,
+    }
+}
+
+/// `pid` and every process below it now, with their threads (a tracepoint's own `pid` field
+/// names a thread), from `/proc/*/task/*/children`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() && all.len() < latscope::live::program::MAX_PIDS as usize {
+        let p = all[i];
+        let tasks = std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten();
+        for task in tasks.flatten() {
+            if let Some(tid) = task
+                .file_name()
+                .to_str()
+                .and_then(|t| t.parse::<u32>().ok())
+            {
+                all.push(tid);
+            }
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            all.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+        i += 1;
+    }
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// latscope's own marker probe, if its path can be given to bpftrace.
+fn marker() -> Option<Marker> {
+    let exe = std::env::current_exe().ok()?;
+    let probe: Probe = format!("usdt:{}:latscope_live:attached", exe.display())
+        .parse()
+        .ok()?;
+    Some(Marker {
+        probe,
+        pid: std::process::id(),
+    })
+}
+
+/// Which processes are traced, in words.
+fn traced(args: &LiveArgs, target: &Target) -> String {
+    match target {
+        Target::Everything => "every process".to_string(),
+        Target::Pid(pid) if args.pid.is_some() => format!("process {pid}"),
+        Target::Pid(pid) => format!("the command (pid {pid}) alone"),
+        Target::Tree(_) if args.pid.is_some() => format!(
+            "process {} and every process it forks",
+            args.pid.unwrap_or_default()
+        ),
+        Target::Tree(roots) => format!(
+            "the command (pid {}) and every process it forks",
+            roots.first().copied().unwrap_or_default()
+        ),
+    }
+}
+
+/// Each span's probes with their hit counts, for the saved document.
+fn hits(plan: &Plan, last: &Snapshot) -> Vec<ProbeHits> {
+    plan.spans
+        .iter()
+        .zip(&last.hits)
+        .flat_map(|(span, hits)| {
+            [("start", &span.start, hits[0]), ("end", &span.end, hits[1])].map(|(role, site, n)| {
+                ProbeHits {
+                    span: span.name.clone(),
+                    role: role.to_string(),
+                    probe: site.label.clone(),
+                    hits: n,
+                }
+            })
+        })
+        .collect()
 }
 
 fn names(plan: &Plan, args: &LiveArgs) -> Names {
     Names {
         spans: plan.spans.iter().map(|s| s.name.clone()).collect(),
         values: plan.values.iter().map(|v| v.name.clone()).collect(),
-        rates: plan.rates.iter().map(Probe::to_string).collect(),
+        rates: plan.rates.iter().map(|r| r.site.label.clone()).collect(),
         by: args.by.clone(),
     }
 }

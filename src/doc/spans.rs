@@ -78,6 +78,26 @@ pub struct LiveRun {
     pub interval_s: u64,
     /// why it stopped (`Ctrl-C`, `--duration`, `the traced process exited`, ...)
     pub stopped_by: String,
+    /// how often each span's start and end probe fired and passed its filters (a probe that
+    /// never fired is named in the warnings)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeHits>,
+    /// which processes were traced (`every process`, `pid 42 and its children`, ...)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced: Option<String>,
+}
+
+/// One probe's hit count in a live trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeHits {
+    /// the span
+    pub span: String,
+    /// `start` or `end`
+    pub role: String,
+    /// the probe and its filters, as given
+    pub probe: String,
+    /// times it fired and passed its filters
+    pub hits: u64,
 }
 
 /// The `spans` document.

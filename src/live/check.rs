@@ -45,31 +45,11 @@ pub enum CheckError {
     /// The process to trace does not exist.
     #[error("no process with PID {0} (it may have exited)")]
     NoProcess(u32),
-    /// The command to trace cannot be started.
-    #[error("cannot start '{0}': not found (give a path, or a command on PATH)")]
-    NoCommand(String),
-    /// bpftrace's `-c` splits the command at spaces, so an argument cannot contain one.
-    #[error(
-        "argument '{0}' contains white space, which bpftrace -c cannot pass on; use a wrapper script"
-    )]
-    Whitespace(String),
-}
-
-/// Finds `name` on PATH (or checks it when it contains a `/`).
-pub fn which(name: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        return Path::new(name).is_file().then(|| PathBuf::from(name));
-    }
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
 }
 
 /// The bpftrace binary.
 pub fn bpftrace() -> Result<PathBuf, CheckError> {
-    which("bpftrace").ok_or(CheckError::NoBpftrace)
+    super::launch::which("bpftrace").ok_or(CheckError::NoBpftrace)
 }
 
 /// Root, or CAP_BPF (39) and CAP_PERFMON (38) in the effective set.
@@ -100,19 +80,12 @@ pub fn process(pid: u32) -> Result<(), CheckError> {
     }
 }
 
-/// The command can be started and passed to bpftrace.
-pub fn command(argv: &[String]) -> Result<(), CheckError> {
-    let program = argv.first().map(String::as_str).unwrap_or_default();
-    which(program).ok_or_else(|| CheckError::NoCommand(program.to_string()))?;
-    match argv.iter().find(|a| a.chars().any(char::is_whitespace)) {
-        Some(arg) => Err(CheckError::Whitespace(arg.clone())),
-        None => Ok(()),
-    }
-}
-
 /// The probe exists in its file.
 pub fn probe(probe: &Probe) -> Result<(), CheckError> {
-    let path = probe.path();
+    let Some(path) = probe.path() else {
+        // Kernel probes are checked against tracefs (super::tracefs).
+        return Ok(());
+    };
     let file_error = |reason: String| CheckError::File {
         probe: probe.to_string(),
         path: path.to_string(),
@@ -134,6 +107,7 @@ pub fn probe(probe: &Probe) -> Result<(), CheckError> {
             let wanted = format!("{provider}:{name}");
             Err(unknown(probe, "USDT probe", &wanted, &names))
         }
+        Probe::Tracepoint { .. } | Probe::Kprobe { .. } | Probe::Kretprobe { .. } => Ok(()),
         Probe::Uprobe { symbol, .. } | Probe::Uretprobe { symbol, .. } => {
             let data = std::fs::read(path).map_err(|e| file_error(e.to_string()))?;
             let file = object::File::parse(&*data).map_err(|e| file_error(e.to_string()))?;
@@ -155,7 +129,7 @@ fn unknown(probe: &Probe, what: &'static str, wanted: &str, names: &[String]) ->
     let hint = if names.is_empty() {
         format!(
             "the file has no {what}s (latscope probes {} lists USDT probes)",
-            probe.path()
+            probe.path().unwrap_or_default()
         )
     } else {
         let close = nearest(wanted, names.iter().map(String::as_str));
@@ -165,7 +139,7 @@ fn unknown(probe: &Probe, what: &'static str, wanted: &str, names: &[String]) ->
     CheckError::UnknownProbe {
         probe: probe.to_string(),
         what,
-        path: probe.path().to_string(),
+        path: probe.path().unwrap_or_default().to_string(),
         hint,
     }
 }

@@ -7,8 +7,13 @@
 //! bpftrace and hands snapshots to the caller (the only part doing I/O).
 
 pub mod check;
+pub mod compile;
+pub mod diagnose;
+pub mod fields;
+pub mod launch;
 pub mod output;
 pub mod program;
 pub mod record;
 pub mod runner;
 pub mod spec;
+pub mod tracefs;

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::program::{END, SPAN, TICK};
+use super::program::{ATTACHED, END, PIDS_FULL, SPAN, TICK};
 use crate::stats::loglinear::Bucketed;
 
 /// What a line meant.
@@ -29,6 +29,10 @@ pub enum Line {
     Tick,
     /// the final snapshot is complete
     End,
+    /// every probe is attached (latscope's own marker probe fired)
+    Ready,
+    /// the map of traced processes is full: processes forked from now on are not traced
+    PidsFull,
     /// a map was updated
     Updated,
     /// one span (`--record-spans`)
@@ -82,6 +86,9 @@ pub struct Snapshot {
     pub rates: Vec<BTreeMap<Option<String>, u64>>,
     /// whether map keys are group labels (`--by`) rather than the constant `0`
     pub grouped: bool,
+    /// per span: how often its start and its end probe fired and passed their filters (read
+    /// at the end of the session)
+    pub hits: Vec<[u64; 2]>,
 }
 
 impl Snapshot {
@@ -93,6 +100,7 @@ impl Snapshot {
             values: vec![BTreeMap::new(); values],
             rates: vec![BTreeMap::new(); rates],
             grouped,
+            hits: vec![[0, 0]; spans],
         }
     }
 
@@ -107,6 +115,8 @@ impl Snapshot {
             Some("printf") => match data.as_str().map(|t| t.trim_end_matches('\n')) {
                 Some(TICK) => Line::Tick,
                 Some(END) => Line::End,
+                Some(ATTACHED) => Line::Ready,
+                Some(PIDS_FULL) => Line::PidsFull,
                 Some(text) if text.starts_with(SPAN) => {
                     SpanLine::parse(text).map_or_else(|| Line::Other(line.to_string()), Line::Span)
                 }
@@ -127,6 +137,18 @@ impl Snapshot {
     }
 
     fn update(&mut self, name: &str, value: &Value) {
+        // Hit counts are never grouped.
+        for (prefix, end) in [("@lcs_", 0), ("@lce_", 1)] {
+            if let Some(i) = name
+                .strip_prefix(prefix)
+                .and_then(|i| i.parse::<usize>().ok())
+            {
+                if let (Some(hits), Some(n)) = (self.hits.get_mut(i), value.as_u64()) {
+                    hits[end] = n;
+                }
+                return;
+            }
+        }
         let Some((kind, field, index)) = parse_map_name(name) else {
             return;
         };

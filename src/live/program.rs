@@ -15,36 +15,110 @@
 
 use std::fmt::Write;
 
-use super::spec::{Field, Probe, SpanSpec, ValueSpec};
+use super::fields::Resolved;
+use super::spec::Probe;
 use crate::stats::loglinear::BUCKETS;
 
 /// The marker printed after each interval's snapshot.
 pub const TICK: &str = "latscope:tick";
 /// The marker printed after the final snapshot.
 pub const END: &str = "latscope:end";
+/// The marker printed once every probe is attached (see [`Marker`]).
+pub const ATTACHED: &str = "latscope:attached";
+/// The marker printed once when the map of traced processes is full.
+pub const PIDS_FULL: &str = "latscope:pids-full";
+/// How many processes the map of traced processes holds (bpftrace's default map size).
+pub const MAX_PIDS: u32 = 4096;
 
-/// What the traced process is.
+/// Whose events count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// an existing process
+    /// this process only (`--pid PID`, or `--this-process-only` with a command)
     Pid(u32),
-    /// the command bpftrace starts with `-c` (its pid is `cpid`)
-    Command,
-    /// every process that runs the probed code
+    /// these processes and every process they fork, as they fork (a command and its children)
+    Tree(Vec<u32>),
+    /// every process
     Everything,
+}
+
+/// A probe with its compiled filters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    /// where
+    pub probe: Probe,
+    /// bpftrace conditions, all of which must hold
+    pub filters: Vec<String>,
+    /// the endpoint as the user wrote it (probe and filters), for messages
+    pub label: String,
+    /// the pid of the task the event is about, which the process filter tests: a
+    /// tracepoint's own `pid` field where it has one (sched_wakeup's woken task), else the
+    /// running task's (`pid`)
+    pub task: String,
+}
+
+/// A span, compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanPlan {
+    /// name in results
+    pub name: String,
+    /// where it starts
+    pub start: Site,
+    /// where it ends
+    pub end: Site,
+    /// key expressions at the start
+    pub start_key: Vec<String>,
+    /// key expressions at the end, pairwise with the start's
+    pub end_key: Vec<String>,
+    /// the `--by` field at the end probe
+    pub group: Option<Resolved>,
+    /// the key as given (`pid=next_pid`), for messages
+    pub key: String,
+}
+
+/// A rate, compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RatePlan {
+    /// what is counted
+    pub site: Site,
+    /// the `--by` field at the probe
+    pub group: Option<Resolved>,
+}
+
+/// A value distribution, compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValuePlan {
+    /// name in results
+    pub name: String,
+    /// where it is read
+    pub site: Site,
+    /// the integer expression counted
+    pub expr: String,
+    /// the `--by` field at the probe
+    pub group: Option<Resolved>,
+}
+
+/// A probe in latscope itself that the program answers with [`ATTACHED`]: it comes first in
+/// the program, and bpftrace attaches user-space probes last and in reverse order, so when it
+/// fires every other probe is attached and the held command may start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// `usdt:LATSCOPE:latscope_live:attached`
+    pub probe: Probe,
+    /// latscope's pid
+    pub pid: u32,
 }
 
 /// Everything a live session measures.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// spans
-    pub spans: Vec<SpanSpec>,
+    pub spans: Vec<SpanPlan>,
     /// single probes counted per interval
-    pub rates: Vec<Probe>,
-    /// argument distributions
-    pub values: Vec<ValueSpec>,
-    /// split spans and values into one histogram per value of this field
-    pub by: Option<Field>,
+    pub rates: Vec<RatePlan>,
+    /// value distributions
+    pub values: Vec<ValuePlan>,
+    /// whether spans, rates and values are split by a field (`--by`)
+    pub grouped: bool,
     /// whose events count
     pub target: Target,
     /// seconds between snapshots
@@ -53,6 +127,8 @@ pub struct Plan {
     pub duration_s: Option<u64>,
     /// print individual spans: the first this many of each span, and each new maximum
     pub record: Option<u64>,
+    /// tells latscope when every probe is attached
+    pub marker: Option<Marker>,
 }
 
 /// Map names, shared by the generator and the output parser.
@@ -89,6 +165,14 @@ pub mod maps {
     pub fn top(i: usize) -> String {
         format!("@lk_top_{i}")
     }
+    /// how often span `i`'s start (`s`) or end (`e`) probe fired and passed its filters
+    pub fn hits(end: char, i: usize) -> String {
+        format!("@lc{end}_{i}")
+    }
+    /// the traced processes (a process tree)
+    pub const PIDS: &str = "@lt_pids";
+    /// set once the map of traced processes was full
+    pub const FULL: &str = "@lt_full";
 }
 
 /// The prefix of a printed span.
@@ -98,97 +182,147 @@ pub const SPAN: &str = "latscope:span";
 pub fn program(plan: &Plan) -> String {
     let mut out =
         String::from("// generated by latscope live; run it by hand with: bpftrace -f json FILE\n");
-    let filter = match plan.target {
-        Target::Pid(pid) => format!("pid == {pid}"),
-        Target::Command => "pid == cpid".to_string(),
-        Target::Everything => String::new(),
-    };
-    // Without --by, maps are unkeyed: no hashing per update (as in a hand-written one-liner).
-    let group = plan
-        .by
-        .map_or_else(String::new, |f| format!("[{}]", f.expr()));
-    for (i, span) in plan.spans.iter().enumerate() {
-        span_probes(&mut out, i, span, &filter, &group, plan);
-    }
-    for (i, probe) in plan.rates.iter().enumerate() {
+    if let Some(marker) = &plan.marker {
         let _ = writeln!(
             out,
-            "\n{probe}{} {{ {}{group} = count(); }}",
-            predicate(&filter, None),
-            maps::rate(i)
+            "\n// first in the program, attached last: latscope starts the command when it fires\n\
+             {} /pid == {}/ {{ printf(\"{ATTACHED}\\n\"); }}",
+            marker.probe, marker.pid
+        );
+    }
+    let target = target_probes(&mut out, &plan.target);
+    for (i, span) in plan.spans.iter().enumerate() {
+        span_probes(&mut out, i, span, &target, plan.record);
+    }
+    for (i, rate) in plan.rates.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "\n{}{} {{ {}{} = count(); }}",
+            rate.site.probe,
+            predicate(Some(&target), &rate.site),
+            maps::rate(i),
+            group_key(rate.group.as_ref())
         );
     }
     for (i, value) in plan.values.iter().enumerate() {
-        let _ = writeln!(out, "\n{}{} {{", value.probe, predicate(&filter, None));
-        let _ = writeln!(out, "  $d = (uint64)arg{};", value.arg);
-        aggregate(&mut out, 'v', i, &group);
+        let _ = writeln!(
+            out,
+            "\n{}{} {{",
+            value.site.probe,
+            predicate(Some(&target), &value.site)
+        );
+        let _ = writeln!(out, "  $d = (uint64){};", value.expr);
+        aggregate(&mut out, 'v', i, &group_key(value.group.as_ref()));
         out.push_str("}\n");
     }
     snapshots(&mut out, plan);
     out
 }
 
-fn predicate(filter: &str, extra: Option<&str>) -> String {
-    match (filter.is_empty(), extra) {
-        (true, None) => String::new(),
-        (false, None) => format!(" /{filter}/"),
-        (true, Some(e)) => format!(" /{e}/"),
-        (false, Some(e)) => format!(" /{filter} && {e}/"),
+/// The probes that keep the map of traced processes, and the condition that a probe's task is
+/// traced (empty: every task).
+fn target_probes(out: &mut String, target: &Target) -> String {
+    let pids = maps::PIDS;
+    match target {
+        Target::Everything => String::new(),
+        Target::Pid(pid) => format!("{TASK} == {pid}"),
+        Target::Tree(roots) => {
+            let seeds: String = if roots.is_empty() {
+                " /* the command's pid, when it runs */".to_string()
+            } else {
+                roots
+                    .iter()
+                    .map(|p| format!(" {pids}[(uint64){p}] = 1;"))
+                    .collect()
+            };
+            let _ = writeln!(
+                out,
+                "\n// the traced processes: the command (or --pid) and every process forked from them\n\
+                 BEGIN {{{seeds} }}\n\
+                 tracepoint:sched:sched_process_fork /{pids}[(uint64)pid]/ {{\n\
+                 \x20 $c = (uint64)args->child_pid;\n\
+                 \x20 {pids}[$c] = 1;\n\
+                 \x20 if ({pids}[$c] == 0 && {full} == 0) {{ {full} = 1; printf(\"{PIDS_FULL}\\n\"); }}\n\
+                 }}\n\
+                 tracepoint:sched:sched_process_exit /{pids}[(uint64)tid]/ {{ delete({pids}[(uint64)tid]); }}",
+                full = maps::FULL
+            );
+            format!("{pids}[(uint64){TASK}]")
+        }
     }
 }
 
-fn span_probes(
-    out: &mut String,
-    i: usize,
-    span: &SpanSpec,
-    filter: &str,
-    group: &str,
-    plan: &Plan,
-) {
-    let key: Vec<String> = span.key.iter().map(|f| key_expr(*f)).collect();
-    let start = format!("{}[{}]", maps::start(i), key.join(", "));
+/// Where the process filter puts the pid of a site's task.
+const TASK: &str = "$TASK";
+
+/// ` /a && b/`, or nothing when there is no condition: the process filter `target` (its
+/// [`TASK`] replaced by the site's task) and the site's filters.
+fn predicate(target: Option<&str>, site: &Site) -> String {
+    let target = target
+        .filter(|t| !t.is_empty())
+        .map(|t| t.replace(TASK, &site.task));
+    let all: Vec<&str> = target
+        .iter()
+        .map(String::as_str)
+        .chain(site.filters.iter().map(String::as_str))
+        .collect();
+    if all.is_empty() {
+        String::new()
+    } else {
+        format!(" /{}/", all.join(" && "))
+    }
+}
+
+/// `[EXPR]` of a group, or nothing: unkeyed maps need no hashing per update.
+fn group_key(group: Option<&Resolved>) -> String {
+    group.map_or_else(String::new, |g| format!("[{}]", g.expr))
+}
+
+fn span_probes(out: &mut String, i: usize, span: &SpanPlan, target: &str, record: Option<u64>) {
+    let start_key = format!("{}[{}]", maps::start(i), span.start_key.join(", "));
+    let end_key = format!("{}[{}]", maps::start(i), span.end_key.join(", "));
     let _ = writeln!(
         out,
         "\n// span {}: {} .. {}",
-        span.name, span.start, span.end
+        span.name, span.start.label, span.end.label
     );
     let _ = writeln!(
         out,
-        "{}{} {{ {start} = nsecs; }}",
-        span.start,
-        predicate(filter, None)
+        "{}{} {{ {} = count(); {start_key} = nsecs; }}",
+        span.start.probe,
+        predicate(Some(target), &span.start),
+        maps::hits('s', i)
     );
-    let _ = writeln!(out, "{}{} {{", span.end, predicate(filter, Some(&start)));
-    match plan.record {
-        None => {
-            let _ = writeln!(out, "  $d = nsecs - {start};\n  delete({start});");
-            aggregate(out, 's', i, group);
-        }
-        Some(max) => {
-            let _ = writeln!(
-                out,
-                "  $s = {start};\n  $d = nsecs - $s;\n  delete({start});"
-            );
-            aggregate(out, 's', i, group);
-            print_span(out, i, max, plan.by);
-        }
+    // The end is not filtered by process: a span may end in another process (a reply, a
+    // fence signalled in an interrupt); only starts of traced processes are in the map.
+    let _ = writeln!(
+        out,
+        "{}{} {{\n  {} = count();\n  $s = {end_key};\n  if ($s) {{\n    $d = nsecs - $s;\n    delete({end_key});",
+        span.end.probe,
+        predicate(None, &span.end),
+        maps::hits('e', i)
+    );
+    let mut body = String::new();
+    aggregate(&mut body, 's', i, &group_key(span.group.as_ref()));
+    if let Some(max) = record {
+        print_span(&mut body, i, max, span.group.as_ref());
     }
-    out.push_str("}\n");
+    for line in body.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    out.push_str("  }\n}\n");
 }
 
 /// `printf` of the span in `$s` (start) and `$d` (latency) when it is among the first `max` or
 /// slower than every span printed before in its group.
-fn print_span(out: &mut String, i: usize, max: u64, by: Option<Field>) {
+fn print_span(out: &mut String, i: usize, max: u64, group: Option<&Resolved>) {
     let (n, top) = (maps::printed(i), maps::top(i));
-    let top = match by {
-        Some(f) => format!("{top}[{}]", f.expr()),
-        None => top,
-    };
+    let top = format!("{top}{}", group_key(group));
     // The group is printed as bpftrace prints the map key, so records and series agree.
-    let (format, arg) = match by {
+    let (format, arg) = match group {
         None => (String::new(), String::new()),
-        Some(Field::Comm) => (" %s".to_string(), ", comm".to_string()),
-        Some(f) => (" %llu".to_string(), format!(", {}", f.expr())),
+        Some(g) if g.text => (" %s".to_string(), format!(", {}", g.expr)),
+        Some(g) => (" %llu".to_string(), format!(", {}", g.expr)),
     };
     let _ = writeln!(
         out,
@@ -198,14 +332,6 @@ fn print_span(out: &mut String, i: usize, max: u64, by: Option<Field>) {
          \x20   printf(\"{SPAN} {i} %llu %llu{format}\\n\", $s, $d{arg});\n\
          \x20 }}"
     );
-}
-
-/// Keys are cast so that a start and an end probe with different argument sizes still agree.
-fn key_expr(field: Field) -> String {
-    match field {
-        Field::Arg(_) => format!("(uint64){}", field.expr()),
-        _ => field.expr(),
-    }
 }
 
 /// Bucket index of `$d` into `$i`, then the four aggregates.
@@ -276,9 +402,18 @@ fn snapshots(out: &mut String, plan: &Plan) {
             ));
         }
     }
+    // How often each span's probes fired: only at the end, to name those that never did.
+    let hits: Vec<String> = (0..plan.spans.len())
+        .flat_map(|i| [maps::hits('s', i), maps::hits('e', i)])
+        .collect();
+    let hit_prints: String = hits.iter().map(|m| format!(" print({m});")).collect();
+    clears.extend(hits.iter().map(|m| format!(" clear({m});")));
+    if matches!(plan.target, Target::Tree(_)) {
+        clears.push(format!(" clear({}); clear({});", maps::PIDS, maps::FULL));
+    }
     let _ = writeln!(
         out,
-        "END {{{prints} printf(\"{END}\\n\");{} }}",
+        "END {{{prints}{hit_prints} printf(\"{END}\\n\");{} }}",
         clears.concat()
     );
 }
@@ -286,78 +421,161 @@ fn snapshots(out: &mut String, plan: &Plan) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::compile::{Request, compile};
+    use crate::live::fields::{Formats, parse_format};
+    use crate::live::spec::{Key, parse_endpoint, parse_span};
 
-    fn plan() -> Plan {
-        Plan {
-            spans: vec![SpanSpec::parse("req=usdt:/t:p:start..usdt:/t:p:end", None).unwrap()],
-            rates: vec!["usdt:/t:p:tick".parse().unwrap()],
+    fn request() -> Request {
+        Request {
+            spans: vec![parse_span("req=usdt:/t:p:start..usdt:/t:p:end", None).unwrap()],
+            rates: vec![parse_endpoint("usdt:/t:p:tick").unwrap()],
             values: vec!["delay=usdt:/t:p:start:arg1".parse().unwrap()],
-            by: Some(Field::Tid),
+            by: Some("tid".into()),
             target: Target::Pid(42),
             interval_s: 5,
             duration_s: Some(10),
             record: None,
+            marker: None,
         }
+    }
+
+    fn plan() -> Plan {
+        compile(&request(), &Formats::new()).unwrap()
     }
 
     #[test]
     fn a_usdt_span_stores_the_start_under_its_key_and_aggregates_at_the_end() {
         let text = program(&plan());
         assert!(
-            text.contains("usdt:/t:p:start /pid == 42/ { @ls_start_0[(uint64)arg0] = nsecs; }"),
+            text.contains(
+                "usdt:/t:p:start /pid == 42/ { @lcs_0 = count(); @ls_start_0[(uint64)arg0] = nsecs; }"
+            ),
             "{text}"
         );
         assert!(
-            text.contains("usdt:/t:p:end /pid == 42 && @ls_start_0[(uint64)arg0]/ {"),
+            text.contains("usdt:/t:p:end {\n  @lce_0 = count();\n  $s = @ls_start_0[(uint64)arg0];\n  if ($s) {\n    $d = nsecs - $s;\n    delete(@ls_start_0[(uint64)arg0]);"),
             "{text}"
         );
-        assert!(text.contains(
-            "  $d = nsecs - @ls_start_0[(uint64)arg0];\n  delete(@ls_start_0[(uint64)arg0]);"
-        ));
-        assert!(text.contains(&format!("  @ls_hist_0[tid] = lhist($i, 0, {BUCKETS}, 1);")));
-        assert!(text.contains("  @ls_stat_0[tid] = stats($d);"));
+        assert!(
+            text.contains(&format!(
+                "    @ls_hist_0[tid] = lhist($i, 0, {BUCKETS}, 1);"
+            )),
+            "{text}"
+        );
+        assert!(text.contains("    @ls_stat_0[tid] = stats($d);"));
     }
 
     #[test]
     fn rates_values_interval_duration_and_end_are_generated() {
         let text = program(&plan());
-        assert!(text.contains("usdt:/t:p:tick /pid == 42/ { @lr_0[tid] = count(); }"));
+        assert!(
+            text.contains("usdt:/t:p:tick /pid == 42/ { @lr_0[tid] = count(); }"),
+            "{text}"
+        );
         assert!(text.contains("  $d = (uint64)arg1;"));
         assert!(text.contains("  @lv_max_0[tid] = max($d);"));
         assert!(text.contains("interval:s:5 { print(@ls_hist_0);"));
         assert!(text.contains("print(@lr_0); printf(\"latscope:tick\\n\"); }"));
         assert!(text.contains("interval:s:10 { exit(); }"));
-        assert!(text.contains("printf(\"latscope:end\\n\"); clear(@ls_hist_0);"));
-        assert!(text.contains("clear(@ls_start_0); }"));
+        assert!(text.contains(
+            "print(@lcs_0); print(@lce_0); printf(\"latscope:end\\n\"); clear(@ls_hist_0);"
+        ));
+        assert!(text.contains("clear(@lcs_0); clear(@lce_0); }"));
     }
 
     #[test]
-    fn a_command_target_filters_on_cpid_and_no_grouping_uses_one_key() {
-        let mut p = plan();
-        p.target = Target::Command;
-        p.by = None;
-        let text = program(&p);
-        assert!(text.contains("/pid == cpid/"));
+    fn a_process_tree_is_seeded_followed_through_forks_and_bounded() {
+        let mut r = request();
+        r.target = Target::Tree(vec![7, 9]);
+        r.by = None;
+        let text = program(&compile(&r, &Formats::new()).unwrap());
+        assert!(
+            text.contains("BEGIN { @lt_pids[(uint64)7] = 1; @lt_pids[(uint64)9] = 1; }"),
+            "{text}"
+        );
+        assert!(text.contains("tracepoint:sched:sched_process_fork /@lt_pids[(uint64)pid]/ {"));
+        assert!(text.contains("  if (@lt_pids[$c] == 0 && @lt_full == 0) { @lt_full = 1; printf(\"latscope:pids-full\\n\"); }"));
+        assert!(text.contains("tracepoint:sched:sched_process_exit /@lt_pids[(uint64)tid]/ { delete(@lt_pids[(uint64)tid]); }"));
+        assert!(
+            text.contains("usdt:/t:p:start /@lt_pids[(uint64)pid]/ {"),
+            "{text}"
+        );
+        // The end is matched by key, in whatever process it fires.
+        assert!(text.contains("usdt:/t:p:end {\n"), "{text}");
         assert!(text.contains("@ls_hist_0 = lhist("));
-        assert!(text.contains("{ @lr_0 = count(); }"));
+        assert!(text.contains("clear(@lt_pids); clear(@lt_full); }"));
+    }
+
+    #[test]
+    fn the_marker_comes_first_so_that_bpftrace_attaches_it_last() {
+        let mut r = request();
+        r.marker = Some(Marker {
+            probe: "usdt:/usr/bin/latscope:latscope_live:attached"
+                .parse()
+                .unwrap(),
+            pid: 5,
+        });
+        let text = program(&compile(&r, &Formats::new()).unwrap());
+        let marker = text.find("usdt:/usr/bin/latscope:latscope_live:attached /pid == 5/ { printf(\"latscope:attached\\n\"); }").unwrap();
+        assert!(marker < text.find("usdt:/t:p:start").unwrap());
+    }
+
+    const WAKEUP: &str = "format:\n\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n";
+    const SWITCH: &str = "format:\n\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n";
+
+    #[test]
+    fn a_tracepoint_with_its_own_pid_is_filtered_by_the_task_it_is_about() {
+        let mut formats = Formats::new();
+        formats.insert(
+            ("sched".into(), "sched_wakeup".into()),
+            Some(parse_format(WAKEUP)),
+        );
+        formats.insert(
+            ("sched".into(), "sched_switch".into()),
+            Some(parse_format(SWITCH)),
+        );
+        let key = Key::parse("pid=next_pid").unwrap();
+        let mut r = request();
+        r.spans = vec![
+            parse_span(
+                "runq=tracepoint:sched:sched_wakeup:comm==myapp..tracepoint:sched:sched_switch:next_comm^=my",
+                Some(&key),
+            )
+            .unwrap(),
+        ];
+        r.target = Target::Tree(vec![3]);
+        r.by = Some("next_comm".into());
+        r.rates.clear();
+        r.values.clear();
+        let text = program(&compile(&r, &formats).unwrap());
+        assert!(text.contains(
+            "tracepoint:sched:sched_wakeup /@lt_pids[(uint64)args->pid] && args->comm == \"myapp\"/ { @lcs_0 = count(); @ls_start_0[(uint64)args->pid] = nsecs; }"
+        ), "{text}");
+        assert!(text.contains(
+            "tracepoint:sched:sched_switch /strncmp(args->next_comm, \"my\", 2) == 0/ {\n  @lce_0 = count();\n  $s = @ls_start_0[(uint64)args->next_pid];"
+        ), "{text}");
+        assert!(
+            text.contains("@ls_hist_0[args->next_comm] = lhist("),
+            "{text}"
+        );
     }
 
     #[test]
     fn recording_prints_the_first_spans_and_new_maxima_beside_unchanged_aggregates() {
-        let mut p = plan();
-        let plain = program(&p);
-        p.record = Some(1000);
-        let text = program(&p);
-        assert!(text.contains(
-            "  $s = @ls_start_0[(uint64)arg0];\n  $d = nsecs - $s;\n  delete(@ls_start_0[(uint64)arg0]);"
-        ));
+        let mut r = request();
+        let plain = program(&compile(&r, &Formats::new()).unwrap());
+        r.record = Some(1000);
+        let text = program(&compile(&r, &Formats::new()).unwrap());
         assert!(
-            text.contains("  if (@lk_n_0 < 1000 || $d > @lk_top_0[tid]) {"),
+            text.contains("    if (@lk_n_0 < 1000 || $d > @lk_top_0[tid]) {"),
             "{text}"
         );
-        assert!(text.contains("    if ($d > @lk_top_0[tid]) { @lk_top_0[tid] = $d; }"));
-        assert!(text.contains("    printf(\"latscope:span 0 %llu %llu %llu\\n\", $s, $d, tid);"));
-        assert!(text.contains("clear(@lk_n_0); clear(@lk_top_0); }"));
+        assert!(text.contains("      if ($d > @lk_top_0[tid]) { @lk_top_0[tid] = $d; }"));
+        assert!(
+            text.contains("      printf(\"latscope:span 0 %llu %llu %llu\\n\", $s, $d, tid);"),
+            "{text}"
+        );
+        assert!(text.contains("clear(@lk_n_0); clear(@lk_top_0);"));
         // The aggregates are the same lines as without recording.
         let aggregates = |t: &str| -> Vec<String> {
             t.lines()
@@ -366,10 +584,15 @@ mod tests {
                 .collect()
         };
         assert_eq!(aggregates(&text), aggregates(&plain));
-        p.by = Some(Field::Comm);
-        assert!(program(&p).contains("%llu %llu %s\\n\", $s, $d, comm);"));
-        p.by = None;
-        assert!(program(&p).contains("%llu %llu\\n\", $s, $d);"));
+        r.by = Some("comm".into());
+        assert!(
+            program(&compile(&r, &Formats::new()).unwrap())
+                .contains("%llu %llu %s\\n\", $s, $d, comm);")
+        );
+        r.by = None;
+        assert!(
+            program(&compile(&r, &Formats::new()).unwrap()).contains("%llu %llu\\n\", $s, $d);")
+        );
     }
 
     #[test]

@@ -1,17 +1,23 @@
 //! Running bpftrace and streaming its snapshots: the I/O edge of live tracing.
 //!
-//! bpftrace gets the generated program with `-e`, `-f json`, and `-p PID` or `-c COMMAND`.
-//! A watcher thread asks bpftrace to finish (SIGINT, which runs the program's `END`: the final
-//! snapshot) when latscope is interrupted or the traced PID is gone; a traced command's exit
-//! ends bpftrace by itself. Whatever happens, the last complete snapshot is returned.
+//! bpftrace gets the generated program with `-e` and `-f json`, and never starts or filters a
+//! process itself: the program holds the set of traced pids (see [`super::program::Target`]).
+//! A traced command is forked by latscope and held before `execve` ([`super::launch`]) until
+//! the program's marker probe, attached last, answers latscope's own USDT probe: from then on
+//! every probe is in place, and the command runs from its first instruction. A watcher thread
+//! asks bpftrace to finish (SIGINT, which runs the program's `END`: the final snapshot) when
+//! latscope is interrupted, the traced PID is gone or the command has exited. Whatever
+//! happens, the last complete snapshot is returned, and the command's process group is ended
+//! and reaped.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use super::launch::{self, Held};
 use super::output::{Line, Snapshot};
 use super::record::Recorder;
 
@@ -20,16 +26,19 @@ pub type RateTotals = std::collections::BTreeMap<Option<String>, u64>;
 use crate::ingest::Cancel;
 
 /// How to run bpftrace.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RunOptions {
     /// the bpftrace binary
     pub bpftrace: std::path::PathBuf,
     /// the program text
     pub program: String,
-    /// trace this running process
+    /// stop when this process exits (`--pid`)
     pub pid: Option<u32>,
-    /// or start and trace this command
-    pub command: Option<Vec<String>>,
+    /// the command, held until every probe is attached
+    pub command: Option<Held>,
+    /// whether the program answers latscope's marker probe ([`super::program::Marker`]);
+    /// without it the command starts one second after bpftrace reports attaching
+    pub marker: bool,
     /// an empty snapshot of the right shape
     pub empty: Snapshot,
     /// stop when raised (Ctrl-C)
@@ -65,79 +74,163 @@ pub struct Outcome {
     pub finished: bool,
     /// why the session ended early, if it did: bpftrace's error output
     pub error: Option<String>,
-    /// why it stopped: "interrupted", "target exited", ...
-    pub stopped_by: &'static str,
+    /// why it stopped: "interrupted", "the traced command exited", ...
+    pub stopped_by: String,
     /// the spans kept (`--record-spans`)
     pub record: Option<Recorder>,
+    /// whether the map of traced processes filled up
+    pub pids_full: bool,
+    /// the command's exit status, if it ran and ended
+    pub command_status: Option<i32>,
+}
+
+/// Shared between the reading loop and the threads around it.
+#[derive(Default)]
+struct Shared {
+    /// the reading loop or the session is over
+    done: AtomicBool,
+    /// every probe is attached
+    ready: AtomicBool,
+    /// the command has exited
+    exited: AtomicBool,
+    /// why the watcher stopped bpftrace
+    stopped_by: Mutex<Option<String>>,
+    /// the command's pid once it runs
+    command: Mutex<Option<u32>>,
+    /// its exit status
+    status: Mutex<Option<i32>>,
 }
 
 /// Runs bpftrace, calling `on_event` as snapshots arrive.
-pub fn run(opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io::Result<Outcome> {
+pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io::Result<Outcome> {
     let mut cmd = Command::new(&opts.bpftrace);
-    cmd.args(["-f", "json"]);
-    if let Some(pid) = opts.pid {
-        cmd.args(["-p", &pid.to_string()]);
-    }
-    if let Some(argv) = &opts.command {
-        cmd.args(["-c", &argv.join(" ")]);
-    }
-    cmd.args(["-e", &opts.program])
+    cmd.args(["-f", "json", "-e", &opts.program])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn()?;
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(held) = opts.command.take() {
+                held.abandon();
+            }
+            return Err(e);
+        }
+    };
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    let done = Arc::new(AtomicBool::new(false));
-    let stopped_by = Arc::new(std::sync::Mutex::new("bpftrace exited"));
-    let watcher = watch(
-        child.id(),
-        opts.pid,
-        opts.cancel.clone(),
-        done.clone(),
-        stopped_by.clone(),
-    );
+    let shared = Arc::new(Shared::default());
+    let marker = opts.marker.then(|| call_marker(shared.clone()));
+    let watcher = watch(child.id(), opts.pid, opts.cancel.clone(), shared.clone());
     let errors = thread::spawn(move || forward_stderr(stderr));
     let mut state = Stream::new(opts.empty, opts.record);
+    let mut held = opts.command.take();
+    let mut launch_error = None;
     if let Some(stdout) = stdout {
-        // Read bytes, not UTF-8 lines: the traced command shares bpftrace's stdout and may
-        // print anything; stopping on bad UTF-8 would leave bpftrace blocked on a full pipe.
+        // Read bytes, not UTF-8 lines: a probe may print anything.
         let mut reader = BufReader::new(stdout);
         let mut line = Vec::new();
         while reader.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
             let text = String::from_utf8_lossy(&line);
-            state.line(text.trim_end_matches(['\n', '\r']), &mut on_event);
+            let parsed = state.line(text.trim_end_matches(['\n', '\r']), &mut on_event);
+            let start_now = match parsed {
+                Some(Line::Ready) => true,
+                Some(Line::Attached(_)) if !opts.marker => {
+                    thread::sleep(Duration::from_secs(1));
+                    true
+                }
+                _ => false,
+            };
+            if start_now {
+                shared.ready.store(true, Ordering::Relaxed);
+                if let Some(h) = held.take() {
+                    launch_error = start(h, &shared).err();
+                }
+            }
             line.clear();
         }
     }
-    // Stop the watcher before reaping bpftrace, so it can never signal a reused PID.
-    done.store(true, Ordering::Relaxed);
+    // Stop the threads before reaping bpftrace, so the watcher can never signal a reused PID.
+    shared.done.store(true, Ordering::Relaxed);
     let _ = watcher.join();
+    if let Some(m) = marker {
+        let _ = m.join();
+    }
     let status = child.wait()?;
+    if let Some(h) = held.take() {
+        // bpftrace ended before its probes were in place: the command never runs.
+        h.abandon();
+    }
+    let command_status = end_command(&shared);
     let error_text = errors.join().unwrap_or_default();
     let failed = !status.success() && !state.finished;
-    let watched = *stopped_by.lock().unwrap();
     let pid_gone = opts.pid.is_some_and(|p| !alive(p));
-    let stopped_by = match watched {
-        // bpftrace ends by itself when its -c command or its -p process exits.
-        "bpftrace exited" if opts.command.is_some() && state.finished => {
-            "the traced command exited"
-        }
-        "bpftrace exited" if pid_gone => "the traced process exited",
-        other => other,
+    let stopped_by = match shared.stopped_by.lock().unwrap().clone() {
+        Some(reason) => reason,
+        None if pid_gone => "the traced process exited".to_string(),
+        None => "bpftrace exited".to_string(),
+    };
+    let error = match (launch_error, failed) {
+        (Some(e), _) => Some(e.to_string()),
+        (None, true) if error_text.is_empty() => Some(format!("bpftrace failed ({status})")),
+        (None, true) => Some(error_text),
+        (None, false) => None,
     };
     Ok(Outcome {
         last: state.now,
         rate_history: state.rate_history,
         finished: state.finished,
-        error: failed.then(|| {
-            if error_text.is_empty() {
-                format!("bpftrace failed ({status})")
-            } else {
-                error_text
-            }
-        }),
+        error,
         stopped_by,
         record: state.record,
+        pids_full: state.pids_full,
+        command_status,
+    })
+}
+
+/// Releases the held command and starts the thread that reaps it.
+fn start(held: Held, shared: &Arc<Shared>) -> Result<(), launch::LaunchError> {
+    let pid = held.release().inspect_err(|_| {
+        shared.exited.store(true, Ordering::Relaxed);
+    })?;
+    *shared.command.lock().unwrap() = Some(pid);
+    let shared = shared.clone();
+    thread::spawn(move || {
+        let status = launch::wait(pid);
+        *shared.status.lock().unwrap() = status;
+        shared.exited.store(true, Ordering::Relaxed);
+    });
+    Ok(())
+}
+
+/// Ends what is left of the command's process group and waits (briefly) for its exit status.
+fn end_command(shared: &Shared) -> Option<i32> {
+    let pid = (*shared.command.lock().unwrap())?;
+    launch::signal_group(pid, libc::SIGTERM);
+    for _ in 0..50 {
+        if shared.exited.load(Ordering::Relaxed) {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    if !shared.exited.load(Ordering::Relaxed) {
+        launch::signal_group(pid, libc::SIGKILL);
+    }
+    *shared.status.lock().unwrap()
+}
+
+/// latscope's own USDT probe, which the program's marker answers once attached.
+#[inline(never)]
+pub fn fire_marker() {
+    probe::probe!(latscope_live, attached);
+}
+
+/// Fires the marker every 10 ms until the program answers or the session ends.
+fn call_marker(shared: Arc<Shared>) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        while !shared.ready.load(Ordering::Relaxed) && !shared.done.load(Ordering::Relaxed) {
+            fire_marker();
+            thread::sleep(Duration::from_millis(10));
+        }
     })
 }
 
@@ -148,6 +241,7 @@ struct Stream {
     rate_history: Vec<Vec<RateTotals>>,
     finished: bool,
     record: Option<Recorder>,
+    pids_full: bool,
 }
 
 impl Stream {
@@ -159,10 +253,12 @@ impl Stream {
             rate_history: Vec::new(),
             finished: false,
             record,
+            pids_full: false,
         }
     }
 
-    fn line(&mut self, line: &str, on_event: &mut impl FnMut(Event<'_>)) {
+    /// Applies one line; returns it when the caller acts on it (attached, ready).
+    fn line(&mut self, line: &str, on_event: &mut impl FnMut(Event<'_>)) -> Option<Line> {
         if self.finished {
             // bpftrace prints its (cleared) maps once more at exit: the final snapshot is kept.
             // Printed spans still count whenever they come.
@@ -171,10 +267,15 @@ impl Stream {
                 Line::Lost(n) => self.lost(n),
                 _ => {}
             }
-            return;
+            return None;
         }
         match self.now.apply(line) {
-            Line::Attached(n) => on_event(Event::Attached(n)),
+            Line::Attached(n) => {
+                on_event(Event::Attached(n));
+                return Some(Line::Attached(n));
+            }
+            Line::Ready => return Some(Line::Ready),
+            Line::PidsFull => self.pids_full = true,
             Line::Tick => {
                 self.intervals += 1;
                 self.rate_history.push(self.now.rates.clone());
@@ -194,9 +295,9 @@ impl Stream {
             Line::Updated => {}
             Line::Span(span) => self.span(span),
             Line::Lost(n) => self.lost(n),
-            // The traced command's own output shares bpftrace's stdout: pass it on.
             Line::Other(text) => eprintln!("{text}"),
         }
+        None
     }
 }
 
@@ -227,30 +328,39 @@ pub fn alive(pid: u32) -> bool {
     !matches!(state, Some('Z' | 'X') | None)
 }
 
-/// Sends SIGINT to bpftrace once when `cancel` is raised or the traced PID is gone.
+/// Sends SIGINT to bpftrace once when `cancel` is raised, the traced PID is gone or the
+/// command has exited; on `cancel`, the command's group gets SIGINT too (it runs in its own
+/// process group, where a terminal's Ctrl-C does not reach it).
 fn watch(
     bpftrace: u32,
     pid: Option<u32>,
     cancel: Cancel,
-    done: Arc<AtomicBool>,
-    stopped_by: Arc<std::sync::Mutex<&'static str>>,
+    shared: Arc<Shared>,
 ) -> thread::JoinHandle<()> {
     thread::spawn(move || {
-        while !done.load(Ordering::Relaxed) {
+        while !shared.done.load(Ordering::Relaxed) {
             let reason = if cancel.is_raised() {
-                Some("interrupted")
+                if let Some(command) = *shared.command.lock().unwrap() {
+                    launch::signal_group(command, libc::SIGINT);
+                }
+                Some("interrupted".to_string())
             } else if pid.is_some_and(|p| !alive(p)) {
-                Some("the traced process exited")
+                Some("the traced process exited".to_string())
+            } else if shared.exited.load(Ordering::Relaxed) {
+                Some(match *shared.status.lock().unwrap() {
+                    Some(code) if code != 0 => format!("the traced command exited (status {code})"),
+                    _ => "the traced command exited".to_string(),
+                })
             } else {
                 None
             };
             if let Some(reason) = reason {
-                *stopped_by.lock().unwrap() = reason;
+                *shared.stopped_by.lock().unwrap() = Some(reason);
                 // SAFETY: kill has no memory-safety preconditions.
                 unsafe { libc::kill(bpftrace as i32, libc::SIGINT) };
                 return;
             }
-            thread::sleep(Duration::from_millis(100));
+            thread::sleep(Duration::from_millis(50));
         }
     })
 }

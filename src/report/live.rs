@@ -302,6 +302,8 @@ mod tests {
             intervals: 2,
             interval_s: 5,
             stopped_by: "Ctrl-C".into(),
+            probes: Vec::new(),
+            traced: None,
         };
         let doc = document(&names(), &last, &history, run, &[]);
         let text = crate::doc::to_json(&doc, false);
