@@ -535,6 +535,68 @@ fn a_fresh_lttng_trace_read_through_babeltrace2_times_each_call() {
     assert!(work.1 >= 1_000_000, "{work:?}");
 }
 
+/// Every series of a Chrome trace, all statistics: `{name: {count, min, p50, p90, p99, p999,
+/// max, unmatched, orphan_ends}}` (no times for a series without a span).
+fn chrome_series(doc: &Value) -> BTreeMap<String, Value> {
+    let keys = [
+        "count",
+        "min",
+        "p50",
+        "p90",
+        "p99",
+        "p999",
+        "max",
+        "unmatched",
+    ];
+    doc["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let mut row = serde_json::Map::new();
+            for k in keys.iter().chain(&["orphan_ends"]) {
+                if s["count"] != 0 || !["min", "p50", "p90", "p99", "p999", "max"].contains(k) {
+                    row.insert(k.to_string(), s[*k].clone());
+                }
+            }
+            (s["name"].as_str().unwrap().to_string(), Value::Object(row))
+        })
+        .collect()
+}
+
+/// latscope and `tests/independent/chrome_trace.py` (the Trace Event Format's rules) on a
+/// Chrome trace: every series equal; returns the number of series.
+fn chrome_agrees(path: &Path) -> usize {
+    let p = path.to_str().unwrap();
+    let mine = chrome_series(&spans_json(&[p]));
+    let theirs: BTreeMap<String, Value> =
+        serde_json::from_slice(&python("chrome_trace.py", &[p])).unwrap();
+    let differ: Vec<_> = theirs
+        .iter()
+        .filter(|(k, v)| mine.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: ours {:?}, reference {v}", mine.get(k)))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{} series differ:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+    assert_eq!(mine.len(), theirs.len(), "series only latscope has");
+    theirs.len()
+}
+
+#[test]
+fn chromium_async_spans_pair_by_tree_like_the_trace_event_format_says() {
+    // Chromium 156's startup trace: 915 async begins with id2.local, concurrent in several
+    // processes under one name, nested, plus flows and instants.
+    let trace = data("traces/chromium-async.json");
+    assert_eq!(chrome_agrees(&trace), 337);
+    let doc = spans_json(&[trace.to_str().unwrap()]);
+    let input = |k: &str| doc["input"][k].as_u64().unwrap();
+    assert_eq!((input("flows"), input("instants")), (134, 461));
+}
+
 #[test]
 fn a_fresh_chromium_trace_gives_the_spans_the_reference_finds() {
     if !tracers_available() {
@@ -544,8 +606,22 @@ fn a_fresh_chromium_trace_gives_the_spans_the_reference_finds() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("chrome.json");
     let status = Command::new("chromium")
-        .args(["--headless=new", "--no-sandbox", "--disable-gpu"])
-        .args(["--trace-startup=toplevel", "--trace-startup-format=json"])
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .args([
+            "--disable-background-networking",
+            "--disable-component-update",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path().join("profile").display()
+        ))
+        .args(["--trace-startup=toplevel,startup,navigation,netlog,sql,scheduler.long_tasks"])
+        .arg("--trace-startup-format=json")
         .arg(format!("--trace-startup-file={}", file.display()))
         .args(["--trace-startup-duration=1", "--dump-dom", "about:blank"])
         .env("HOME", dir.path())
@@ -554,10 +630,7 @@ fn a_fresh_chromium_trace_gives_the_spans_the_reference_finds() {
         .status()
         .unwrap();
     assert!(status.success() && file.exists());
-    let doc = spans_json(&[file.to_str().unwrap()]);
-    let theirs = reference(&["chrome", file.to_str().unwrap()]);
-    assert_eq!(ours(&doc), theirs);
-    assert!(theirs.values().map(|v| v.0).sum::<u64>() > 100);
+    assert!(chrome_agrees(&file) > 20);
 }
 
 #[test]

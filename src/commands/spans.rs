@@ -146,7 +146,7 @@ impl Totals {
 
     fn input(&self) -> Vec<(&'static str, u64)> {
         let s = &self.stats;
-        vec![
+        let mut input = vec![
             ("bytes", s.bytes),
             ("lines", s.lines),
             ("events", s.events),
@@ -155,7 +155,12 @@ impl Totals {
             ("backwards", s.backwards),
             ("not_utf8", s.not_utf8),
             ("missing_key", self.missing_key.0),
-        ]
+        ];
+        if self.formats.iter().any(|f| f == "chrome") {
+            // Chrome JSON: what was counted and not paired.
+            input.extend([("flows", s.chrome.flows), ("instants", s.chrome.instants)]);
+        }
+        input
     }
 }
 

@@ -65,6 +65,10 @@ impl TraceStats {
         self.malformed += other.malformed;
         self.backwards += other.backwards;
         self.not_utf8 += other.not_utf8;
+        self.chrome.spans += other.chrome.spans;
+        self.chrome.flows += other.chrome.flows;
+        self.chrome.instants += other.chrome.instants;
+        self.chrome.steps += other.chrome.steps;
         self.interrupted |= other.interrupted;
     }
 }
