@@ -50,7 +50,9 @@ def events(path):
                 m = STAMP.search(line)
                 if not m:
                     continue
-                fields = dict(t.split("=", 1) for t in m.group(3).split() if "=" in t and not t.startswith("="))
+                # A value runs to the next " NAME=" (perf and ftrace print a thread name as it
+                # is, spaces included) or to sched_switch's "==>".
+                fields = dict(re.findall(r"(?:^|\s)([A-Za-z_]\w*)=(.*?)(?=\s+[A-Za-z_]\w*=|\s+==>|\s*$)", m.group(3)))
                 yield ns(m.group(1)), m.group(2), fields
 
 

@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use super::Event;
 pub use crate::rule::{Filter, Key, Op, RuleError};
-use crate::rule::{is_identifier, split_filters};
+use crate::rule::{is_identifier, is_quoted, split_filters, unquote};
 use crate::span::{Group, Open, OpenSpans, Outcome, SeriesKey, SpanSink};
 
 /// An event name (`sched:sched_wakeup`, or the part after the last `:`, which matches with or
@@ -24,15 +24,25 @@ pub type Endpoint = crate::rule::Endpoint<String>;
 
 impl Endpoint {
     /// `EVENT[:FIELD==V][:FIELD!=V][:FIELD^=V]`: the parts after the event that hold an
-    /// operator are filters.
+    /// operator are filters. A quoted part of the event is taken as written
+    /// (`"SequenceManager PostTask"`, `"ThreadControllerImpl::RunTask"`).
     pub fn parse(spec: &str) -> Result<Endpoint, RuleError> {
         let (event, filters) = split_filters(spec)?;
-        if event.is_empty() || !event.iter().all(|p| is_identifier(p)) {
+        let part_ok = |p: &&str| {
+            if is_quoted(p) {
+                let text = unquote(p);
+                !text.is_empty() && text.len() <= 256 && !text.chars().any(char::is_control)
+            } else {
+                is_identifier(p)
+            }
+        };
+        if event.is_empty() || !event.iter().all(part_ok) {
             return Err(RuleError(format!(
                 "'{spec}': the event name '{}' is not NAME or GROUP:NAME (letters, digits, _ . - /)",
                 event.join(":")
             )));
         }
+        let event: Vec<_> = event.iter().map(|p| unquote(p)).collect();
         Ok(Endpoint {
             event: event.join(":"),
             filters,
@@ -279,9 +289,43 @@ mod tests {
         assert_eq!(e.filters.len(), 2);
         assert_eq!(e.filters[0].op, Op::Prefix);
         assert_eq!(e.filters[1].value, "swapper/0");
-        for bad in ["", "a:{x}", "sched:sched_switch:x~=1", "a b"] {
+        for bad in [
+            "",
+            "a:{x}",
+            "sched:sched_switch:x~=1",
+            "a b",
+            "\"a:b",
+            "\"\"",
+            "a:x==\"y",
+        ] {
             assert!(Endpoint::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn quoted_event_names_and_values_are_taken_as_written() {
+        let e = Endpoint::parse("sched:sched_wakeup:comm==lat worker 1").unwrap();
+        assert_eq!(e.filters[0].value, "lat worker 1");
+        let e = Endpoint::parse("sched:sched_wakeup:comm==\"kworker/0:1 [x], y..z\"").unwrap();
+        assert_eq!(
+            (e.event.as_str(), e.filters.len()),
+            ("sched:sched_wakeup", 1)
+        );
+        assert_eq!(e.filters[0].value, "kworker/0:1 [x], y..z");
+        let e = Endpoint::parse("'ThreadControllerImpl::RunTask':a=='x==y'").unwrap();
+        assert_eq!(e.event, "ThreadControllerImpl::RunTask");
+        assert_eq!(
+            (e.filters[0].field.as_str(), e.filters[0].value.as_str()),
+            ("a", "x==y")
+        );
+        let (name, s, e) =
+            parse_span("\"SequenceManager PostTask\"..\"ThreadControllerImpl::RunTask\"").unwrap();
+        assert_eq!(s.event, "SequenceManager PostTask");
+        assert_eq!(e.event, "ThreadControllerImpl::RunTask");
+        assert_eq!(name, "SequenceManager_PostTask_to_RunTask");
+        let (name, s, e) = parse_span("q=a:x==\"1..2\"..b:y=='p=q'").unwrap();
+        assert_eq!((name.as_str(), s.filters[0].value.as_str()), ("q", "1..2"));
+        assert_eq!(e.filters[0].value, "p=q");
     }
 
     #[test]
