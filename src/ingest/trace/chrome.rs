@@ -282,6 +282,9 @@ impl Chrome {
             return e.ph.as_deref() == Some("M");
         };
         let name = e.name.clone().unwrap_or_default();
+        if pairer.has_rules() {
+            pairer.note_name(&name);
+        }
         let group = |p: &mut Pairer, e: &Element| match p.by() {
             Some(by) => {
                 let v = field_of(e, &by);

@@ -66,6 +66,12 @@ pub fn parse(line: &str, ev: &mut Event) -> Parsed {
     if i == b.len() || b[i] == b'#' {
         return Parsed::Skip;
     }
+    // trace-cmd report's header.
+    if let Some(n) = line[i..].strip_prefix("cpus=")
+        && n.trim_end().bytes().all(|c| c.is_ascii_digit())
+    {
+        return Parsed::Skip;
+    }
     let mut prefix: [(usize, usize); 8] = [(0, 0); 8];
     let mut n_prefix = 0;
     let ts = loop {
