@@ -684,3 +684,55 @@ fn the_report_shows_latency_against_time_when_spans_are_kept() {
     // Without kept spans there is no time view.
     assert!(!report("plain.html", &[]).contains("latency against time"));
 }
+
+#[test]
+fn overlapping_spans_export_to_chrome_json_lanes_that_nest_on_every_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = data("traces/chromium-async.json");
+    let doc = spans_json(&["--max-spans", "100000", trace.to_str().unwrap()]);
+    let kept = doc["records"].as_array().unwrap().len();
+    let saved = util::write(dir.path(), "spans.json", doc.to_string());
+    let chrome = dir.path().join("timeline.json");
+    util::export(&saved, "chrome-json", &chrome);
+    let out: Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+    let events = out["traceEvents"].as_array().unwrap();
+    let mut threads: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut lanes = 0;
+    for e in events {
+        if e["ph"] == "M" && e["name"] == "thread_name" {
+            lanes += usize::from(e["args"]["name"].as_str().unwrap().contains(" (lane "));
+        }
+        if e["ph"] == "X" {
+            let (start, d) = (
+                e["args"]["start_ns"].as_u64().unwrap(),
+                e["args"]["latency_ns"].as_u64().unwrap(),
+            );
+            threads
+                .entry(e["tid"].as_u64().unwrap())
+                .or_default()
+                .push((start, start + d));
+        }
+    }
+    assert_eq!(threads.values().map(Vec::len).sum::<usize>(), kept);
+    assert!(
+        lanes > 0,
+        "the Chromium trace has overlapping spans of one name"
+    );
+    // On every thread, spans are disjoint or nested: never a partial overlap.
+    for (tid, mut spans) in threads {
+        spans.sort_by_key(|&(s, e)| (s, std::cmp::Reverse(e)));
+        let mut stack: Vec<u64> = Vec::new();
+        for (s, e) in spans {
+            while stack.last().is_some_and(|&end| end <= s) {
+                stack.pop();
+            }
+            if let Some(&end) = stack.last() {
+                assert!(
+                    e <= end,
+                    "thread {tid}: [{s}, {e}) overlaps a span ending at {end}"
+                );
+            }
+            stack.push(e);
+        }
+    }
+}
