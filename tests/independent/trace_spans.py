@@ -39,7 +39,9 @@ def events(path):
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.rstrip("\n")
-            if line.startswith("["):
+            # babeltrace2 starts with its [stamp]; perf script -F cpu,... with its [CPU],
+            # followed by the SECONDS.FRACTION: stamp.
+            if line.startswith("[") and not re.match(r"\[\d+\]\s+\d+\.\d+:", line):
                 m = BABEL.match(line)
                 if not m:
                     continue
