@@ -549,8 +549,10 @@ mod tests {
     use super::*;
     use crate::span::Kept;
 
+    type Read = (Vec<(String, u64, u64)>, ChromeStats, Vec<(String, Outcome)>);
+
     /// `(span name, start ns, latency ns)` of each span, and the outcomes, of a document.
-    fn spans_of(doc: &str) -> (Vec<(String, u64, u64)>, ChromeStats, Vec<(String, Outcome)>) {
+    fn spans_of(doc: &str) -> Read {
         struct Outcomes(Vec<(usize, Outcome)>);
         impl SpanSink for Outcomes {
             fn sample(&mut self, _: &SeriesKey, _: u64, _: u64) {}
