@@ -39,7 +39,7 @@ printf '%s' '{"kind":"bench","version":1e300}' > fuzz/corpus/doc_reader/huge
 mkdir -p fuzz/corpus/trace_reader
 for t in tests/data/traces/*.*; do
     [[ $t == *.md ]] && continue
-    for pick in 0 1 2 3 4 5 6; do
+    for pick in 0 1 2 3 4 5 6 7 8 9; do
         { printf "\\x0$pick"; head -c 4096 "$t"; } > "fuzz/corpus/trace_reader/$pick-$(basename "$t")"
     done
 done

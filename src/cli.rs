@@ -1236,7 +1236,7 @@ pub enum InputFormatArg {
     Auto,
     /// perf script text
     Perf,
-    /// ftrace / trace-cmd report -R text
+    /// the tracefs trace file, trace-cmd report (-R, -t, default)
     Ftrace,
     /// babeltrace2 text
     Babeltrace,
@@ -1246,6 +1246,10 @@ pub enum InputFormatArg {
     Jsonl,
     /// CSV with a header
     Csv,
+    /// strace -T / ltrace -T (each call a span)
+    Strace,
+    /// perf trace (each system call a span)
+    PerfTrace,
 }
 
 /// Which of two starts with the same key to keep.

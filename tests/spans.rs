@@ -535,6 +535,68 @@ fn a_fresh_lttng_trace_read_through_babeltrace2_times_each_call() {
     assert!(work.1 >= 1_000_000, "{work:?}");
 }
 
+/// Every series of a Chrome trace, all statistics: `{name: {count, min, p50, p90, p99, p999,
+/// max, unmatched, orphan_ends}}` (no times for a series without a span).
+fn chrome_series(doc: &Value) -> BTreeMap<String, Value> {
+    let keys = [
+        "count",
+        "min",
+        "p50",
+        "p90",
+        "p99",
+        "p999",
+        "max",
+        "unmatched",
+    ];
+    doc["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let mut row = serde_json::Map::new();
+            for k in keys.iter().chain(&["orphan_ends"]) {
+                if s["count"] != 0 || !["min", "p50", "p90", "p99", "p999", "max"].contains(k) {
+                    row.insert(k.to_string(), s[*k].clone());
+                }
+            }
+            (s["name"].as_str().unwrap().to_string(), Value::Object(row))
+        })
+        .collect()
+}
+
+/// latscope and `tests/independent/chrome_trace.py` (the Trace Event Format's rules) on a
+/// Chrome trace: every series equal; returns the number of series.
+fn chrome_agrees(path: &Path) -> usize {
+    let p = path.to_str().unwrap();
+    let mine = chrome_series(&spans_json(&[p]));
+    let theirs: BTreeMap<String, Value> =
+        serde_json::from_slice(&python("chrome_trace.py", &[p])).unwrap();
+    let differ: Vec<_> = theirs
+        .iter()
+        .filter(|(k, v)| mine.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: ours {:?}, reference {v}", mine.get(k)))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{} series differ:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+    assert_eq!(mine.len(), theirs.len(), "series only latscope has");
+    theirs.len()
+}
+
+#[test]
+fn chromium_async_spans_pair_by_tree_like_the_trace_event_format_says() {
+    // Chromium 156's startup trace: 915 async begins with id2.local, concurrent in several
+    // processes under one name, nested, plus flows and instants.
+    let trace = data("traces/chromium-async.json");
+    assert_eq!(chrome_agrees(&trace), 337);
+    let doc = spans_json(&[trace.to_str().unwrap()]);
+    let input = |k: &str| doc["input"][k].as_u64().unwrap();
+    assert_eq!((input("flows"), input("instants")), (134, 461));
+}
+
 #[test]
 fn a_fresh_chromium_trace_gives_the_spans_the_reference_finds() {
     if !tracers_available() {
@@ -544,8 +606,22 @@ fn a_fresh_chromium_trace_gives_the_spans_the_reference_finds() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("chrome.json");
     let status = Command::new("chromium")
-        .args(["--headless=new", "--no-sandbox", "--disable-gpu"])
-        .args(["--trace-startup=toplevel", "--trace-startup-format=json"])
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .args([
+            "--disable-background-networking",
+            "--disable-component-update",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path().join("profile").display()
+        ))
+        .args(["--trace-startup=toplevel,startup,navigation,netlog,sql,scheduler.long_tasks"])
+        .arg("--trace-startup-format=json")
         .arg(format!("--trace-startup-file={}", file.display()))
         .args(["--trace-startup-duration=1", "--dump-dom", "about:blank"])
         .env("HOME", dir.path())
@@ -554,10 +630,7 @@ fn a_fresh_chromium_trace_gives_the_spans_the_reference_finds() {
         .status()
         .unwrap();
     assert!(status.success() && file.exists());
-    let doc = spans_json(&[file.to_str().unwrap()]);
-    let theirs = reference(&["chrome", file.to_str().unwrap()]);
-    assert_eq!(ours(&doc), theirs);
-    assert!(theirs.values().map(|v| v.0).sum::<u64>() > 100);
+    assert!(chrome_agrees(&file) > 20);
 }
 
 #[test]
@@ -610,4 +683,444 @@ fn the_report_shows_latency_against_time_when_spans_are_kept() {
     assert_eq!(page.matches("<circle").count(), 48);
     // Without kept spans there is no time view.
     assert!(!report("plain.html", &[]).contains("latency against time"));
+}
+
+#[test]
+fn overlapping_spans_export_to_chrome_json_lanes_that_nest_on_every_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = data("traces/chromium-async.json");
+    let doc = spans_json(&["--max-spans", "100000", trace.to_str().unwrap()]);
+    let kept = doc["records"].as_array().unwrap().len();
+    let saved = util::write(dir.path(), "spans.json", doc.to_string());
+    let chrome = dir.path().join("timeline.json");
+    util::export(&saved, "chrome-json", &chrome);
+    let out: Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+    let events = out["traceEvents"].as_array().unwrap();
+    let mut threads: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut lanes = 0;
+    for e in events {
+        if e["ph"] == "M" && e["name"] == "thread_name" {
+            lanes += usize::from(e["args"]["name"].as_str().unwrap().contains(" (lane "));
+        }
+        if e["ph"] == "X" {
+            let (start, d) = (
+                e["args"]["start_ns"].as_u64().unwrap(),
+                e["args"]["latency_ns"].as_u64().unwrap(),
+            );
+            threads
+                .entry(e["tid"].as_u64().unwrap())
+                .or_default()
+                .push((start, start + d));
+        }
+    }
+    assert_eq!(threads.values().map(Vec::len).sum::<usize>(), kept);
+    assert!(
+        lanes > 0,
+        "the Chromium trace has overlapping spans of one name"
+    );
+    // On every thread, spans are disjoint or nested: never a partial overlap.
+    for (tid, mut spans) in threads {
+        spans.sort_by_key(|&(s, e)| (s, std::cmp::Reverse(e)));
+        let mut stack: Vec<u64> = Vec::new();
+        for (s, e) in spans {
+            while stack.last().is_some_and(|&end| end <= s) {
+                stack.pop();
+            }
+            if let Some(&end) = stack.last() {
+                assert!(
+                    e <= end,
+                    "thread {tid}: [{s}, {e}) overlaps a span ending at {end}"
+                );
+            }
+            stack.push(e);
+        }
+    }
+}
+
+/// Two threads named "lat worker 1" and "lat worker 2" (a name with spaces), each sleeping
+/// 30 times.
+const WORKERS: &str = "import threading, time, ctypes\nlibc = ctypes.CDLL(None)\ndef work(n):\n    libc.prctl(15, ('lat worker %d' % n).encode(), 0, 0, 0)\n    for _ in range(30): time.sleep(0.001)\nts = [threading.Thread(target=work, args=(i,)) for i in (1, 2)]\n[t.start() for t in ts]; [t.join() for t in ts]\n";
+
+/// `latscope spans` on `path`: the layout it detected (from the `input:` line) and the document.
+fn detected(args: &[&str]) -> (String, Value) {
+    let mut all = vec!["spans", "-f", "json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let layout = stderr(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("input: "))
+        .and_then(|l| l.split_once(": "))
+        .map(|(_, l)| l.to_string())
+        .unwrap_or_default();
+    (layout, serde_json::from_str(&stdout(&out)).unwrap())
+}
+
+/// Time on CPU (switched in → switched out) by the thread's name (values with spaces), and
+/// wake-up → run by the woken task's comm: latscope beside the reference. Returns the first.
+fn by_comm_agree(path: &Path, layout: &str) -> BTreeMap<String, (u64, u64, u64)> {
+    let p = path.to_str().unwrap();
+    let rules: [[&str; 5]; 2] = [
+        [
+            "sched:sched_switch",
+            "sched:sched_switch",
+            "next_pid",
+            "prev_pid",
+            "next_comm",
+        ],
+        [
+            "sched:sched_wakeup",
+            "sched:sched_switch",
+            "pid",
+            "next_pid",
+            "comm",
+        ],
+    ];
+    let mut first = None;
+    for [start, end, skey, ekey, by] in rules {
+        let key = format!("{skey}={ekey}");
+        let (got, doc) = detected(&["--start", start, "--end", end, "--key", &key, "--by", by, p]);
+        assert_eq!(got, format!("{layout} (detected)"), "{p}");
+        let mine = ours(&doc);
+        let theirs = reference(&["text", p, start, end, skey, ekey, by]);
+        assert_eq!(mine, theirs, "{layout}: {start}..{end}");
+        first.get_or_insert(mine);
+    }
+    first.unwrap()
+}
+
+#[test]
+fn every_text_producer_of_a_sched_trace_is_detected_and_keeps_thread_names_with_spaces() {
+    if !tracers_available() || !util::commands_available(&["trace-cmd"], "trace-cmd") {
+        return;
+    }
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let script = util::write(d, "w.py", WORKERS);
+    // perf: default, --ns and -F layouts.
+    let data = d.join("perf.data");
+    // perf on a loaded 2-core machine may lose a run's events (its -q hides the count):
+    // capture again, at most 3 times, until both threads' switches are in the file.
+    for _ in 0..3 {
+        let rec = Command::new("perf")
+            .args([
+                "record",
+                "-a",
+                "-q",
+                "-m",
+                "1024",
+                "-e",
+                "sched:sched_wakeup,sched:sched_switch",
+                "-o",
+            ])
+            .arg(&data)
+            .arg("--")
+            .arg("python3")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert!(
+            rec.status.success(),
+            "{}",
+            String::from_utf8_lossy(&rec.stderr)
+        );
+        let text = Command::new("perf")
+            .arg("script")
+            .arg("-i")
+            .arg(&data)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        if ["next_comm=lat worker 1 ", "next_comm=lat worker 2 "]
+            .iter()
+            .all(|w| text.matches(w).count() >= 20)
+        {
+            break;
+        }
+    }
+    let layouts: [(&[&str], &str); 5] = [
+        (&[], "perf script"),
+        (&["--ns"], "perf script"),
+        (&["-F", "comm,tid,time,event,trace", "--ns"], "perf script"),
+        (&["-F", "tid,cpu,time,event,trace"], "perf script"),
+        (
+            &["-F", "cpu,time,event,trace"],
+            "perf script -F (no comm, no pid)",
+        ),
+    ];
+    for (i, (flags, layout)) in layouts.iter().enumerate() {
+        let out = Command::new("perf")
+            .arg("script")
+            .arg("-i")
+            .arg(&data)
+            .args(*flags)
+            .output()
+            .unwrap();
+        let p = util::write(d, &format!("perf{i}.txt"), &out.stdout);
+        let mine = by_comm_agree(&p, layout);
+        // The woken threads keep their whole names, each its own series.
+        assert!(
+            mine.contains_key("lat worker 1") && mine.contains_key("lat worker 2"),
+            "{flags:?}: {mine:?}"
+        );
+    }
+    // A quoted filter value with spaces picks one thread.
+    let p = d.join("perf0.txt");
+    let (_, doc) = detected(&[
+        "--start",
+        "sched:sched_wakeup:comm==lat worker 1",
+        "--end",
+        "sched:sched_switch:next_comm==\"lat worker 1\"",
+        "--key",
+        "pid=next_pid",
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        doc["spans"][0]["count"],
+        ours(&spans_json(&[
+            "--start",
+            "sched:sched_wakeup",
+            "--end",
+            "sched:sched_switch",
+            "--key",
+            "pid=next_pid",
+            "--by",
+            "comm",
+            p.to_str().unwrap(),
+        ]))["lat worker 1"]
+            .0
+    );
+    // tracefs: default, then record-tgid and irq-info off; trace-cmd extract of the same buffer.
+    let name = format!("latscope-prod-{}", std::process::id());
+    let guard = Instance(Path::new("/sys/kernel/tracing/instances").join(&name));
+    std::fs::create_dir(&guard.0).unwrap();
+    let inst = guard.0.clone();
+    let on = |path: &str, v: &str| std::fs::write(inst.join(path), v).unwrap();
+    on("buffer_size_kb", "16384");
+    on("events/sched/sched_wakeup/enable", "1");
+    on("events/sched/sched_switch/enable", "1");
+    let traced = |opts: &[(&str, &str)]| {
+        on("tracing_on", "0");
+        on("trace", "");
+        for (k, v) in opts {
+            on(k, v);
+        }
+        on("tracing_on", "1");
+        assert!(
+            Command::new("python3")
+                .arg(&script)
+                .status()
+                .unwrap()
+                .success()
+        );
+        on("tracing_on", "0");
+        std::fs::read(inst.join("trace")).unwrap()
+    };
+    let plain = util::write(d, "tracefs.txt", traced(&[]));
+    by_comm_agree(&plain, "tracefs trace");
+    let tgid = util::write(
+        d,
+        "tgid.txt",
+        traced(&[("options/record-tgid", "1"), ("options/irq-info", "0")]),
+    );
+    by_comm_agree(&tgid, "tracefs trace");
+    on("options/latency-format", "1");
+    let latency = util::write(d, "latency.txt", std::fs::read(inst.join("trace")).unwrap());
+    on("options/latency-format", "0");
+    let out = run(&[
+        "spans",
+        "--start",
+        "sched_wakeup",
+        "--end",
+        "sched_switch",
+        latency.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("latency-format"), "{}", stderr(&out));
+    let dat = d.join("trace.dat");
+    let ex = Command::new("trace-cmd")
+        .args(["extract", "-B", &name, "-o"])
+        .arg(&dat)
+        .output()
+        .unwrap();
+    drop(guard);
+    assert!(
+        ex.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ex.stderr)
+    );
+    let report = |flags: &[&str]| {
+        let out = Command::new("trace-cmd")
+            .arg("report")
+            .args(flags)
+            .arg("-i")
+            .arg(&dat)
+            .output()
+            .unwrap();
+        util::write(d, &format!("report{}.txt", flags.join("")), &out.stdout)
+    };
+    let raw = report(&["-R"]);
+    by_comm_agree(&raw, "trace-cmd report -R");
+    // The default text is positional: read by the sched events' field names, it pairs as the
+    // reference pairs -R's fields (by pid: the default text names a task by trace-cmd's table
+    // of names, -R by the name in the record), and -t's nanoseconds give the same counts.
+    let theirs = reference(&[
+        "text",
+        raw.to_str().unwrap(),
+        "sched:sched_switch",
+        "sched:sched_switch",
+        "next_pid",
+        "prev_pid",
+        "next_pid",
+    ]);
+    for flags in [&[][..], &["-t"][..]] {
+        let p = report(flags);
+        let (layout, doc) = detected(&[
+            "--start",
+            "sched:sched_switch",
+            "--end",
+            "sched:sched_switch",
+            "--key",
+            "next_pid=prev_pid",
+            "--by",
+            "next_pid",
+            p.to_str().unwrap(),
+        ]);
+        assert_eq!(layout, "trace-cmd report (detected)");
+        let mine = ours(&doc);
+        if flags.is_empty() {
+            assert_eq!(mine, theirs);
+        } else {
+            let counts = |m: &BTreeMap<String, (u64, u64, u64)>| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.0))
+                    .collect::<BTreeMap<_, _>>()
+            };
+            assert_eq!(counts(&mine), counts(&theirs), "-t");
+        }
+    }
+}
+
+#[test]
+fn strace_ltrace_and_perf_trace_calls_are_spans_equal_to_the_reference() {
+    if !tracers_available() || !util::commands_available(&["strace", "ltrace"], "strace, ltrace") {
+        return;
+    }
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let script = util::write(d, "w.py", WORKERS);
+    let src = util::write(
+        d,
+        "l.c",
+        "#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\nint main(void){ for(int i=0;i<20;i++){ char*p=malloc(100+i); memset(p,0,100); usleep(500); free(p);} return 0; }\n",
+    );
+    let exe = d.join("l");
+    assert!(
+        Command::new("cc")
+            .args(["-O0", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let traces: Vec<(std::path::PathBuf, &str, &str)> = vec![
+        (d.join("strace.txt"), "strace", "strace/ltrace -T"),
+        (d.join("ltrace.txt"), "strace", "strace/ltrace -T"),
+        (d.join("ltrace-f.txt"), "strace", "strace/ltrace -T"),
+        (d.join("perftrace.txt"), "perf-trace", "perf trace"),
+    ];
+    let ok = |c: &mut Command| {
+        assert!(
+            c.stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    ok(Command::new("strace")
+        .args(["-f", "-ttt", "-T", "-o"])
+        .arg(&traces[0].0)
+        .arg("python3")
+        .arg(&script));
+    ok(Command::new("ltrace")
+        .args(["-T", "-o"])
+        .arg(&traces[1].0)
+        .arg(&exe));
+    ok(Command::new("ltrace")
+        .args(["-f", "-ttt", "-T", "-o"])
+        .arg(&traces[2].0)
+        .arg(&exe));
+    ok(Command::new("perf")
+        .args(["trace", "-o"])
+        .arg(&traces[3].0)
+        .arg("--")
+        .arg(&exe));
+    for (path, kind, layout) in &traces {
+        let p = path.to_str().unwrap();
+        let (got, doc) = detected(&[p]);
+        assert_eq!(got, format!("{layout} (detected)"));
+        let mine = chrome_series(&doc);
+        let theirs: BTreeMap<String, Value> =
+            serde_json::from_slice(&python("calls.py", &[kind, p])).unwrap();
+        let mut compared = 0;
+        for (name, want) in &theirs {
+            let have = &mine[name];
+            for k in ["count", "min", "p50", "p90", "p99", "p999", "max"] {
+                assert_eq!(have[k], want[k], "{p}: {name}.{k}");
+            }
+            compared += 1;
+        }
+        let measured = mine.values().filter(|v| v["count"] != 0).count();
+        assert_eq!(compared, measured, "{p}: series only latscope has");
+        assert!(compared >= 3, "{p}: {theirs:?}");
+    }
+}
+
+#[test]
+fn a_file_of_another_format_is_an_error_at_its_first_bad_line_not_an_empty_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("[001]  1566.326260: sched:sched_wakeup: comm=a pid=1\n");
+    for i in 0..5 {
+        text.push_str(&format!("garbage line {i}\n"));
+    }
+    let p = util::write(dir.path(), "mixed.txt", &text);
+    let out = run(&["spans", "--start", "a", "--end", "b", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("mixed.txt:2") && err.contains("5 of 6 lines"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_rule_that_measures_nothing_exits_1_naming_the_missing_event_and_the_nearest_names() {
+    let trace = data("traces/sched.perf.txt");
+    let out = run(&[
+        "spans",
+        "--start",
+        "sched:sched_wakup",
+        "--end",
+        "sched:sched_switch",
+        "--key",
+        "pid=next_pid",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "'sched:sched_wakup' never appeared (nearest names in the input: sched:sched_wakeup"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("201 end(s) matched") && err.contains("latscope spans --help"),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty());
 }

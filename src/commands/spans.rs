@@ -86,6 +86,8 @@ fn options(args: &SpansArgs) -> TraceOptions {
         InputFormatArg::Chrome => Some(TraceFormat::Chrome),
         InputFormatArg::Jsonl => Some(TraceFormat::JsonLines),
         InputFormatArg::Csv => Some(TraceFormat::Csv),
+        InputFormatArg::Strace => Some(TraceFormat::Strace),
+        InputFormatArg::PerfTrace => Some(TraceFormat::PerfTrace),
     };
     let scale = match args.time_unit {
         UnitArg::Ns => 1,
@@ -120,7 +122,8 @@ impl Totals {
         let format = s.format.map_or("?", TraceFormat::name);
         let how = if s.detected { "detected" } else { "given" };
         self.formats.push(format.to_string());
-        self.notes.push(format!("{file}: {format} ({how})"));
+        // What was read is said once, on standard error, not as a warning about the input.
+        eprintln!("input: {file}: {} ({how})", s.layout.unwrap_or(format));
         if let Some((loc, why)) = &s.first_malformed {
             self.notes.push(format!(
                 "{} line(s) of {file} are not {format} events; the first, {loc}: {why}",
@@ -146,7 +149,7 @@ impl Totals {
 
     fn input(&self) -> Vec<(&'static str, u64)> {
         let s = &self.stats;
-        vec![
+        let mut input = vec![
             ("bytes", s.bytes),
             ("lines", s.lines),
             ("events", s.events),
@@ -155,7 +158,12 @@ impl Totals {
             ("backwards", s.backwards),
             ("not_utf8", s.not_utf8),
             ("missing_key", self.missing_key.0),
-        ]
+        ];
+        if self.formats.iter().any(|f| f == "chrome") {
+            // Chrome JSON: what was counted and not paired.
+            input.extend([("flows", s.chrome.flows), ("instants", s.chrome.instants)]);
+        }
+        input
     }
 }
 
@@ -263,16 +271,54 @@ pub fn run(args: &SpansArgs) -> Result<()> {
     let names = pairer.span_names().borrow().clone();
     let labels = pairer.labels().borrow().clone();
     aggregator.set_names(names.clone());
-    if no_rules
-        && aggregator.is_empty()
-        && error.is_none()
-        && !totals.formats.contains(&"chrome".to_string())
-    {
-        usage(
-            "no span to measure: give --span NAME=START..END or --start/--end (only Chrome JSON carries spans itself)",
+    let measured = |span: Option<usize>| {
+        aggregator
+            .sorted()
+            .iter()
+            .any(|(k, s)| span.is_none_or(|i| k.span == i) && s.distribution.count() > 0)
+    };
+    if !measured(None) {
+        // Nothing silent: no span is an error that says why, never an empty result.
+        if let Some(e) = error {
+            return Err(e);
+        }
+        if no_rules
+            && !totals
+                .formats
+                .iter()
+                .any(|f| f == "chrome" || f == "strace" || f == "perf-trace")
+        {
+            usage(
+                "no span to measure: give --span NAME=START..END or --start/--end (only Chrome JSON, strace/ltrace -T and perf trace carry spans themselves)",
+            );
+        }
+        let mut why = format!(
+            "no span measured in {} ({} events read)",
+            inputs
+                .iter()
+                .map(Input::name)
+                .collect::<Vec<_>>()
+                .join(", "),
+            totals.stats.events
         );
+        for line in pairer.diagnose() {
+            why.push_str("\n  ");
+            why.push_str(&line);
+        }
+        why.push_str("\nsee `latscope spans --help` for the rule grammar");
+        anyhow::bail!(why);
     }
+    let silent: Vec<String> = pairer
+        .diagnose()
+        .into_iter()
+        .filter(|line| {
+            let span = line.split('\'').nth(1).unwrap_or("");
+            let id = names.iter().position(|n| n == span);
+            !measured(id)
+        })
+        .collect();
     let mut warnings = totals.notes.clone();
+    warnings.extend(silent.into_iter().map(|l| format!("measured nothing: {l}")));
     if totals.stats.interrupted {
         warnings.push("interrupted: the spans read so far are reported".to_string());
     }

@@ -99,21 +99,45 @@ pub fn kept(doc: &crate::doc::spans::SpansDoc) -> Result<&[crate::doc::spans::Sp
 /// `spans` (from [`crate::report::timeline`]) as Chrome Trace Event JSON under the process name
 /// `process`: one complete (`X`) slice per span, `ts` and `dur` in µs written exactly (3
 /// decimals of ns), one thread per series so that a timeline viewer (Perfetto,
-/// chrome://tracing) shows each series on its own track.
+/// chrome://tracing) shows each series on its own track. Complete events on one thread must
+/// nest (the Trace Event Format forbids partial overlap), so overlapping spans of a series go
+/// to lanes, threads of their own named `SERIES (lane N)`: each span on the first lane free at
+/// its start, as the Perfetto export does.
 pub fn chrome_json_of(spans: &[crate::doc::spans::SpanRecord], process: &str) -> String {
     let micros = |ns: u64| format!("{}.{:03}", ns / 1_000, ns % 1_000);
-    let mut tracks: Vec<String> = Vec::new();
+    let mut order: Vec<&crate::doc::spans::SpanRecord> = spans.iter().collect();
+    order.sort_by_key(|s| (s.start_ns, s.latency_ns));
+    // Per series: its label, and per lane its thread id and the end of its last span.
+    let mut series: Vec<(String, Vec<(usize, u64)>)> = Vec::new();
+    let mut threads = 0;
     let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
-    for s in spans {
+    for s in order {
         let label = crate::doc::label(&s.span, s.group.as_deref());
-        let tid = match tracks.iter().position(|t| *t == label) {
-            Some(i) => i + 1,
+        let i = match series.iter().position(|(l, _)| *l == label) {
+            Some(i) => i,
             None => {
-                tracks.push(label.clone());
-                let meta = json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": tracks.len(), "args": {"name": label}});
+                series.push((label.clone(), Vec::new()));
+                series.len() - 1
+            }
+        };
+        let end = s.start_ns.saturating_add(s.latency_ns);
+        let lanes = &mut series[i].1;
+        let tid = match lanes.iter().position(|&(_, e)| e <= s.start_ns) {
+            Some(lane) => {
+                lanes[lane].1 = end;
+                lanes[lane].0
+            }
+            None => {
+                threads += 1;
+                let name = match lanes.len() {
+                    0 => label.clone(),
+                    n => format!("{label} (lane {})", n + 1),
+                };
+                lanes.push((threads, end));
+                let meta = json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": threads, "args": {"name": name}});
                 out.push_str(&meta.to_string());
                 out.push_str(",\n");
-                tracks.len()
+                threads
             }
         };
         let args = json!({"latency_ns": s.latency_ns, "start_ns": s.start_ns, "group": s.group});

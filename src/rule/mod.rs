@@ -8,7 +8,15 @@
 //! comma list, pairing a start's fields with an end's, pairwise. What an event is differs
 //! between the commands (an event name in a trace, a probe in the kernel), so the rule type is
 //! generic over it; everything else is here.
+//!
+//! Quotes: a value or an event name that holds spaces, `:`, `,`, `..` or `=` is written in
+//! single or double quotes inside the rule (`comm=="lat worker: 1"`,
+//! `"SequenceManager PostTask".."ThreadControllerImpl::RunTask"`), as a shell user expects;
+//! the separators of the grammar are only looked for outside quotes. A whole filter passed as
+//! one shell argument (`'sched:sched_wakeup:comm==lat worker 1'`) needs none: the shell took
+//! its quotes away and a space is no separator.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// A rule could not be read.
@@ -63,23 +71,120 @@ pub fn is_identifier(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'/'))
 }
 
-/// Whether a `:`-separated part of an endpoint is a filter (holds an operator).
-pub fn is_filter(part: &str) -> bool {
-    part.contains("==") || part.contains("!=") || part.contains("^=")
+/// The byte offsets of `text` that lie outside quotes (`'...'` or `"..."`), with their byte.
+fn unquoted(text: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
+    let mut quote = None;
+    text.bytes().enumerate().filter(move |&(_, b)| match quote {
+        Some(q) if b == q => {
+            quote = None;
+            false
+        }
+        Some(_) => false,
+        None if b == b'\'' || b == b'"' => {
+            quote = Some(b);
+            false
+        }
+        None => true,
+    })
 }
 
-/// The `:`-separated parts of an endpoint.
+/// Where `pat` first starts outside quotes in `text`.
+pub fn find_unquoted(text: &str, pat: &str) -> Option<usize> {
+    unquoted(text)
+        .map(|(i, _)| i)
+        .find(|&i| text.as_bytes()[i..].starts_with(pat.as_bytes()) && outside(text, i, pat))
+}
+
+/// Where `pat` last starts outside quotes in `text`.
+pub fn rfind_unquoted(text: &str, pat: &str) -> Option<usize> {
+    unquoted(text)
+        .map(|(i, _)| i)
+        .filter(|&i| text.as_bytes()[i..].starts_with(pat.as_bytes()) && outside(text, i, pat))
+        .last()
+}
+
+/// Whether all of `pat` at `at` lies outside quotes.
+fn outside(text: &str, at: usize, pat: &str) -> bool {
+    !text.as_bytes()[at..at + pat.len()]
+        .iter()
+        .any(|&b| b == b'\'' || b == b'"')
+}
+
+/// Whether every quote of `text` is closed.
+pub fn quotes_closed(text: &str) -> bool {
+    let mut quote = None;
+    for b in text.bytes() {
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'\'' || b == b'"' => quote = Some(b),
+            None => {}
+        }
+    }
+    quote.is_none()
+}
+
+/// `text` without its quotes, as a shell reads it: `"a b"` is `a b`, `x'y:z'` is `xy:z`.
+pub fn unquote(text: &str) -> Cow<'_, str> {
+    if !text.contains(['\'', '"']) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut quote = None;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => out.push(c),
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Whether a part is quoted (all or in part): its text is taken as written, not checked as
+/// an identifier.
+pub fn is_quoted(part: &str) -> bool {
+    part.contains(['\'', '"'])
+}
+
+/// Whether a `:`-separated part of an endpoint is a filter (holds an operator outside quotes).
+pub fn is_filter(part: &str) -> bool {
+    ["==", "!=", "^="]
+        .iter()
+        .any(|op| find_unquoted(part, op).is_some())
+}
+
+/// The `:`-separated parts of an endpoint (a `:` inside quotes separates nothing; the parts
+/// keep their quotes: [`unquote`] takes them away).
 pub fn parts(spec: &str) -> Vec<&str> {
-    spec.split(':').collect()
+    let mut out = Vec::new();
+    let mut from = 0;
+    for (i, b) in unquoted(spec) {
+        if b == b':' {
+            out.push(&spec[from..i]);
+            from = i + 1;
+        }
+    }
+    out.push(&spec[from..]);
+    out
 }
 
 impl Filter {
     /// `FIELD==VALUE`, `FIELD!=VALUE` or `FIELD^=VALUE`; `spec` is the whole endpoint, for
     /// messages.
+    /// The value may be quoted (`comm=="lat worker: 1"`); its quotes are taken away.
     pub fn parse(part: &str, spec: &str) -> Result<Filter, RuleError> {
+        if !quotes_closed(part) {
+            return Err(RuleError(format!(
+                "'{spec}': a quote in '{part}' is not closed"
+            )));
+        }
         let (field, op, value) = [("==", Op::Eq), ("!=", Op::Ne), ("^=", Op::Prefix)]
             .iter()
-            .find_map(|(text, op)| part.split_once(text).map(|(a, b)| (a, *op, b)))
+            .filter_map(|(text, op)| find_unquoted(part, text).map(|at| (at, text, *op)))
+            .min_by_key(|&(at, ..)| at)
+            .map(|(at, text, op)| (&part[..at], op, &part[at + text.len()..]))
             .ok_or_else(|| RuleError(format!("'{spec}': '{part}' is not FIELD==VALUE")))?;
         if !is_identifier(field) {
             return Err(RuleError(format!(
@@ -89,7 +194,7 @@ impl Filter {
         Ok(Filter {
             field: field.to_string(),
             op,
-            value: value.to_string(),
+            value: unquote(value).into_owned(),
         })
     }
 }
@@ -106,6 +211,9 @@ pub struct Endpoint<E> {
 /// Splits an endpoint into its event parts and its filters: the first part that holds an
 /// operator starts the filters, and every part after it must be one.
 pub fn split_filters(spec: &str) -> Result<(Vec<&str>, Vec<Filter>), RuleError> {
+    if !quotes_closed(spec) {
+        return Err(RuleError(format!("'{spec}': a quote is not closed")));
+    }
     let all = parts(spec);
     let first = all.iter().position(|p| is_filter(p)).unwrap_or(all.len());
     let filters = all[first..]
@@ -206,19 +314,25 @@ pub fn split_span<'s>(
             "'{spec}': not NAME=START..END (see --help for the rule grammar)"
         ))
     };
-    // The name ends at the first `=`, unless that `=` is part of a filter's `==`.
-    let (name, body) = match spec.split_once('=') {
-        Some((n, b)) if !n.contains(':') && !n.contains("..") && !b.starts_with('=') => {
+    if !quotes_closed(spec) {
+        return Err(RuleError(format!("'{spec}': a quote is not closed")));
+    }
+    // The name ends at the first `=` outside quotes, unless that `=` is part of a filter's
+    // `==` (or the name would hold a `:`, `..` or a quote: then there is no name).
+    let (name, body) = match find_unquoted(spec, "=").map(|i| (&spec[..i], &spec[i + 1..])) {
+        Some((n, b))
+            if !n.contains(':') && !n.contains("..") && !is_quoted(n) && !b.starts_with('=') =>
+        {
             (Some(n), b)
         }
         _ => (None, spec),
     };
     let split = if kinds.is_empty() {
-        body.find("..")
+        find_unquoted(body, "..")
     } else {
         kinds
             .iter()
-            .filter_map(|k| body.rfind(&format!("..{k}:")))
+            .filter_map(|k| rfind_unquoted(body, &format!("..{k}:")))
             .max()
     };
     let split = split.ok_or_else(bad)?;
@@ -230,9 +344,22 @@ pub fn split_span<'s>(
 }
 
 /// The name a span gets when none is given: `START_to_END` after the last `:`-part of each
-/// event.
+/// event (outside quotes; a character a span name cannot hold becomes `_`).
 pub fn default_name(start: &str, end: &str) -> String {
-    let last = |e: &str| e.rsplit(':').next().unwrap_or("").to_string();
+    let last = |e: &str| {
+        let part = parts(e).last().copied().unwrap_or("");
+        let clean: String = unquote(part)
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "_.-/".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        clean
+    };
     format!("{}_to_{}", last(start), last(end))
 }
 
@@ -271,6 +398,12 @@ Rules (the same grammar in `latscope spans` and `latscope live`):
                                       usdt:PATH:PROVIDER:NAME, uprobe:PATH:FUNC, uretprobe:PATH:FUNC
   filters                    FIELD==VALUE, FIELD!=VALUE, FIELD^=VALUE (starts with), all must hold:
                                sched:sched_switch:prev_state==R:next_comm!=swapper/0
+  quotes                     a value or event name with ':', ',', '..', '=' or quotes goes in
+                               '...' or \"...\" inside the rule; a space needs only the
+                               shell's quotes around the whole argument:
+                               --start 'sched:sched_wakeup:comm==lat worker 1'
+                               --start 'sched:sched_wakeup:comm==\"kworker/0:1\"'
+                               --span 'post=\"SequenceManager PostTask\"..\"ThreadControllerImpl::RunTask\"'
   --key FIELD[=FIELD][,...]  pairs a start's field with an end's: --key pid=next_pid pairs a
                                wake-up's pid with the switch that runs it; a comma list pairs
                                several (--key context,seqno)
@@ -294,6 +427,23 @@ mod tests {
         assert_eq!(filters[1].to_string(), "next_comm!=swapper/0");
         assert!(split_filters("a:x==1:notafilter").is_err());
         assert!(split_filters("a:{x}==1").is_err());
+    }
+
+    #[test]
+    fn separators_inside_quotes_separate_nothing() {
+        assert_eq!(parts("a:'b:c':x==\"1:2\""), ["a", "'b:c'", "x==\"1:2\""]);
+        assert!(!is_filter("\"a==b\""));
+        assert!(is_filter("x==\"a b\""));
+        assert_eq!(unquote("x'y:z'\"w\""), "xy:zw");
+        let f = Filter::parse("comm==\"lat worker 1\"", "s").unwrap();
+        assert_eq!(f.value, "lat worker 1");
+        let f = Filter::parse("comm!='a==b'", "s").unwrap();
+        assert_eq!((f.op, f.value.as_str()), (Op::Ne, "a==b"));
+        assert!(Filter::parse("comm==\"open", "s").is_err());
+        let (name, s, e) = split_span("n=a:v=='x..y'..'b..c'", &[]).unwrap();
+        assert_eq!((name, s, e), (Some("n"), "a:v=='x..y'", "'b..c'"));
+        assert!(split_span("\"a..b", &[]).is_err());
+        assert_eq!(default_name("'a b'", "c:'d::e'"), "a_b_to_d__e");
     }
 
     #[test]

@@ -3,12 +3,13 @@
 expressions and dictionaries, written apart from latscope's Rust parsers.
 
   trace_spans.py text FILE START END START_KEY END_KEY BY   perf script, ftrace, babeltrace2 text
-  trace_spans.py chrome FILE                               Chrome JSON (X, B/E per thread, b/e)
+  trace_spans.py chrome FILE                               Chrome JSON (chrome_trace.py)
 
 Prints {series: {"count": n, "min": ns, "max": ns}} as JSON. Text events pair keep-last: a
 second start with the same key replaces the first. Times are exact integer nanoseconds.
 """
 import json
+import os
 import re
 import sys
 from decimal import Decimal
@@ -38,7 +39,9 @@ def events(path):
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.rstrip("\n")
-            if line.startswith("["):
+            # babeltrace2 starts with its [stamp]; perf script -F cpu,... with its [CPU],
+            # followed by the SECONDS.FRACTION: stamp.
+            if line.startswith("[") and not re.match(r"\[\d+\]\s+\d+\.\d+:", line):
                 m = BABEL.match(line)
                 if not m:
                     continue
@@ -49,7 +52,9 @@ def events(path):
                 m = STAMP.search(line)
                 if not m:
                     continue
-                fields = dict(t.split("=", 1) for t in m.group(3).split() if "=" in t and not t.startswith("="))
+                # A value runs to the next " NAME=" (perf and ftrace print a thread name as it
+                # is, spaces included) or to sched_switch's "==>".
+                fields = dict(re.findall(r"(?:^|\s)([A-Za-z_]\w*)=(.*?)(?=\s+[A-Za-z_]\w*=|\s+==>|\s*$)", m.group(3)))
                 yield ns(m.group(1)), m.group(2), fields
 
 
@@ -75,34 +80,13 @@ def text(path, start, end, skey, ekey, by):
 
 
 def chrome(path):
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
-    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
-    out, stacks, asyncs = {}, {}, {}
+    """Chrome JSON spans, from chrome_trace.py (the Trace Event Format's own rules)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import chrome_trace
 
-    def add(name, d):
-        out.setdefault(name, []).append(d)
-
-    us = lambda v: int(Decimal(str(v)) * 1000)
-    for e in evs:
-        ph = e.get("ph")
-        if ph == "X" and "dur" in e:
-            add(e.get("name", ""), us(e["dur"]))
-        elif ph == "B":
-            stacks.setdefault((str(e.get("pid")), str(e.get("tid"))), []).append((e.get("name", ""), us(e["ts"])))
-        elif ph == "E":
-            st = stacks.get((str(e.get("pid")), str(e.get("tid"))))
-            if st:
-                name, t0 = st.pop()
-                if us(e["ts"]) >= t0:
-                    add(name, us(e["ts"]) - t0)
-        elif ph in ("b", "e"):
-            key = (e.get("name", ""), e.get("cat", ""), str(e.get("id")))
-            if ph == "b":
-                asyncs[key] = us(e["ts"])
-            elif key in asyncs:
-                add(key[0], us(e["ts"]) - asyncs.pop(key))
-    return {g: {"count": len(v), "min": min(v), "max": max(v)} for g, v in out.items()}
+    out, _ = chrome_trace.spans(chrome_trace.load(path))
+    return {g: {"count": v["count"], "min": v["min"], "max": v["max"]}
+            for g, v in out.items() if v["count"]}
 
 
 if __name__ == "__main__":

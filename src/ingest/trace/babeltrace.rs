@@ -10,6 +10,11 @@
 //! of every `{ ... }` group is a field (the stream context's `cpu_id`, `vpid`, `vtid`, ... and
 //! the payload alike); a string value is given without its quotes; nested structures and
 //! arrays are kept as their text.
+//!
+//! `--names=all` writes every part named: `timestamp = 04:45:11.006577220, delta = +0.000004236,
+//! trace:hostname = vm, name = p:e, stream.packet.context = { cpu_id = 0 }, event.fields = {
+//! addr = 0x5 }`; it is read too. `--clock-cycles` stamps (`[00000001602214752762]`) are
+//! refused: the text does not say the clock's frequency.
 
 use super::{Event, Parsed};
 
@@ -64,9 +69,17 @@ impl Babeltrace {
             return Parsed::Skip;
         }
         let offset = line.len() - t.len();
+        if let Some(named) = t.strip_prefix("timestamp = ") {
+            return self.named(line, line.len() - named.len(), ev);
+        }
         let Some(close) = t.find(']').filter(|_| t.starts_with('[')) else {
             return Parsed::Malformed("no [timestamp]");
         };
+        if t[1..close].bytes().all(|b| b.is_ascii_digit()) && close > 1 {
+            return Parsed::Malformed(
+                "a --clock-cycles stamp (cycles of a clock whose frequency the text does not give): run babeltrace2 without --clock-cycles",
+            );
+        }
         let Some(ts) = self.stamp(&t[1..close]) else {
             return Parsed::Malformed("the timestamp is not HH:MM:SS.n, SECONDS.n or a date");
         };
@@ -90,6 +103,26 @@ impl Babeltrace {
         };
         ev.name = name.clone();
         groups(line, name.end + 1, ev);
+        Parsed::Event
+    }
+
+    /// A `--names=all` line from just after `timestamp = `.
+    fn named(&mut self, line: &str, at: usize, ev: &mut Event) -> Parsed {
+        let Some(comma) = line[at..].find(',').map(|p| at + p) else {
+            return Parsed::Malformed("no ',' after the timestamp");
+        };
+        let Some(ts) = self.stamp(line[at..comma].trim()) else {
+            return Parsed::Malformed("the timestamp is not HH:MM:SS.n, SECONDS.n or a date");
+        };
+        ev.ts_ns = ts;
+        let Some(name_at) = line[comma..].find(", name = ").map(|p| comma + p + 9) else {
+            return Parsed::Malformed("no 'name = EVENT'");
+        };
+        let name_end = line[name_at..]
+            .find(',')
+            .map_or(line.len(), |p| name_at + p);
+        ev.name = name_at..name_end;
+        groups(line, name_end, ev);
         Parsed::Event
     }
 
@@ -237,6 +270,22 @@ mod tests {
         let (before, ..) = parse(&mut b, "[23:59:59.999999999] p:e:");
         let (after, ..) = parse(&mut b, "[00:00:00.000000001] p:e:");
         assert_eq!(after - before, 2);
+    }
+
+    #[test]
+    fn names_all_lines_are_read_and_clock_cycles_are_refused() {
+        let mut b = Babeltrace::default();
+        let line = "timestamp = 04:45:11.006577220, delta = +?.?????????, trace:hostname = vm, name = lttng_ust_cyg_profile:func_entry, stream.packet.context = { cpu_id = 0 }, stream.event.context = { vtid = 9139 }, event.fields = { addr = 0x563482F4B1B1, call_site = 0x7F5DE6DDA24A }";
+        let (ts, name, f) = parse(&mut b, line);
+        assert_eq!(ts, (4 * 3600 + 45 * 60 + 11) * 1_000_000_000 + 6_577_220);
+        assert_eq!(name, "lttng_ust_cyg_profile:func_entry");
+        assert_eq!(f[1], ("vtid".into(), "9139".into()));
+        assert_eq!(f[2], ("addr".into(), "0x563482F4B1B1".into()));
+        let mut ev = Event::default();
+        let cycles = "[00000001602214752762] (+????????????) vm p:e: { a = 1 }";
+        assert!(
+            matches!(b.parse(cycles, &mut ev), Parsed::Malformed(why) if why.contains("--clock-cycles"))
+        );
     }
 
     #[test]

@@ -3,11 +3,24 @@
 //! any size takes memory for one element at a time (and a truncated file, which the format
 //! allows, keeps every complete element).
 //!
-//! Spans the trace holds itself are taken as they are: `X` (complete: `ts` + `dur`), `B`/`E`
-//! (a stack per `pid`/`tid`), async `b`/`e` (paired by `cat`, `id` and name). Every other
-//! event (instants `i`/`I`/`n`, counters, ...) is an [`Event`] for the `--span` rules, with
-//! `pid`, `tid`, `cat`, `id`, `ph` and every `args` member as fields. `ts` and `dur` are in
-//! microseconds; they become integer nanoseconds exactly when written in decimal.
+//! Spans the trace holds itself are taken as the Trace Event Format defines them:
+//! - `X` (complete: `ts` + `dur`);
+//! - `B`/`E`: a stack per `pid`/`tid`, an `E` closes the innermost `B`;
+//! - nestable async `b`/`e`: events of one async *tree* share (`cat`, `scope`, id), where the
+//!   id is `id2.local` (scoped to the process: Chromium writes it on almost every async
+//!   event), `id2.global` or a plain `id` (both global). Within a tree an `e` closes the
+//!   innermost open `b` of its name, so that spans of one name nest and concurrent trees of
+//!   one name never mix;
+//! - legacy async `S`/`F` pair by (`cat`, `scope`, id, name); their steps `T`/`p` are counted.
+//!
+//! Flow events (`s`/`t`/`f`) and instants (`i`/`I`, async `n`) are counted, not paired. Every
+//! event that is not a span (instants, flows, counters, ...) is also an [`Event`] for the
+//! `--span` rules, with `pid`, `tid`, `cat`, `id`, `ph` and every `args` member as fields.
+//! `ts` and `dur` are in microseconds; they become integer nanoseconds exactly when written in
+//! decimal. The format lets a file list events out of time order; each thread's and each
+//! tree's events are taken in the order of the file, which is their time order in what
+//! Chromium writes (checked on its startup traces: `tests/independent/chrome_trace.py` sorts
+//! and agrees).
 
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
@@ -27,8 +40,56 @@ struct Element {
     pid: Option<Value>,
     tid: Option<Value>,
     id: Option<Value>,
+    id2: Option<Id2>,
+    scope: Option<String>,
     cat: Option<String>,
     args: Option<serde_json::Map<String, Value>>,
+}
+
+/// `id2`: an id scoped to the process (`local`) or to the whole trace (`global`).
+#[derive(Debug, Default, Deserialize)]
+struct Id2 {
+    local: Option<Value>,
+    global: Option<Value>,
+}
+
+/// The async tree an event belongs to: `cat`, `scope` and its id, with the process when the
+/// id is local (U+001F between the parts). `None` when it has no id.
+fn tree_key(e: &Element) -> Option<String> {
+    let (id, pid) = match (&e.id2, &e.id) {
+        (Some(Id2 { local: Some(l), .. }), _) => (value_text(l), Some(text(&e.pid))),
+        (
+            Some(Id2 {
+                global: Some(g), ..
+            }),
+            _,
+        ) => (value_text(g), None),
+        (_, Some(id)) => (value_text(id), None),
+        _ => return None,
+    };
+    let mut key = String::with_capacity(id.len() + 32);
+    for part in [
+        e.cat.as_deref().unwrap_or(""),
+        e.scope.as_deref().unwrap_or(""),
+    ] {
+        key.push_str(part);
+        key.push('\u{1f}');
+    }
+    key.push_str(if pid.is_some() { "local" } else { "global" });
+    key.push('\u{1f}');
+    key.push_str(&id);
+    if let Some(pid) = pid {
+        key.push('\u{1f}');
+        key.push_str(&pid);
+    }
+    Some(key)
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 fn text(v: &Option<Value>) -> String {
@@ -50,7 +111,7 @@ fn micros(n: &serde_json::Number) -> Option<u64> {
 
 /// `(pid, tid)` as written.
 type Thread = (String, String);
-/// A `B` event waiting for its `E`: span, start, group.
+/// A `B` (or `b`) event waiting for its `E` (`e`): span, start, group.
 type Begun = (usize, u64, crate::span::Group);
 
 /// Where the splitter is in the document.
@@ -69,8 +130,14 @@ enum Mode {
 pub struct ChromeStats {
     /// array elements read
     pub elements: u64,
-    /// spans the trace held (`X`, `B`/`E`, `b`/`e`)
+    /// spans the trace held (`X`, `B`/`E`, `b`/`e`, `S`/`F`)
     pub spans: u64,
+    /// flow events (`s`, `t`, `f`), counted, not paired
+    pub flows: u64,
+    /// instant events (`i`, `I`, async `n`), counted, not paired
+    pub instants: u64,
+    /// legacy async steps (`T`, `p`)
+    pub steps: u64,
     /// elements that were not events
     pub malformed: u64,
     /// the first of them (1-based element number)
@@ -93,7 +160,8 @@ pub struct Chrome {
     in_element: bool,
     at_start: bool,
     stacks: FxHashMap<Thread, Vec<Begun>>,
-    asyncs: OpenSpans<(usize, String)>,
+    trees: FxHashMap<String, Vec<Begun>>,
+    legacy: OpenSpans<(usize, String)>,
     scratch: String,
     ev: Event,
     /// what was seen
@@ -113,7 +181,8 @@ impl Default for Chrome {
             in_element: false,
             at_start: true,
             stacks: FxHashMap::default(),
-            asyncs: OpenSpans::default(),
+            trees: FxHashMap::default(),
+            legacy: OpenSpans::default(),
             scratch: String::new(),
             ev: Event::default(),
             stats: ChromeStats::default(),
@@ -213,6 +282,9 @@ impl Chrome {
             return e.ph.as_deref() == Some("M");
         };
         let name = e.name.clone().unwrap_or_default();
+        if pairer.has_rules() {
+            pairer.note_name(&name);
+        }
         let group = |p: &mut Pairer, e: &Element| match p.by() {
             Some(by) => {
                 let v = field_of(e, &by);
@@ -266,39 +338,49 @@ impl Chrome {
                     }
                 }
             }
-            "b" | "e" => {
+            "b" => {
+                let Some(tree) = tree_key(&e) else {
+                    return false;
+                };
+                let begun = (pairer.span_id(&name), ts, group(pairer, &e));
+                self.trees.entry(tree).or_default().push(begun);
+            }
+            "e" => {
+                let Some(tree) = tree_key(&e) else {
+                    return false;
+                };
+                self.async_end(&tree, e.name.as_deref(), ts, pairer, sink);
+            }
+            "S" | "F" => {
+                let Some(tree) = tree_key(&e) else {
+                    return false;
+                };
                 let span = pairer.span_id(&name);
-                let key = (
-                    span,
-                    format!("{}\u{1f}{}", e.cat.as_deref().unwrap_or(""), text(&e.id)),
-                );
-                if ph == "b" {
+                let key = (span, tree);
+                if ph == "S" {
                     let series = SeriesKey {
                         span,
                         side: None,
                         group: group(pairer, &e),
                     };
-                    self.asyncs.start(
-                        key,
-                        Open {
-                            start_ns: ts,
-                            series,
-                        },
-                        Outcome::Superseded,
-                        sink,
-                    );
-                } else if self.asyncs.end(&key, ts, sink) {
+                    let open = Open {
+                        start_ns: ts,
+                        series,
+                    };
+                    self.legacy.start(key, open, Outcome::Superseded, sink);
+                } else if self.legacy.end(&key, ts, sink) {
                     self.stats.spans += 1;
                 } else {
-                    let series = SeriesKey {
-                        span,
-                        side: None,
-                        group: crate::span::Group::All,
-                    };
-                    sink.outcome(&series, Outcome::OrphanEnd);
+                    sink.outcome(&all(span), Outcome::OrphanEnd);
                 }
             }
             _ => {
+                match ph {
+                    "s" | "t" | "f" => self.stats.flows += 1,
+                    "i" | "I" | "n" => self.stats.instants += 1,
+                    "T" | "p" => self.stats.steps += 1,
+                    _ => {}
+                }
                 self.instant(&e, ph, ts);
                 let (scratch, ev) = (
                     std::mem::take(&mut self.scratch),
@@ -310,6 +392,47 @@ impl Chrome {
             }
         }
         true
+    }
+
+    /// An async `e` in `tree`: closes the innermost open `b` named `name` (any, when the `e`
+    /// has no name), or is an orphan.
+    fn async_end(
+        &mut self,
+        tree: &str,
+        name: Option<&str>,
+        ts: u64,
+        pairer: &mut Pairer,
+        sink: &mut impl SpanSink,
+    ) {
+        let span = name.map(|n| pairer.span_id(n));
+        let stack = self.trees.get_mut(tree);
+        let found = stack.and_then(|st| {
+            let at = st.iter().rposition(|b| span.is_none_or(|s| b.0 == s))?;
+            let begun = st.remove(at);
+            Some((begun, st.is_empty()))
+        });
+        let Some(((span, start, group), empty)) = found else {
+            if let Some(span) = span {
+                sink.outcome(&all(span), Outcome::OrphanEnd);
+            }
+            return;
+        };
+        if empty {
+            // Memory follows what is in flight: a closed tree is forgotten.
+            self.trees.remove(tree);
+        }
+        let series = SeriesKey {
+            span,
+            side: None,
+            group,
+        };
+        match ts.checked_sub(start) {
+            Some(d) => {
+                sink.sample(&series, start, d);
+                self.stats.spans += 1;
+            }
+            None => sink.outcome(&series, Outcome::Backwards),
+        }
     }
 
     /// Writes an instant event into the scratch line and event.
@@ -336,6 +459,18 @@ impl Chrome {
             if v.is_some() {
                 push(k, &text(v), &mut self.scratch, &mut self.ev, false);
             }
+        }
+        if e.id.is_none()
+            && let Some(Id2 { local, global }) = &e.id2
+            && let Some(id) = local.as_ref().or(global.as_ref())
+        {
+            push(
+                "id",
+                &value_text(id),
+                &mut self.scratch,
+                &mut self.ev,
+                false,
+            );
         }
         if let Some(cat) = &e.cat {
             push("cat", cat, &mut self.scratch, &mut self.ev, false);
@@ -367,7 +502,26 @@ impl Chrome {
                 sink.outcome(&series, Outcome::Unmatched);
             }
         }
-        self.asyncs.finish(sink);
+        for (_, stack) in self.trees.drain() {
+            for (span, _, group) in stack {
+                let series = SeriesKey {
+                    span,
+                    side: None,
+                    group,
+                };
+                sink.outcome(&series, Outcome::Unmatched);
+            }
+        }
+        self.legacy.finish(sink);
+    }
+}
+
+/// Series `span` without a group (an orphan end has no start to take one from).
+fn all(span: usize) -> SeriesKey {
+    SeriesKey {
+        span,
+        side: None,
+        group: crate::span::Group::All,
     }
 }
 
@@ -387,5 +541,143 @@ fn field_of(e: &Element, by: &str) -> String {
                 v => v.to_string(),
             })
             .unwrap_or_else(|| "?".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::span::Kept;
+
+    type Read = (Vec<(String, u64, u64)>, ChromeStats, Vec<(String, Outcome)>);
+
+    /// `(span name, start ns, latency ns)` of each span, and the outcomes, of a document.
+    fn spans_of(doc: &str) -> Read {
+        struct Outcomes(Vec<(usize, Outcome)>);
+        impl SpanSink for Outcomes {
+            fn sample(&mut self, _: &SeriesKey, _: u64, _: u64) {}
+            fn outcome(&mut self, key: &SeriesKey, outcome: Outcome) {
+                self.0.push((key.span, outcome));
+            }
+        }
+        let mut pairer = Pairer::new(
+            Vec::new(),
+            Vec::new(),
+            None,
+            super::super::rules::Repeat::KeepLast,
+        );
+        let mut sink = (Kept::new(1000), Outcomes(Vec::new()));
+        let mut chrome = Chrome::default();
+        chrome.feed(doc.as_bytes(), &mut pairer, &mut sink);
+        chrome.finish(&mut sink);
+        let names = pairer.span_names().borrow().clone();
+        let spans = sink
+            .0
+            .spans
+            .iter()
+            .map(|s| (names[s.key.span].clone(), s.start_ns, s.latency_ns))
+            .collect();
+        let outcomes = sink
+            .1
+            .0
+            .iter()
+            .map(|&(s, o)| (names[s].clone(), o))
+            .collect();
+        (spans, chrome.stats, outcomes)
+    }
+
+    fn span(name: &str, start: u64, latency: u64) -> (String, u64, u64) {
+        (name.to_string(), start, latency)
+    }
+
+    #[test]
+    fn async_spans_of_one_name_in_different_processes_do_not_mix() {
+        // Two processes, each with local id 0x1: two trees, two spans.
+        let doc = r#"[
+            {"ph":"b","name":"load","cat":"c","id2":{"local":"0x1"},"pid":1,"tid":1,"ts":10},
+            {"ph":"b","name":"load","cat":"c","id2":{"local":"0x1"},"pid":2,"tid":2,"ts":20},
+            {"ph":"e","name":"load","cat":"c","id2":{"local":"0x1"},"pid":1,"tid":1,"ts":100},
+            {"ph":"e","name":"load","cat":"c","id2":{"local":"0x1"},"pid":2,"tid":2,"ts":21}
+        ]"#;
+        let (spans, stats, outcomes) = spans_of(doc);
+        assert_eq!(
+            spans,
+            [span("load", 10_000, 90_000), span("load", 20_000, 1_000)]
+        );
+        assert_eq!(stats.spans, 2);
+        assert!(outcomes.is_empty(), "{outcomes:?}");
+    }
+
+    #[test]
+    fn a_global_id_is_one_tree_across_processes_and_scope_and_cat_split_trees() {
+        let doc = r#"[
+            {"ph":"b","name":"ipc","cat":"c","id2":{"global":"0x7"},"pid":1,"ts":1},
+            {"ph":"b","name":"ipc","cat":"d","id2":{"global":"0x7"},"pid":1,"ts":2},
+            {"ph":"b","name":"ipc","cat":"c","scope":"s","id2":{"global":"0x7"},"pid":1,"ts":3},
+            {"ph":"e","name":"ipc","cat":"c","id2":{"global":"0x7"},"pid":2,"ts":5},
+            {"ph":"e","name":"ipc","cat":"c","scope":"s","id2":{"global":"0x7"},"pid":2,"ts":13},
+            {"ph":"e","name":"ipc","cat":"d","id":"0x7","pid":9,"ts":102}
+        ]"#;
+        let (spans, _, outcomes) = spans_of(doc);
+        assert_eq!(
+            spans,
+            [
+                span("ipc", 1_000, 4_000),
+                span("ipc", 3_000, 10_000),
+                span("ipc", 2_000, 100_000)
+            ]
+        );
+        assert!(outcomes.is_empty(), "{outcomes:?}");
+    }
+
+    #[test]
+    fn nested_async_spans_of_one_name_close_as_a_stack() {
+        let doc = r#"[
+            {"ph":"b","name":"a","cat":"c","id":1,"ts":0},
+            {"ph":"b","name":"a","cat":"c","id":1,"ts":10},
+            {"ph":"b","name":"inner","cat":"c","id":1,"ts":11},
+            {"ph":"e","name":"a","cat":"c","id":1,"ts":15},
+            {"ph":"e","name":"inner","cat":"c","id":1,"ts":16},
+            {"ph":"e","name":"a","cat":"c","id":1,"ts":40},
+            {"ph":"e","name":"a","cat":"c","id":1,"ts":41},
+            {"ph":"b","name":"left","cat":"c","id":1,"ts":50}
+        ]"#;
+        let (spans, _, outcomes) = spans_of(doc);
+        assert_eq!(
+            spans,
+            [
+                span("a", 10_000, 5_000),
+                span("inner", 11_000, 5_000),
+                span("a", 0, 40_000)
+            ]
+        );
+        assert_eq!(
+            outcomes,
+            [
+                ("a".to_string(), Outcome::OrphanEnd),
+                ("left".to_string(), Outcome::Unmatched)
+            ]
+        );
+    }
+
+    #[test]
+    fn legacy_async_pairs_and_flows_and_instants_are_counted() {
+        let doc = r#"{"traceEvents":[
+            {"ph":"S","name":"old","cat":"c","id":"0x1","ts":1},
+            {"ph":"T","name":"old","cat":"c","id":"0x1","ts":2,"args":{"step":"x"}},
+            {"ph":"F","name":"old","cat":"c","id":"0x1","ts":7},
+            {"ph":"F","name":"old","cat":"c","id":"0x2","ts":8},
+            {"ph":"s","name":"flow","cat":"c","id":3,"ts":1},
+            {"ph":"f","name":"flow","cat":"c","id":3,"ts":2,"bp":"e"},
+            {"ph":"n","name":"mark","cat":"c","id2":{"local":"0x1"},"ts":3},
+            {"ph":"I","name":"now","ts":3,"s":"t"},
+            {"ph":"b","name":"noid","ts":3}
+        ]}"#;
+        let (spans, stats, outcomes) = spans_of(doc);
+        assert_eq!(spans, [span("old", 1_000, 6_000)]);
+        assert_eq!((stats.flows, stats.instants, stats.steps), (2, 2, 1));
+        assert_eq!(outcomes, [("old".to_string(), Outcome::OrphanEnd)]);
+        // An async begin without an id is not an event.
+        assert_eq!((stats.malformed, stats.first_malformed), (1, Some(9)));
     }
 }

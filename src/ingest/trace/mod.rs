@@ -17,6 +17,7 @@ pub mod chrome;
 pub mod detect;
 pub mod read;
 pub mod rules;
+pub mod syscalls;
 pub mod table;
 pub mod text;
 

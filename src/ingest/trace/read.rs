@@ -5,9 +5,11 @@ use std::io::{self, Read};
 
 use super::babeltrace::Babeltrace;
 use super::chrome::{Chrome, ChromeStats};
+use super::detect::detect_layout;
 use super::rules::Pairer;
+use super::syscalls::{Syscalls, Tracer};
 use super::table::{Columns, Csv, json_line};
-use super::{Event, Format, Parsed, detect};
+use super::{Event, Format, Parsed};
 use crate::ingest::{Cancel, LineReader, Location};
 use crate::span::SpanSink;
 
@@ -29,6 +31,8 @@ pub struct TraceOptions {
 pub struct TraceStats {
     /// the format read
     pub format: Option<Format>,
+    /// the producer and layout (`trace-cmd report -R`, `babeltrace2 --names=all`, ...)
+    pub layout: Option<&'static str>,
     /// whether it was detected (not given)
     pub detected: bool,
     /// bytes read
@@ -65,6 +69,10 @@ impl TraceStats {
         self.malformed += other.malformed;
         self.backwards += other.backwards;
         self.not_utf8 += other.not_utf8;
+        self.chrome.spans += other.chrome.spans;
+        self.chrome.flows += other.chrome.flows;
+        self.chrome.instants += other.chrome.instants;
+        self.chrome.steps += other.chrome.steps;
         self.interrupted |= other.interrupted;
     }
 }
@@ -82,11 +90,37 @@ pub enum TraceError {
     },
     /// no format recognised
     #[error(
-        "{file}: not a trace latscope recognises (perf script, ftrace/trace-cmd, babeltrace2 text, Chrome JSON, JSON lines, CSV); give --input-format if it is one of them"
+        "{file}: not a trace latscope recognises (perf script, the tracefs trace file, trace-cmd report, babeltrace2 text, Chrome JSON, strace/ltrace -T, perf trace, JSON lines, CSV); give --input-format if it is one of them (see `latscope spans --help`)"
     )]
     Unknown {
         /// the input
         file: String,
+    },
+    /// a layout latscope recognises and cannot read
+    #[error("{file}: {why}")]
+    Refused {
+        /// the input
+        file: String,
+        /// why, and what to do
+        why: &'static str,
+    },
+    /// most lines are not events of the format
+    #[error(
+        "{location}: read as {layout} ({how}), but {malformed} of {lines} lines are not {layout} events; the first, here: {reason}; give --input-format if the file is another format (see `latscope spans --help`)"
+    )]
+    MostlyMalformed {
+        /// the first bad line
+        location: Location,
+        /// the layout read
+        layout: &'static str,
+        /// detected or given
+        how: &'static str,
+        /// lines that were not events
+        malformed: u64,
+        /// lines read
+        lines: u64,
+        /// why the first was not
+        reason: &'static str,
     },
     /// a malformed line with --strict
     #[error("{location}: malformed {format} line: {reason}")]
@@ -116,17 +150,25 @@ pub fn read(
         source,
     };
     let head = read_head(&mut reader, options.cancel.as_ref()).map_err(io_error)?;
-    let (format, detected) = match options.format {
-        Some(f) => (f, false),
-        None => (
-            detect(&head).ok_or_else(|| TraceError::Unknown {
+    let detected_layout = detect_layout(&head).map_err(|why| TraceError::Refused {
+        file: file.to_string(),
+        why,
+    });
+    let (format, layout, detected) = match options.format {
+        Some(f) => match detected_layout {
+            Ok(Some((d, layout))) if d == f => (f, layout, false),
+            _ => (f, f.layout(), false),
+        },
+        None => {
+            let (f, layout) = detected_layout?.ok_or_else(|| TraceError::Unknown {
                 file: file.to_string(),
-            })?,
-            true,
-        ),
+            })?;
+            (f, layout, true)
+        }
     };
     let mut stats = TraceStats {
         format: Some(format),
+        layout: Some(layout),
         detected,
         ..TraceStats::default()
     };
@@ -148,6 +190,7 @@ pub fn read(
         babeltrace: Babeltrace::default(),
         csv: Csv::default(),
         columns: &options.columns,
+        syscalls: Syscalls::default(),
         scratch: String::new(),
         ev: Event::default(),
         last_ts: None,
@@ -167,7 +210,12 @@ pub fn read(
                     stats.not_utf8 += 1;
                     return;
                 };
-                match state.parse(text) {
+                let parsed = match format {
+                    Format::Strace => state.syscalls.line(Tracer::Strace, text, pairer, sink),
+                    Format::PerfTrace => state.syscalls.line(Tracer::PerfTrace, text, pairer, sink),
+                    _ => state.parse(text),
+                };
+                match parsed {
                     Parsed::Skip => stats.skipped += 1,
                     Parsed::Malformed(reason) => {
                         if options.strict {
@@ -181,6 +229,9 @@ pub fn read(
                             });
                         }
                         note_malformed(&mut stats, file, no, reason);
+                    }
+                    Parsed::Event if matches!(format, Format::Strace | Format::PerfTrace) => {
+                        stats.events += 1;
                     }
                     Parsed::Event => {
                         stats.events += 1;
@@ -196,10 +247,31 @@ pub fn read(
     if let Some(e) = failure {
         return Err(e);
     }
+    state.syscalls.finish(sink);
     stats.lines = summary.lines;
     stats.bytes = summary.bytes;
     stats.interrupted = summary.cancelled || interrupted;
+    mostly_malformed(&stats, layout)?;
     Ok(stats)
+}
+
+/// A file whose lines are mostly not events of its format is not that format (or not one
+/// latscope reads): an error naming the format and the first bad line, not a quiet result.
+fn mostly_malformed(stats: &TraceStats, layout: &'static str) -> Result<(), TraceError> {
+    let Some((location, reason)) = &stats.first_malformed else {
+        return Ok(());
+    };
+    if stats.malformed <= stats.events {
+        return Ok(());
+    }
+    Err(TraceError::MostlyMalformed {
+        location: location.clone(),
+        layout,
+        how: if stats.detected { "detected" } else { "given" },
+        malformed: stats.malformed,
+        lines: stats.lines,
+        reason,
+    })
 }
 
 /// The first bytes, enough to detect the format: 64 KiB, the end of the input, or 16 whole
@@ -245,6 +317,7 @@ struct LineState<'c> {
     babeltrace: Babeltrace,
     csv: Csv,
     columns: &'c Columns,
+    syscalls: Syscalls,
     scratch: String,
     ev: Event,
     last_ts: Option<u64>,
@@ -259,7 +332,7 @@ impl LineState<'_> {
             Format::Csv => self
                 .csv
                 .parse(text, self.columns, &mut self.scratch, &mut self.ev),
-            Format::Chrome => Parsed::Skip,
+            Format::Chrome | Format::Strace | Format::PerfTrace => Parsed::Skip,
         }
     }
 

@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use super::Event;
 pub use crate::rule::{Filter, Key, Op, RuleError};
-use crate::rule::{is_identifier, split_filters};
+use crate::rule::{is_identifier, is_quoted, split_filters, unquote};
 use crate::span::{Group, Open, OpenSpans, Outcome, SeriesKey, SpanSink};
 
 /// An event name (`sched:sched_wakeup`, or the part after the last `:`, which matches with or
@@ -24,15 +24,25 @@ pub type Endpoint = crate::rule::Endpoint<String>;
 
 impl Endpoint {
     /// `EVENT[:FIELD==V][:FIELD!=V][:FIELD^=V]`: the parts after the event that hold an
-    /// operator are filters.
+    /// operator are filters. A quoted part of the event is taken as written
+    /// (`"SequenceManager PostTask"`, `"ThreadControllerImpl::RunTask"`).
     pub fn parse(spec: &str) -> Result<Endpoint, RuleError> {
         let (event, filters) = split_filters(spec)?;
-        if event.is_empty() || !event.iter().all(|p| is_identifier(p)) {
+        let part_ok = |p: &&str| {
+            if is_quoted(p) {
+                let text = unquote(p);
+                !text.is_empty() && text.len() <= 256 && !text.chars().any(char::is_control)
+            } else {
+                is_identifier(p)
+            }
+        };
+        if event.is_empty() || !event.iter().all(part_ok) {
             return Err(RuleError(format!(
                 "'{spec}': the event name '{}' is not NAME or GROUP:NAME (letters, digits, _ . - /)",
                 event.join(":")
             )));
         }
+        let event: Vec<_> = event.iter().map(|p| unquote(p)).collect();
         Ok(Endpoint {
             event: event.join(":"),
             filters,
@@ -123,7 +133,14 @@ pub struct Pairer {
     pub missing_key: (u64, Option<u64>),
     ends_seen: Vec<bool>,
     closed: Vec<bool>,
+    /// per rule: events named like its start, like its end, passing the start's filters, the end's
+    seen: Vec<[u64; 4]>,
+    /// distinct event names of the input (at most [`MAX_NAMES`]), for "did you mean"
+    names_seen: rustc_hash::FxHashSet<Box<str>>,
 }
+
+/// Distinct event names kept for suggestions (memory follows the input only up to this).
+const MAX_NAMES: usize = 4096;
 
 impl Pairer {
     /// A pairer of `rules` over the span `names` they index; series split by the start's `by`
@@ -149,7 +166,76 @@ impl Pairer {
             missing_key: (0, None),
             ends_seen: vec![false; spans],
             closed: vec![false; spans],
+            seen: Vec::new(),
+            names_seen: Default::default(),
         }
+    }
+
+    /// Notes an event name of the input, for suggestions when a rule matches nothing.
+    pub fn note_name(&mut self, name: &str) {
+        if self.names_seen.len() < MAX_NAMES && !self.names_seen.contains(name) {
+            self.names_seen.insert(name.into());
+        }
+    }
+
+    /// Why the rules measured nothing: one sentence per rule endpoint that never matched, with
+    /// how many events of its name were seen and the nearest names the input does have.
+    pub fn diagnose(&self) -> Vec<String> {
+        let names = self.span_names.borrow();
+        let mut out = Vec::new();
+        for (i, rule) in self.rules.iter().enumerate() {
+            let seen = self.seen.get(i).copied().unwrap_or_default();
+            let span = names.get(rule.span).map_or("?", String::as_str);
+            for (side, end, named, passed) in [
+                ("start", &rule.start, seen[0], seen[2]),
+                ("end", &rule.end, seen[1], seen[3]),
+            ] {
+                let what = if named == 0 {
+                    format!(
+                        "its {side} event '{}' never appeared{}",
+                        end.event,
+                        self.nearest(&end.event)
+                    )
+                } else if passed == 0 {
+                    let filters: Vec<String> = end.filters.iter().map(|f| f.to_string()).collect();
+                    format!(
+                        "its {side} event '{}' appeared {named} time(s) but never with {}",
+                        end.event,
+                        filters.join(" and ")
+                    )
+                } else {
+                    format!("{passed} {side}(s) matched")
+                };
+                out.push(format!("span '{span}': {what}"));
+            }
+        }
+        out
+    }
+
+    /// `" (nearest names in the input: a, b, c)"`, or nothing when the input had none.
+    fn nearest(&self, event: &str) -> String {
+        let last = |s: &str| s.rsplit(':').next().unwrap_or(s).to_string();
+        let mut scored: Vec<(f64, &str)> = self
+            .names_seen
+            .iter()
+            .map(|n| {
+                let whole = strsim::normalized_levenshtein(event, n);
+                let tail = strsim::normalized_levenshtein(&last(event), &last(n));
+                (whole.max(tail), &**n)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        let best: Vec<&str> = scored.iter().take(3).map(|(_, n)| *n).collect();
+        if best.is_empty() {
+            " (the input has no events)".to_string()
+        } else {
+            format!(" (nearest names in the input: {})", best.join(", "))
+        }
+    }
+
+    /// Whether any rule exists.
+    pub fn has_rules(&self) -> bool {
+        !self.rules.is_empty()
     }
 
     /// The group labels, indexed like [`Group::Label`] (shared: they grow while reading).
@@ -207,8 +293,23 @@ impl Pairer {
     /// Feeds one event (line number `line_no`) through every rule.
     pub fn event(&mut self, line: &str, ev: &Event, line_no: u64, sink: &mut impl SpanSink) {
         let name = ev.name(line);
+        self.note_name(name);
         self.ends_seen.iter_mut().for_each(|b| *b = false);
         self.closed.iter_mut().for_each(|b| *b = false);
+        if self.seen.len() != self.rules.len() {
+            self.seen = vec![[0; 4]; self.rules.len()];
+        }
+        for (i, rule) in self.rules.iter().enumerate() {
+            let seen = &mut self.seen[i];
+            for (k, end) in [&rule.start, &rule.end].into_iter().enumerate() {
+                if names_match(&end.event, name) {
+                    seen[k] += 1;
+                    if end.matches(name, line, ev) {
+                        seen[k + 2] += 1;
+                    }
+                }
+            }
+        }
         for i in 0..self.rules.len() {
             if !self.rules[i].end.matches(name, line, ev) {
                 continue;
@@ -279,9 +380,43 @@ mod tests {
         assert_eq!(e.filters.len(), 2);
         assert_eq!(e.filters[0].op, Op::Prefix);
         assert_eq!(e.filters[1].value, "swapper/0");
-        for bad in ["", "a:{x}", "sched:sched_switch:x~=1", "a b"] {
+        for bad in [
+            "",
+            "a:{x}",
+            "sched:sched_switch:x~=1",
+            "a b",
+            "\"a:b",
+            "\"\"",
+            "a:x==\"y",
+        ] {
             assert!(Endpoint::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn quoted_event_names_and_values_are_taken_as_written() {
+        let e = Endpoint::parse("sched:sched_wakeup:comm==lat worker 1").unwrap();
+        assert_eq!(e.filters[0].value, "lat worker 1");
+        let e = Endpoint::parse("sched:sched_wakeup:comm==\"kworker/0:1 [x], y..z\"").unwrap();
+        assert_eq!(
+            (e.event.as_str(), e.filters.len()),
+            ("sched:sched_wakeup", 1)
+        );
+        assert_eq!(e.filters[0].value, "kworker/0:1 [x], y..z");
+        let e = Endpoint::parse("'ThreadControllerImpl::RunTask':a=='x==y'").unwrap();
+        assert_eq!(e.event, "ThreadControllerImpl::RunTask");
+        assert_eq!(
+            (e.filters[0].field.as_str(), e.filters[0].value.as_str()),
+            ("a", "x==y")
+        );
+        let (name, s, e) =
+            parse_span("\"SequenceManager PostTask\"..\"ThreadControllerImpl::RunTask\"").unwrap();
+        assert_eq!(s.event, "SequenceManager PostTask");
+        assert_eq!(e.event, "ThreadControllerImpl::RunTask");
+        assert_eq!(name, "SequenceManager_PostTask_to_RunTask");
+        let (name, s, e) = parse_span("q=a:x==\"1..2\"..b:y=='p=q'").unwrap();
+        assert_eq!((name.as_str(), s.filters[0].value.as_str()), ("q", "1..2"));
+        assert_eq!(e.filters[0].value, "p=q");
     }
 
     #[test]
@@ -309,5 +444,41 @@ mod tests {
         assert_eq!(k.start, ["pid", "cpu"]);
         assert_eq!(k.end, ["next_pid", "cpu"]);
         assert!(Key::parse("a;b").is_err());
+    }
+
+    #[test]
+    fn a_rule_that_matches_nothing_is_explained_with_the_nearest_names() {
+        let (name, start, end) =
+            parse_span("run=sched:sched_wakeupp..sched:sched_switch:prev_state==X").unwrap();
+        let rule = Rule {
+            span: 0,
+            start,
+            end,
+            key: Key::default(),
+        };
+        let mut p = Pairer::new(vec![rule], vec![name], None, Repeat::KeepLast);
+        let line = "sched:sched_switch\tprev_state\tS\tsched:sched_wakeup";
+        let ev = Event {
+            ts_ns: 1,
+            name: 0..18,
+            fields: vec![(19..29, 30..31)],
+            common: Vec::new(),
+        };
+        let mut sink = crate::span::Kept::new(1);
+        p.event(line, &ev, 1, &mut sink);
+        let wakeup = Event {
+            name: 32..50,
+            ..Event::default()
+        };
+        p.event(line, &wakeup, 2, &mut sink);
+        let why = p.diagnose();
+        assert_eq!(
+            why[0],
+            "span 'run': its start event 'sched:sched_wakeupp' never appeared (nearest names in the input: sched:sched_wakeup, sched:sched_switch)"
+        );
+        assert_eq!(
+            why[1],
+            "span 'run': its end event 'sched:sched_switch' appeared 1 time(s) but never with prev_state==X"
+        );
     }
 }

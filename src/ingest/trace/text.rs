@@ -4,10 +4,21 @@
 //! (default fields; `-F` layouts drop or reorder the prefix), ftrace and `trace-cmd report -R`
 //! print `sh-18203 [000] d..2. 13760.296300: sched_wakeup: comm=sh pid=18203 ...`. Both are
 //! read by one parser: the timestamp is the first token of the form `SECONDS.FRACTION:`, the
-//! event is the next token ending in `:`, the payload's `key=value` tokens are the fields
-//! (tokens without `=`, like `==>`, are skipped). The prefix gives `common_comm`,
-//! `common_pid` and `common_cpu` (named as ftrace names its common fields, so they never
-//! collide with an event's own `pid`).
+//! event is the next token ending in `:`, then the payload:
+//! - `NAME=VALUE ...` (perf, ftrace, `trace-cmd report -R`): a field runs to the next
+//!   ` NAME=`, so that a value may hold spaces (`prev_comm=lat worker 1 prev_pid=42`: a
+//!   thread name may hold spaces, `:`, `,`, brackets); sched_switch's `==>` ends a value;
+//! - `NAME: VALUE, NAME: VALUE` (`syscalls:sys_enter_*`);
+//! - positional payloads: `raw_syscalls` (`NR 12 (…)` gives `NR`, `= 5` gives `ret`),
+//!   `syscalls:sys_exit_*` (`0x3` gives `ret`) and `trace-cmd report`'s default text of the
+//!   scheduler events (`bash:42 [120] S ==> swapper/1:0 [120]` gives `prev_comm`, `prev_pid`,
+//!   `prev_prio`, `prev_state`, `next_comm`, ...; `bash:42 [120] CPU:001` gives `comm`, `pid`,
+//!   `prio`, `target_cpu`): the field names of the events' tracefs `format` files.
+//!
+//! The prefix gives `common_comm`, `common_pid` and `common_cpu` (named as ftrace names its
+//! common fields, so they never collide with an event's own `pid`), and `common_tgid` where
+//! tracefs' `record-tgid` option prints it. A `trace-cmd report` line of a buffer instance
+//! starts with the instance's name and a `:`; it is skipped.
 
 use super::{Event, Parsed};
 
@@ -55,7 +66,13 @@ pub fn parse(line: &str, ev: &mut Event) -> Parsed {
     if i == b.len() || b[i] == b'#' {
         return Parsed::Skip;
     }
-    let mut prefix: [(usize, usize); 6] = [(0, 0); 6];
+    // trace-cmd report's header.
+    if let Some(n) = line[i..].strip_prefix("cpus=")
+        && n.trim_end().bytes().all(|c| c.is_ascii_digit())
+    {
+        return Parsed::Skip;
+    }
+    let mut prefix: [(usize, usize); 8] = [(0, 0); 8];
     let mut n_prefix = 0;
     let ts = loop {
         let Some((a, e)) = next_token(b, &mut i) else {
@@ -81,23 +98,213 @@ pub fn parse(line: &str, ev: &mut Event) -> Parsed {
     }
     ev.name = a..e - 1;
     prefix_fields(line, &prefix[..n_prefix], ev);
-    while let Some((a, e)) = next_token(b, &mut i) {
-        if let Some(eq) = b[a..e].iter().position(|&c| c == b'=')
-            && eq > 0
-        {
-            ev.fields.push((a..a + eq, a + eq + 1..e));
+    payload(line, i, ev);
+    Parsed::Event
+}
+
+/// Whether `t` is a field name (a C identifier, as in tracefs `format` files).
+fn is_field_name(t: &[u8]) -> bool {
+    !t.is_empty()
+        && !t[0].is_ascii_digit()
+        && t.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// The payload from `from` into `ev.fields`.
+fn payload(line: &str, from: usize, ev: &mut Event) {
+    let b = line.as_bytes();
+    let mut i = from;
+    let Some((a, e)) = next_token(b, &mut i) else {
+        return;
+    };
+    let first = &b[a..e];
+    let name = ev.name(line);
+    let event = name.rsplit_once(':').map_or(name, |(_, n)| n);
+    if first.len() > 1 && first.ends_with(b":") && is_field_name(&first[..first.len() - 1]) {
+        return colon_fields(line, a, ev);
+    }
+    if !first.contains(&b'=') {
+        match event {
+            "sys_enter" | "sys_exit" if first == b"NR" => return raw_syscall(line, i, ev),
+            e if e.starts_with("sys_exit_") => {
+                ev.common.push(("ret", a..line.trim_end().len().max(a)));
+                return;
+            }
+            "sched_switch" => return positional_switch(line, a, ev),
+            "sched_wakeup" | "sched_waking" | "sched_wakeup_new" => {
+                return positional_wakeup(line, a, ev);
+            }
+            _ => {}
         }
     }
-    Parsed::Event
+    equals_fields(line, a, ev);
+}
+
+/// `NAME=VALUE ...`: a value runs to the next token that starts with `NAME=`, or to `==>`.
+fn equals_fields(line: &str, from: usize, ev: &mut Event) {
+    let b = line.as_bytes();
+    let mut i = from;
+    let mut open: Option<usize> = None;
+    while let Some((a, e)) = next_token(b, &mut i) {
+        let t = &b[a..e];
+        if t == b"==>" {
+            open = None;
+            continue;
+        }
+        if let Some(eq) = t.iter().position(|&c| c == b'=')
+            && is_field_name(&t[..eq])
+        {
+            ev.fields.push((a..a + eq, a + eq + 1..e));
+            open = Some(ev.fields.len() - 1);
+        } else if let Some(f) = open {
+            ev.fields[f].1.end = e;
+        }
+    }
+}
+
+/// `NAME: VALUE, NAME: VALUE`: a value runs to the next `, NAME: `.
+fn colon_fields(line: &str, from: usize, ev: &mut Event) {
+    let b = line.as_bytes();
+    let end = line.trim_end().len();
+    let mut name_at = from;
+    loop {
+        let Some(colon) = memchr::memchr(b':', &b[name_at..end]).map(|p| name_at + p) else {
+            return;
+        };
+        let value_at = (colon + 1..end).find(|&j| b[j] != b' ').unwrap_or(end);
+        // The value ends before the next `, NAME:`.
+        let mut j = value_at;
+        let next = loop {
+            match memchr::memchr(b',', &b[j..end]).map(|p| j + p) {
+                None => break None,
+                Some(c) => {
+                    let n = (c + 1..end).find(|&k| b[k] != b' ').unwrap_or(end);
+                    let colon2 = memchr::memchr(b':', &b[n..end]).map(|p| n + p);
+                    if colon2.is_some_and(|c2| is_field_name(&b[n..c2])) {
+                        break Some((c, n));
+                    }
+                    j = c + 1;
+                }
+            }
+        };
+        let value_end = next.map_or(end, |(c, _)| c);
+        ev.fields
+            .push((name_at..colon, value_at..value_end.max(value_at)));
+        match next {
+            Some((_, n)) => name_at = n,
+            None => return,
+        }
+    }
+}
+
+/// `NR 12 (a, b, ...)` (sys_enter) or `NR 12 = 5` (sys_exit): `NR` and `ret`.
+fn raw_syscall(line: &str, from: usize, ev: &mut Event) {
+    let b = line.as_bytes();
+    let mut i = from;
+    if let Some((a, e)) = next_token(b, &mut i) {
+        ev.common.push(("NR", a..e));
+    }
+    if let Some((a, e)) = next_token(b, &mut i)
+        && &b[a..e] == b"="
+        && let Some((a, e)) = next_token(b, &mut i)
+    {
+        ev.common.push(("ret", a..e));
+    }
+}
+
+/// `COMM:PID [PRIO]` at the end of `range`: the ranges of comm, pid and prio.
+fn task(line: &str, range: std::ops::Range<usize>) -> Option<[std::ops::Range<usize>; 3]> {
+    let text = &line[range.clone()];
+    let t = text.trim_end();
+    let open = t.rfind(" [")?;
+    let prio = t[open + 2..].strip_suffix(']')?;
+    let who = &t[..open];
+    let colon = who.rfind(':')?;
+    let pid = &who[colon + 1..];
+    if pid.is_empty() || !pid.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let base = range.start;
+    let lead = who.len() - who.trim_start().len();
+    Some([
+        base + lead..base + colon,
+        base + colon + 1..base + open,
+        base + open + 2..base + open + 2 + prio.len(),
+    ])
+}
+
+/// trace-cmd's `PREV_COMM:PREV_PID [PRIO] STATE ==> NEXT_COMM:NEXT_PID [PRIO]`.
+fn positional_switch(line: &str, from: usize, ev: &mut Event) {
+    let end = line.trim_end().len();
+    let Some(arrow) = line[from..end].find(" ==> ").map(|p| from + p) else {
+        return;
+    };
+    let left = line[from..arrow].trim_end();
+    let Some(sp) = left.rfind(' ') else {
+        return;
+    };
+    let state = from + sp + 1..from + left.len();
+    let (Some(prev), Some(next)) = (task(line, from..from + sp), task(line, arrow + 5..end)) else {
+        return;
+    };
+    let names = ["prev_comm", "prev_pid", "prev_prio"];
+    ev.common.extend(names.into_iter().zip(prev));
+    ev.common.push(("prev_state", state));
+    let names = ["next_comm", "next_pid", "next_prio"];
+    ev.common.extend(names.into_iter().zip(next));
+}
+
+/// trace-cmd's `COMM:PID [PRIO] [success=1] CPU:NNN`.
+fn positional_wakeup(line: &str, from: usize, ev: &mut Event) {
+    let end = line.trim_end().len();
+    let Some(cpu) = line[from..end].rfind(" CPU:").map(|p| from + p) else {
+        return;
+    };
+    let mut who_end = cpu;
+    if let Some(s) = line[from..cpu].rfind(" success=") {
+        who_end = from + s;
+    }
+    if let Some(task) = task(line, from..who_end) {
+        ev.common
+            .extend(["comm", "pid", "prio"].into_iter().zip(task));
+        ev.common.push(("target_cpu", cpu + 5..end));
+    }
 }
 
 const COMM: &str = "common_comm";
 const PID: &str = "common_pid";
 const CPU: &str = "common_cpu";
+const TGID: &str = "common_tgid";
 
 /// The prefix: `[cpu]`, then perf's `comm pid[/tid]` or ftrace's `comm-pid` before it, into
 /// [`Event::common`] (their names are not in the line).
 fn prefix_fields(line: &str, prefix: &[(usize, usize)], ev: &mut Event) {
+    // trace-cmd's buffer instance, `NAME:` first on the line, names no task.
+    let mut prefix = prefix;
+    if prefix.len() > 1 && line[prefix[0].0..prefix[0].1].ends_with(':') {
+        prefix = &prefix[1..];
+    }
+    // tracefs' record-tgid: `comm-pid (  tgid) [cpu]`.
+    let mut kept: [(usize, usize); 8] = [(0, 0); 8];
+    let mut n = 0;
+    let mut in_tgid = false;
+    for &(a, b) in prefix {
+        let t = &line[a..b];
+        if t.starts_with('(') && !t.starts_with("(-") {
+            in_tgid = true;
+        }
+        if in_tgid {
+            let digits = t.trim_start_matches('(').trim_end_matches(')');
+            if !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()) {
+                let start = b - digits.len() - usize::from(t.ends_with(')'));
+                ev.common.push((TGID, start..start + digits.len()));
+            }
+            in_tgid = !t.ends_with(')');
+            continue;
+        }
+        kept[n] = (a, b);
+        n += 1;
+    }
+    let prefix = &kept[..n];
     let cpu_at = prefix.iter().position(|&(a, b)| {
         let t = &line[a..b];
         t.len() > 2 && t.starts_with('[') && t.ends_with(']')
@@ -113,11 +320,13 @@ fn prefix_fields(line: &str, prefix: &[(usize, usize)], ev: &mut Event) {
     let last = &line[a..b];
     // perf: `comm pid` or `comm pid/tid` (the comm may itself contain spaces).
     let (pid, tid) = last.split_once('/').unwrap_or((last, last));
-    if !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) && before.len() >= 2 {
+    if !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) {
         let tid_start = b - tid.len();
         ev.common.push((PID, tid_start..b));
-        ev.common
-            .push((COMM, before[0].0..before[before.len() - 2].1));
+        if before.len() >= 2 {
+            ev.common
+                .push((COMM, before[0].0..before[before.len() - 2].1));
+        }
         return;
     }
     // ftrace: `comm-pid`.
@@ -205,6 +414,72 @@ mod tests {
         );
         assert!(f.contains(&("common_pid".into(), "107".into())));
         assert!(f.contains(&("arg1".into(), "3".into())));
+    }
+
+    fn get<'a>(f: &'a [(String, String)], k: &str) -> Option<&'a str> {
+        f.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn values_with_spaces_run_to_the_next_field_name() {
+        let line = "    lat worker 1  8491 [001]  1566.621504522: sched:sched_switch: prev_comm=lat worker 1 prev_pid=8491 prev_prio=120 prev_state=S ==> next_comm=opt 9njvaa1jixg next_pid=8457 next_prio=120";
+        let (_, _, f) = fields(line);
+        assert_eq!(get(&f, "common_comm"), Some("lat worker 1"));
+        assert_eq!(get(&f, "common_pid"), Some("8491"));
+        assert_eq!(get(&f, "prev_comm"), Some("lat worker 1"));
+        assert_eq!(get(&f, "prev_state"), Some("S"));
+        assert_eq!(get(&f, "next_comm"), Some("opt 9njvaa1jixg"));
+        assert_eq!(get(&f, "next_prio"), Some("120"));
+        let (_, _, f) = fields("x 1 [0] 1.5: e: comm=a [b], c:d x= y=2");
+        assert_eq!(get(&f, "comm"), Some("a [b], c:d"));
+        assert_eq!(get(&f, "x"), Some(""));
+        assert_eq!(get(&f, "y"), Some("2"));
+    }
+
+    #[test]
+    fn name_colon_value_and_positional_payloads_become_fields() {
+        let (_, _, f) = fields(
+            "p 1 [0] 1.5: syscalls:sys_enter_openat: dfd: 0xffffff9c, filename: 0x7ffd, flags: 0x80000, mode: 0x0",
+        );
+        assert_eq!(get(&f, "dfd"), Some("0xffffff9c"));
+        assert_eq!(get(&f, "mode"), Some("0x0"));
+        let (_, _, f) = fields("p 1 [0] 1.5: syscalls:sys_exit_openat: 0x3");
+        assert_eq!(get(&f, "ret"), Some("0x3"));
+        let (_, _, f) =
+            fields("p 1 [0] 1.5: raw_syscalls:sys_enter: NR 257 (ffffff9c, 7ffd, 80000, 0, 0, 0)");
+        assert_eq!(get(&f, "NR"), Some("257"));
+        let (_, _, f) = fields("p 1 [0] 1.5: raw_syscalls:sys_exit: NR 257 = 3");
+        assert_eq!((get(&f, "NR"), get(&f, "ret")), (Some("257"), Some("3")));
+        // trace-cmd report's default text, in a buffer instance.
+        let line = "lsx:     lat worker 1-8655  [000]  1575.548152: sched_switch:         memfd:sealed-91:4636 [120] S ==> lat worker 2:8611 [120]";
+        let (ts, name, f) = fields(line);
+        assert_eq!((ts, name.as_str()), (1_575_548_152_000, "sched_switch"));
+        assert_eq!(get(&f, "common_comm"), Some("lat worker 1"));
+        assert_eq!(get(&f, "common_pid"), Some("8655"));
+        assert_eq!(get(&f, "prev_comm"), Some("memfd:sealed-91"));
+        assert_eq!(get(&f, "prev_pid"), Some("4636"));
+        assert_eq!(get(&f, "prev_state"), Some("S"));
+        assert_eq!(get(&f, "next_comm"), Some("lat worker 2"));
+        assert_eq!(get(&f, "next_pid"), Some("8611"));
+        let line = "lsx:             bash-8608  [001]  1575.211171: sched_wakeup:         memfd:sealed-91:4636 [120] CPU:001";
+        let (_, _, f) = fields(line);
+        assert_eq!(get(&f, "comm"), Some("memfd:sealed-91"));
+        assert_eq!(get(&f, "pid"), Some("4636"));
+        assert_eq!(get(&f, "target_cpu"), Some("001"));
+    }
+
+    #[test]
+    fn tracefs_record_tgid_and_a_bare_tid_prefix_are_read() {
+        let line = "    lat worker 1-9009    (   8968) [001]   1593.891793: sched_wakeup: comm=python3 pid=8968 prio=120 target_cpu=001";
+        let (_, _, f) = fields(line);
+        assert_eq!(get(&f, "common_tgid"), Some("8968"));
+        assert_eq!(get(&f, "common_pid"), Some("9009"));
+        assert_eq!(get(&f, "common_comm"), Some("lat worker 1"));
+        let (_, _, f) =
+            fields(" 8442 [001]  1566.326260: sched:sched_wakeup: comm=rcu_preempt pid=15");
+        assert_eq!(get(&f, "common_pid"), Some("8442"));
+        let (_, _, f) = fields("[001]  1566.326260: sched:sched_wakeup: comm=rcu_preempt pid=15");
+        assert_eq!(get(&f, "common_cpu"), Some("001"));
     }
 
     #[test]
