@@ -135,6 +135,7 @@ fn settings(args: &X11Args) -> Settings {
         warmup: args.warmup,
         max_time_ns: u64::try_from(args.max_time.as_nanos()).unwrap_or(u64::MAX),
         max_spans: args.max_spans,
+        timeout_ns: u64::try_from(args.timeout.as_nanos()).unwrap_or(u64::MAX),
     }
 }
 
@@ -290,6 +291,7 @@ pub fn demo() -> Result<Option<String>> {
         warmup: 100,
         max_time_ns: 300_000_000,
         max_spans: 0,
+        timeout_ns: 10_000_000_000,
     };
     let cancel = crate::signals::cancel_on_interrupt();
     let server = Server::open(None, &[], &cancel)?;

@@ -173,7 +173,7 @@ pub fn header(doc: &LabX11Doc) -> String {
         "latscope lab x11 on {}{started}: {} release {}, root {}x{} depth {}; MIT-SHM {}, RandR {}; requests up to {} B\n\
          extensions: {}\n\
          up to {} operations per configuration after {} warm-up, at most {} each; timer {} per read\n\
-         latency: round-trip = request → reply; upload until-done = issue → the client knows the server is done with the data (put: XSync's GetInputFocus reply; shm: ShmCompletion event, then the segment is reused); pipelined = issuing one request (one sync at the end); config = the whole query as the caller sees it\n\
+         latency: round-trip = request → reply; upload until-done = issue → the client knows the server is done with the data (put: XSync's GetInputFocus reply; shm: ShmCompletion event, then the segment is reused); pipelined = one request's issue → the next one's (the samples add up to the run; one sync at the end); config = the whole query as the caller sees it\n\
          ops/s and MB/s: throughput over the measured phase (not 1/latency); cs/op and CPU/op: client + X server (+ backend + dbus-daemon) per operation; X cs/op and X CPU/op: the X server's alone (from /proc), what the server can sustain whatever the client\n",
         s.display,
         s.vendor,
