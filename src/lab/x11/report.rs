@@ -8,7 +8,8 @@ use super::server::ServerInfo;
 use super::{Method, Pattern, Settings, Via};
 use crate::doc::Latency;
 use crate::doc::lab::{SideUsage, Skipped, StopDoc, Timer};
-use crate::doc::x11::{LabX11Doc, ServerDoc, X11Result, X11Settings, X11Sides};
+use super::x11perf::{self, Rates};
+use crate::doc::x11::{LabX11Doc, ServerDoc, WireDoc, X11Result, X11Settings, X11Sides, X11perfDoc};
 use crate::lab::ipc::usage::Usage;
 use crate::report::format::{human, markdown_cell};
 
@@ -103,6 +104,36 @@ pub fn result(o: &Outcome) -> X11Result {
         },
         error: o.error.clone(),
         kept: o.kept.clone(),
+        wire: (o.wire.requests > 0).then_some(WireDoc {
+            requests: o.wire.requests,
+            writes: o.wire.writes,
+            reads: o.wire.reads,
+            bytes_out: o.wire.bytes_out,
+        }),
+        x11perf: None,
+    }
+}
+
+/// Puts x11perf's rate beside every row it has a test for.
+pub fn add_x11perf(doc: &mut LabX11Doc, outcomes: &[Outcome], rates: &Rates) {
+    let root_depth = doc.server.root.0;
+    for o in outcomes {
+        let Some(test) = x11perf::test_for(&o.pattern, root_depth) else {
+            continue;
+        };
+        let Some((before, after, mean)) = rates.mean(&test) else {
+            continue;
+        };
+        let label = result(o).label();
+        for r in doc.results.iter_mut().filter(|r| r.label() == label) {
+            r.x11perf = Some(X11perfDoc {
+                test: test.option.clone(),
+                before_per_s: before,
+                after_per_s: after,
+                mean_per_s: mean,
+                ratio: if mean > 0.0 { r.ops_per_s / mean } else { f64::NAN },
+            });
+        }
     }
 }
 
@@ -236,6 +267,13 @@ pub fn text(doc: &LabX11Doc) -> String {
             human(r.cpu_ns_per_op.round() as u64),
             side_cpu(&r.sides.server),
         );
+        if let Some(x) = &r.x11perf {
+            let _ = writeln!(
+                out,
+                "  x11perf {} on the same server: {:.0}/s (before {:.0}, after {:.0}); latscope/x11perf {:.2}",
+                x.test, x.mean_per_s, x.before_per_s, x.after_per_s, x.ratio
+            );
+        }
         if let Some(n) = note(r) {
             let _ = writeln!(out, "  ! {n}");
         }
