@@ -377,7 +377,8 @@ fn x11perf_rows(display: &str, sizes: &str, methods: &str) -> Vec<(String, f64, 
             let theirs = x["mean_per_s"].as_f64().unwrap();
             let ratio = x["ratio"].as_f64().unwrap();
             // the document's ratio is the lab's rate over the mean of x11perf before and after
-            let mean = (x["before_per_s"].as_f64().unwrap() + x["after_per_s"].as_f64().unwrap()) / 2.0;
+            let mean =
+                (x["before_per_s"].as_f64().unwrap() + x["after_per_s"].as_f64().unwrap()) / 2.0;
             assert!((theirs - mean).abs() <= 1e-6 * mean, "{x}");
             assert!((ratio - ours / theirs).abs() <= 1e-9 * ratio, "{x}");
             (label_of(r), ours, theirs, ratio)
@@ -400,7 +401,12 @@ fn pipelined_uploads_run_at_the_rate_x11perf_reports_on_the_same_server() {
     let _heavy = crate::util::heavy();
     let xvfb = TestXvfb::start(&[]);
     let mut best: std::collections::BTreeMap<String, f64> = Default::default();
-    let mut todo = vec![("10x10", "put"), ("10x10", "shm"), ("100x100", "put"), ("100x100", "shm")];
+    let mut todo = vec![
+        ("10x10", "put"),
+        ("10x10", "shm"),
+        ("100x100", "put"),
+        ("100x100", "shm"),
+    ];
     for round in 1..=3 {
         if todo.is_empty() {
             break;
@@ -440,7 +446,11 @@ fn xcb_round_trip(dir: &Path) -> std::path::PathBuf {
         .arg("-lxcb")
         .output()
         .unwrap();
-    assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     exe
 }
 
@@ -475,7 +485,11 @@ fn a_round_trip_costs_what_a_c_xcb_client_pays_on_the_same_server() {
             .env("DISPLAY", &xvfb.display)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         text.split_whitespace()
             .find_map(|w| w.strip_prefix("p50_ns="))
@@ -484,8 +498,17 @@ fn a_round_trip_costs_what_a_c_xcb_client_pays_on_the_same_server() {
     };
     let ours_p50 = || {
         let out = lab(&[
-            "round-trip", "--display", &xvfb.display, "-n", "5000", "--warmup", "1000",
-            "--max-time", "10s", "-f", "json",
+            "round-trip",
+            "--display",
+            &xvfb.display,
+            "-n",
+            "5000",
+            "--warmup",
+            "1000",
+            "--max-time",
+            "10s",
+            "-f",
+            "json",
         ]);
         row(&json(&out), "round-trip")["p50"].as_f64().unwrap()
     };
@@ -518,8 +541,24 @@ fn a_server_that_stops_answering_fails_the_row_after_the_timeout_and_keeps_the_o
     let _heavy = crate::util::heavy();
     let xvfb = TestXvfb::start(&[]);
     let child = latscope()
-        .args(["lab", "x11", "round-trip", "upload", "--display", &xvfb.display])
-        .args(["--method", "put", "-n", "100000000", "--max-time", "2s", "--timeout", "1s"])
+        .args([
+            "lab",
+            "x11",
+            "round-trip",
+            "upload",
+            "--display",
+            &xvfb.display,
+        ])
+        .args([
+            "--method",
+            "put",
+            "-n",
+            "100000000",
+            "--max-time",
+            "2s",
+            "--timeout",
+            "1s",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -538,7 +577,9 @@ fn a_server_that_stops_answering_fails_the_row_after_the_timeout_and_keeps_the_o
     let text = stdout(&out);
     assert!(text.contains("round-trip"), "{text}");
     assert!(
-        text.contains("upload put 32x32x8") && text.contains("FAILED") && text.contains("timed out"),
+        text.contains("upload put 32x32x8")
+            && text.contains("FAILED")
+            && text.contains("timed out"),
         "{text}"
     );
 }

@@ -5,11 +5,13 @@ use std::fmt::Write;
 
 use super::run::{Outcome, Stop};
 use super::server::ServerInfo;
+use super::x11perf::{self, Rates};
 use super::{Method, Pattern, Settings, Via};
 use crate::doc::Latency;
 use crate::doc::lab::{SideUsage, Skipped, StopDoc, Timer};
-use super::x11perf::{self, Rates};
-use crate::doc::x11::{LabX11Doc, ServerDoc, WireDoc, X11Result, X11Settings, X11Sides, X11perfDoc};
+use crate::doc::x11::{
+    LabX11Doc, ServerDoc, WireDoc, X11Result, X11Settings, X11Sides, X11perfDoc,
+};
 use crate::lab::ipc::usage::Usage;
 use crate::report::format::{human, markdown_cell};
 
@@ -131,7 +133,11 @@ pub fn add_x11perf(doc: &mut LabX11Doc, outcomes: &[Outcome], rates: &Rates) {
                 before_per_s: before,
                 after_per_s: after,
                 mean_per_s: mean,
-                ratio: if mean > 0.0 { r.ops_per_s / mean } else { f64::NAN },
+                ratio: if mean > 0.0 {
+                    r.ops_per_s / mean
+                } else {
+                    f64::NAN
+                },
             });
         }
     }

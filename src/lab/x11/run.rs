@@ -123,7 +123,10 @@ enum Driver<'b> {
         edid: u32,
         cache: Option<Cached>,
     },
-    Dbus { backend: &'b Backend, cache: bool },
+    Dbus {
+        backend: &'b Backend,
+        cache: bool,
+    },
 }
 
 /// Takes one sample: (start, latency) in ns.
@@ -261,7 +264,15 @@ impl<'a> Lab<'a> {
         let Some(wire) = self.wire.as_mut() else {
             return Err(X11Error::Protocol("no connection (internal error)".into()));
         };
-        let result = measure(server, wire, self.backend.as_ref(), broker_pid, p, &settings, &cancel);
+        let result = measure(
+            server,
+            wire,
+            self.backend.as_ref(),
+            broker_pid,
+            p,
+            &settings,
+            &cancel,
+        );
         // A connection that failed may be out of step with the server (a request half
         // written, a reply never read): the next configuration starts on a fresh one.
         if !matches!(&result, Ok(o) if o.stop != Stop::Failed) {
@@ -402,8 +413,7 @@ fn measure(
         error = Some(e.to_string());
     }
     release(driver, conn);
-    let mut recorder =
-        crate::lab::records::Recorder::new(settings.max_spans, &[meaning.name()]);
+    let mut recorder = crate::lab::records::Recorder::new(settings.max_spans, &[meaning.name()]);
     for (start, ns) in samples {
         recorder.sample(0, start, ns);
     }
@@ -482,9 +492,9 @@ fn upload_driver(conn: &RustConnection, root: u32, u: Upload) -> Result<Driver<'
 
 fn bytes_per_op(driver: &Driver<'_>, wire: &mut Wire, root: u32) -> Result<u64, X11Error> {
     Ok(match driver {
-        Driver::Inproc { randr, edid, .. } => screen::query(wire, *randr, root, *edid)?
-            .to_bytes()
-            .len() as u64,
+        Driver::Inproc { randr, edid, .. } => {
+            screen::query(wire, *randr, root, *edid)?.to_bytes().len() as u64
+        }
         Driver::Dbus { backend, cache } => backend.get(*cache)?.1 as u64,
         other => other.target().map_or(0, |t| t.image_bytes() as u64),
     })

@@ -449,8 +449,7 @@ pub fn connect_wire(
         display: name.clone(),
         reason,
     };
-    let parsed =
-        parse_display::parse_display(display).map_err(|e| connect_error(e.to_string()))?;
+    let parsed = parse_display::parse_display(display).map_err(|e| connect_error(e.to_string()))?;
     let mut last = None;
     for addr in parsed.connect_instruction() {
         match DefaultStream::connect(&addr) {

@@ -24,9 +24,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use x11rb::connection::{Connection, RequestConnection};
 use x11rb::protocol::shm::ConnectionExt as _;
+use x11rb::protocol::xproto::{ConnectionExt as _, CreateGCAux, ImageFormat, ImageOrder};
 use x11rb::reexports::x11rb_protocol::connection::ReplyFdKind;
 use x11rb::reexports::x11rb_protocol::x11_utils::TryParse;
-use x11rb::protocol::xproto::{ConnectionExt as _, CreateGCAux, ImageFormat, ImageOrder};
 use x11rb::rust_connection::RustConnection;
 
 use super::wire::{Wire, describe_error};
@@ -117,7 +117,8 @@ pub fn prepare(conn: &RustConnection, root: u32, upload: Upload) -> Result<Targe
     let image: Vec<u8> = (0..bytes).map(|i| (i * 7 % 251) as u8).collect();
     let put_request = put_request(pixmap, gc, &upload, &image);
     let whole = put_request.0.len() + image.len() + put_request.1.len();
-    let put_whole = (whole <= super::wire::BUFFER && whole <= 65535 * 4)
+    // at most 16 KiB: never in the BIG-REQUESTS form
+    let put_whole = (whole <= super::wire::BUFFER)
         .then(|| [&put_request.0[..], &image, &put_request.1].concat());
     Ok(Target {
         put_request,

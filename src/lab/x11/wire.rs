@@ -92,9 +92,24 @@ fn os_error(what: &str, e: std::io::Error) -> X11Error {
 /// The name of a core X error code.
 fn error_name(code: u8) -> &'static str {
     const NAMES: [&str; 18] = [
-        "", "BadRequest", "BadValue", "BadWindow", "BadPixmap", "BadAtom", "BadCursor", "BadFont",
-        "BadMatch", "BadDrawable", "BadAccess", "BadAlloc", "BadColormap", "BadGContext",
-        "BadIDChoice", "BadName", "BadLength", "BadImplementation",
+        "",
+        "BadRequest",
+        "BadValue",
+        "BadWindow",
+        "BadPixmap",
+        "BadAtom",
+        "BadCursor",
+        "BadFont",
+        "BadMatch",
+        "BadDrawable",
+        "BadAccess",
+        "BadAlloc",
+        "BadColormap",
+        "BadGContext",
+        "BadIDChoice",
+        "BadName",
+        "BadLength",
+        "BadImplementation",
     ];
     NAMES.get(usize::from(code)).copied().unwrap_or("")
 }
@@ -251,7 +266,7 @@ impl Wire {
     pub fn send(&mut self, parts: &[&[u8]], kind: ReplyFdKind) -> Result<SequenceNumber, X11Error> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let head = parts.first().copied().unwrap_or_default();
-        if head.len() < 4 || len % 4 != 0 {
+        if head.len() < 4 || !len.is_multiple_of(4) {
             return Err(X11Error::Protocol(format!(
                 "a malformed request of {len} bytes (internal error)"
             )));
@@ -619,8 +634,7 @@ mod tests {
             server.write_all(&reply(1, 0, 0)).unwrap();
             server
         });
-        let (wire, setup) =
-            Wire::connect(client.into(), Vec::new(), Vec::new(), timeout).unwrap();
+        let (wire, setup) = Wire::connect(client.into(), Vec::new(), Vec::new(), timeout).unwrap();
         assert_eq!(setup.vendor, b"fake");
         (wire, handle.join().unwrap())
     }
@@ -702,7 +716,10 @@ mod tests {
             server.write_all(&e).unwrap();
         });
         let err = wire.sync().unwrap_err().to_string();
-        assert!(err.contains("BadMatch") && err.contains("request 43.0"), "{err}");
+        assert!(
+            err.contains("BadMatch") && err.contains("request 43.0"),
+            "{err}"
+        );
         writer.join().unwrap();
     }
 

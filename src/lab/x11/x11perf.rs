@@ -78,14 +78,20 @@ impl Rates {
         let a = self.after.get(&test.label).copied();
         match (b, a) {
             (Some(b), Some(a)) => Some((b, a, (a + b) / 2.0)),
-            (Some(x), None) | (None, Some(x)) => Some((b.unwrap_or(f64::NAN), a.unwrap_or(f64::NAN), x)),
+            (Some(x), None) | (None, Some(x)) => {
+                Some((b.unwrap_or(f64::NAN), a.unwrap_or(f64::NAN), x))
+            }
             (None, None) => None,
         }
     }
 }
 
 /// Runs `x11perf -repeat 1 -time SECONDS TESTS` on the server `env` names; returns its rates.
-pub fn run(tests: &[Test], env: &[(String, String)], seconds: u32) -> Result<BTreeMap<String, f64>, X11Error> {
+pub fn run(
+    tests: &[Test],
+    env: &[(String, String)],
+    seconds: u32,
+) -> Result<BTreeMap<String, f64>, X11Error> {
     let fail = |m: String| X11Error::Protocol(format!("x11perf: {m}"));
     let mut cmd = Command::new("x11perf");
     cmd.args(["-repeat", "1", "-time", &seconds.to_string()])
