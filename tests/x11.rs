@@ -411,8 +411,12 @@ fn pipelined_uploads_run_at_the_rate_x11perf_reports_on_the_same_server() {
         if todo.is_empty() {
             break;
         }
-        let sizes: Vec<&str> = todo.iter().map(|t| t.0).collect();
-        let methods: Vec<&str> = todo.iter().map(|t| t.1).collect();
+        // the lab runs the cross product of the lists: each size and method once
+        let mut sizes: Vec<&str> = todo.iter().map(|t| t.0).collect();
+        let mut methods: Vec<&str> = todo.iter().map(|t| t.1).collect();
+        sizes.dedup();
+        methods.sort_unstable();
+        methods.dedup();
         let rows = x11perf_rows(&xvfb.display, &sizes.join(","), &methods.join(","));
         for (label, ours, theirs, ratio) in rows {
             eprintln!(
