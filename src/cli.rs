@@ -517,7 +517,7 @@ Sizes take WxH; durations take ns, us, ms, s.";
 const X11_EXAMPLES: &str = "\
 Examples:
   latscope lab x11 upload --method put,shm --segments 1,4,16,64     # Java2D: 32x32 A8 masks, socket vs MIT-SHM
-  latscope lab x11 upload --size 10x10,100x100 --depth 24 --pipelined   # next to x11perf -putimage10 / -shmput10
+  latscope lab x11 upload --size 10x10,100x100 --depth 24 --pipelined --compare-x11perf   # x11perf on the same server, rates and ratios
   latscope lab x11 config --via inproc,dbus --cache off,on           # libkscreen: in-process vs the D-Bus backend
   latscope lab x11 round-trip upload config --display :0 --format json --save x11.json
   latscope compare before.json x11.json; latscope report x11.json -o x11.html

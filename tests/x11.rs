@@ -479,7 +479,9 @@ fn a_round_trip_costs_what_a_c_xcb_client_pays_on_the_same_server() {
     let _heavy = crate::util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let c = xcb_round_trip(dir.path());
-    let xvfb = TestXvfb::start(&[]);
+    // -noreset: Xvfb would otherwise reset when the last client leaves, between two runs, and
+    // refuse the next connection while it does
+    let xvfb = TestXvfb::start(&["-noreset"]);
     // Interleaved: C, latscope, C, latscope, ... on one server; each round's ratio is
     // latscope's p50 over the mean of the C runs beside it, and the median of nine rounds
     // counts: short rounds, so that a burst of load from elsewhere hits one or two of them.
