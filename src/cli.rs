@@ -517,7 +517,7 @@ Sizes take WxH; durations take ns, us, ms, s.";
 const X11_EXAMPLES: &str = "\
 Examples:
   latscope lab x11 upload --method put,shm --segments 1,4,16,64     # Java2D: 32x32 A8 masks, socket vs MIT-SHM
-  latscope lab x11 upload --size 10x10,100x100 --depth 24 --pipelined   # next to x11perf -putimage10 / -shmput10
+  latscope lab x11 upload --size 10x10,100x100 --depth 24 --pipelined --compare-x11perf   # x11perf on the same server, rates and ratios
   latscope lab x11 config --via inproc,dbus --cache off,on           # libkscreen: in-process vs the D-Bus backend
   latscope lab x11 round-trip upload config --display :0 --format json --save x11.json
   latscope compare before.json x11.json; latscope report x11.json -o x11.html
@@ -564,6 +564,15 @@ pub struct X11Args {
     /// Stop measuring a configuration after this long: 1s, 500ms (bare: s).
     #[arg(long, default_value = "1s", value_parser = duration_s)]
     pub max_time: std::time::Duration,
+    /// The longest wait for one reply, event or write: a server that stops answering fails
+    /// the configuration after it, the rows measured before are kept (bare: s).
+    #[arg(long, default_value = "10s", value_parser = duration_s)]
+    pub timeout: std::time::Duration,
+    /// Run x11perf on the same server before and after, and print its rate beside every
+    /// pipelined upload it has a test for (-putimageN / -shmputN, N = 10, 100, 500, at the
+    /// root window's depth), with the ratio latscope/x11perf.
+    #[arg(long)]
+    pub compare_x11perf: bool,
     /// Keep the first N operations of each configuration themselves (start in
     /// CLOCK_MONOTONIC, latency), and always the slowest, in the JSON document, for
     /// `latscope export --to chrome-json|perfetto` and the report's latency-against-time view.

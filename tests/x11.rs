@@ -356,16 +356,42 @@ fn one_sigterm_ends_the_lab_with_the_rows_measured_so_far() {
     );
 }
 
-/// `N reps @ X msec (R/sec): ...` lines of x11perf: the rate of each test.
-fn x11perf_rates(text: &str) -> Vec<f64> {
-    text.lines()
-        .filter_map(|l| {
-            let open = l.find('(')?;
-            let rate = l[open + 1..].split('/').next()?;
-            rate.trim().parse().ok()
+/// The rows of a `--compare-x11perf` run: (label, latscope/s, x11perf/s, ratio).
+fn x11perf_rows(display: &str, sizes: &str, methods: &str) -> Vec<(String, f64, f64, f64)> {
+    let out = latscope()
+        .args(["lab", "x11", "upload", "--pipelined", "--display", display])
+        .args(["--size", sizes, "--method", methods, "--depth", "24"])
+        .args(["-n", "100000000", "--max-time", "1s", "--warmup", "20000"])
+        .args(["--compare-x11perf", "-f", "json"])
+        .output()
+        .unwrap();
+    let doc = json(&out);
+    doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["verified"], true, "{r}");
+            let ours = r["ops_per_s"].as_f64().unwrap();
+            let x = &r["x11perf"];
+            let theirs = x["mean_per_s"].as_f64().unwrap();
+            let ratio = x["ratio"].as_f64().unwrap();
+            // the document's ratio is the lab's rate over the mean of x11perf before and after
+            let mean =
+                (x["before_per_s"].as_f64().unwrap() + x["after_per_s"].as_f64().unwrap()) / 2.0;
+            assert!((theirs - mean).abs() <= 1e-6 * mean, "{x}");
+            assert!((ratio - ours / theirs).abs() <= 1e-9 * ratio, "{x}");
+            (label_of(r), ours, theirs, ratio)
         })
         .collect()
 }
+
+/// What pipelined uploads must reach beside x11perf on the same server. The lab's client costs
+/// a copy per request and one write per flush, as x11perf's Xlib: the server sets the rate for
+/// both. One round on a 2-core machine shared with builds can swing either side by ±30% (the
+/// two x11perf runs of one round differ that much), so each row gets up to three rounds and
+/// its best counts; a client that is the bottleneck (x11rb's was 0.30×) fails all three.
+const X11PERF_FLOOR: f64 = 0.95;
 
 #[test]
 fn pipelined_uploads_run_at_the_rate_x11perf_reports_on_the_same_server() {
@@ -374,57 +400,194 @@ fn pipelined_uploads_run_at_the_rate_x11perf_reports_on_the_same_server() {
     }
     let _heavy = crate::util::heavy();
     let xvfb = TestXvfb::start(&[]);
-    let x11perf = Command::new("x11perf")
-        .args(["-display", &xvfb.display, "-repeat", "1", "-time", "1"])
-        .args(["-putimage10", "-shmput10"])
+    let mut best: std::collections::BTreeMap<String, f64> = Default::default();
+    let mut todo = vec![
+        ("10x10", "put"),
+        ("10x10", "shm"),
+        ("100x100", "put"),
+        ("100x100", "shm"),
+    ];
+    for round in 1..=3 {
+        if todo.is_empty() {
+            break;
+        }
+        // the lab runs the cross product of the lists: each size and method once
+        let mut sizes: Vec<&str> = todo.iter().map(|t| t.0).collect();
+        let mut methods: Vec<&str> = todo.iter().map(|t| t.1).collect();
+        sizes.dedup();
+        methods.sort_unstable();
+        methods.dedup();
+        let rows = x11perf_rows(&xvfb.display, &sizes.join(","), &methods.join(","));
+        for (label, ours, theirs, ratio) in rows {
+            eprintln!(
+                "round {round}: {label}: latscope {ours:.0}/s, x11perf {theirs:.0}/s, ratio {ratio:.2}"
+            );
+            let b = best.entry(label).or_insert(0.0);
+            *b = b.max(ratio);
+        }
+        todo.retain(|(size, method)| {
+            let label = format!("upload {method} {size}x24 pipelined");
+            best.get(&label).is_none_or(|&r| r < X11PERF_FLOOR)
+        });
+    }
+    assert_eq!(best.len(), 4, "{best:?}");
+    for (label, ratio) in &best {
+        eprintln!("{label}: best latscope/x11perf {ratio:.2}");
+        assert!(
+            *ratio >= X11PERF_FLOOR,
+            "{label}: latscope/x11perf {ratio:.2} < {X11PERF_FLOOR} in three rounds: {best:?}"
+        );
+    }
+}
+
+/// Builds tests/targets/xcb_round_trip.c (libxcb) into `dir`.
+fn xcb_round_trip(dir: &Path) -> std::path::PathBuf {
+    let exe = dir.join("xcb_round_trip");
+    let out = Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(crate::util::root().join("tests/targets/xcb_round_trip.c"))
+        .arg("-lxcb")
         .output()
         .unwrap();
-    let rates = x11perf_rates(&String::from_utf8_lossy(&x11perf.stdout));
-    assert_eq!(
-        rates.len(),
-        2,
-        "{}",
-        String::from_utf8_lossy(&x11perf.stdout)
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    let out = latscope()
+    exe
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn a_round_trip_costs_what_a_c_xcb_client_pays_on_the_same_server() {
+    if !x11_available() || !crate::util::commands_available(&["cc"], "cc (gcc)") {
+        return;
+    }
+    if !Path::new("/usr/include/xcb/xcb.h").exists() {
+        assert!(
+            std::env::var_os("LATSCOPE_REQUIRE_STACK").is_none(),
+            "libxcb1-dev missing but LATSCOPE_REQUIRE_STACK is set: run scripts/capture/install-deps.sh"
+        );
+        eprintln!("skipping: libxcb1-dev not installed (scripts/capture/install-deps.sh)");
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let c = xcb_round_trip(dir.path());
+    // -noreset: Xvfb would otherwise reset when the last client leaves, between two runs, and
+    // refuse the next connection while it does
+    let xvfb = TestXvfb::start(&["-noreset"]);
+    // Interleaved: C, latscope, C, latscope, ... on one server; each round's ratio is
+    // latscope's p50 over the mean of the C runs beside it, and the median of nine rounds
+    // counts: short rounds, so that a burst of load from elsewhere hits one or two of them.
+    let c_p50 = || {
+        let out = Command::new(&c)
+            .args(["-n", "5000", "-w", "1000"])
+            .env("DISPLAY", &xvfb.display)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix("p50_ns="))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{text}"))
+    };
+    let ours_p50 = || {
+        let out = lab(&[
+            "round-trip",
+            "--display",
+            &xvfb.display,
+            "-n",
+            "5000",
+            "--warmup",
+            "1000",
+            "--max-time",
+            "10s",
+            "-f",
+            "json",
+        ]);
+        row(&json(&out), "round-trip")["p50"].as_f64().unwrap()
+    };
+    let mut ratios = Vec::new();
+    let mut before = c_p50();
+    for round in 0..9 {
+        let ours = ours_p50();
+        let after = c_p50();
+        let theirs = (before + after) / 2.0;
+        eprintln!(
+            "round {round}: round-trip p50 latscope {ours:.0} ns, C xcb {theirs:.0} ns (before {before:.0}, after {after:.0}), ratio {:.3}",
+            ours / theirs
+        );
+        ratios.push(ours / theirs);
+        before = after;
+    }
+    let ratio = median(ratios.clone());
+    eprintln!("round-trip p50 latscope/C xcb: median of 9 rounds {ratio:.3} ({ratios:.3?})");
+    // Within 5% (or faster: libxcb polls before each read, the lab's socket blocks with a
+    // timeout instead); not absurdly faster, which would mean no reply was awaited.
+    assert!(ratio <= 1.05, "latscope/C {ratio:.3}: {ratios:?}");
+    assert!(ratio >= 0.5, "latscope/C {ratio:.3}: {ratios:?}");
+}
+
+#[test]
+fn a_server_that_stops_answering_fails_the_row_after_the_timeout_and_keeps_the_others() {
+    if !x11_available() {
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    let xvfb = TestXvfb::start(&[]);
+    let child = latscope()
         .args([
             "lab",
             "x11",
+            "round-trip",
             "upload",
-            "--pipelined",
             "--display",
             &xvfb.display,
         ])
         .args([
-            "--size",
-            "10x10",
-            "--depth",
-            "24",
+            "--method",
+            "put",
             "-n",
-            "1000000",
+            "100000000",
             "--max-time",
+            "2s",
+            "--timeout",
             "1s",
         ])
-        .args(["-f", "json"])
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let doc = json(&out);
-    for (label, theirs) in [
-        ("upload put 10x10x24 pipelined", rates[0]),
-        ("upload shm 10x10x24 pipelined", rates[1]),
-    ] {
-        let r = row(&doc, label);
-        let ours = r["ops_per_s"].as_f64().unwrap();
-        assert_eq!(r["verified"], true);
-        // Same server, same requests; x11perf's Xlib client buffers requests with no system
-        // call, x11rb polls the socket once per request, so ours is client-bound (about 2× in
-        // a release build, up to 4× in this test build): within 6×, and never faster than 2×.
-        assert!(
-            ours > theirs / 6.0 && ours < theirs * 2.0,
-            "{label}: latscope {ours:.0}/s, x11perf {theirs:.0}/s"
-        );
-        eprintln!("{label}: latscope {ours:.0}/s, x11perf {theirs:.0}/s");
-    }
+    // round trips for 2 s, then uploads: stop the server in the middle of them
+    std::thread::sleep(Duration::from_millis(3000));
+    // SAFETY: kill(2) on the test's own child.
+    unsafe { libc::kill(xvfb.child.id() as i32, libc::SIGSTOP) };
+    let stopped = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let waited = stopped.elapsed();
+    // SAFETY: as above; the server is killed when `xvfb` drops.
+    unsafe { libc::kill(xvfb.child.id() as i32, libc::SIGCONT) };
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(waited < Duration::from_secs(8), "{waited:?}");
+    let text = stdout(&out);
+    assert!(text.contains("round-trip"), "{text}");
+    assert!(
+        text.contains("upload put 32x32x8")
+            && text.contains("FAILED")
+            && text.contains("timed out"),
+        "{text}"
+    );
 }
 
 /// A private session bus that can start libkscreen's backend launcher (D-Bus activation), with

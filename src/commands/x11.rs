@@ -10,7 +10,7 @@ use latscope::lab::ipc::clock::{Monotonic, timer_overhead};
 use latscope::lab::x11::report::{self, X11Report};
 use latscope::lab::x11::run::{Lab, Outcome, Stop};
 use latscope::lab::x11::server::Server;
-use latscope::lab::x11::{Method, Pattern, Settings, Upload, Via};
+use latscope::lab::x11::{Method, Pattern, Settings, Upload, Via, x11perf};
 
 /// A usage error: printed by clap, exit status 2.
 fn usage(message: impl std::fmt::Display) -> ! {
@@ -135,6 +135,7 @@ fn settings(args: &X11Args) -> Settings {
         warmup: args.warmup,
         max_time_ns: u64::try_from(args.max_time.as_nanos()).unwrap_or(u64::MAX),
         max_spans: args.max_spans,
+        timeout_ns: u64::try_from(args.timeout.as_nanos()).unwrap_or(u64::MAX),
     }
 }
 
@@ -226,14 +227,69 @@ fn document(
     })
 }
 
+/// The x11perf tests mirroring `patterns` on `server` (each once); warns when there is none.
+fn x11perf_tests(server: &Server, patterns: &[Pattern]) -> Vec<x11perf::Test> {
+    let mut tests: Vec<x11perf::Test> = patterns
+        .iter()
+        .filter_map(|p| x11perf::test_for(p, server.info.root.0))
+        .collect();
+    tests.sort();
+    tests.dedup();
+    if tests.is_empty() {
+        eprintln!(
+            "latscope: --compare-x11perf: no configuration has an x11perf test (x11perf has pipelined square uploads of 10, 100 and 500 pixels at the root window's depth {}: --pipelined --size 10x10 --depth {})",
+            server.info.root.0, server.info.root.0
+        );
+    }
+    tests
+}
+
+/// x11perf's rates for `tests` on `server` (nothing to run: none).
+fn run_x11perf(
+    server: &Server,
+    tests: &[x11perf::Test],
+) -> Result<std::collections::BTreeMap<String, f64>> {
+    if tests.is_empty() {
+        return Ok(Default::default());
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_message(format!(
+        "x11perf {}",
+        tests
+            .iter()
+            .map(|t| t.option.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let rates = x11perf::run(tests, &server.client_env(), 1);
+    bar.finish_and_clear();
+    Ok(rates?)
+}
+
 /// Runs `latscope lab x11`.
 pub fn run(args: &X11Args) -> Result<()> {
     let patterns = plan(args);
     let settings = settings(args);
     let cancel = crate::signals::cancel_on_interrupt();
     let server = Server::open(args.display.as_deref(), &args.xvfb_arg, &cancel)?;
+    let tests = if args.compare_x11perf {
+        x11perf_tests(&server, &patterns)
+    } else {
+        Vec::new()
+    };
+    let before = run_x11perf(&server, &tests)?;
     let ran = execute(&server, &patterns, &settings);
-    let doc = document(&server, &settings, &ran, 100_000);
+    let after = if ran.server_gone || ran.interrupted {
+        Default::default()
+    } else {
+        run_x11perf(&server, &tests)?
+    };
+    let mut doc = document(&server, &settings, &ran, 100_000);
+    if !tests.is_empty() {
+        let rates = x11perf::Rates { before, after };
+        report::add_x11perf(&mut doc, &ran.outcomes, &rates);
+    }
     crate::commands::print(&render(&doc, args.format))?;
     if let Some(path) = &args.save {
         std::fs::write(path, latscope::doc::to_json(&doc, false))
@@ -290,6 +346,7 @@ pub fn demo() -> Result<Option<String>> {
         warmup: 100,
         max_time_ns: 300_000_000,
         max_spans: 0,
+        timeout_ns: 10_000_000_000,
     };
     let cancel = crate::signals::cancel_on_interrupt();
     let server = Server::open(None, &[], &cancel)?;

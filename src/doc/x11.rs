@@ -107,6 +107,40 @@ pub struct X11Result {
     /// individual operations (`--max-spans N`), series named after `latency_meaning`
     #[serde(flatten)]
     pub kept: super::lab::Records,
+    /// the lab's own connection in the measured phase (absent in documents before it)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WireDoc>,
+    /// x11perf on the same server (`--compare-x11perf`, rows it has a test for)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x11perf: Option<X11perfDoc>,
+}
+
+/// Requests and system calls of the lab's connection in the measured phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireDoc {
+    /// requests sent (syncs included)
+    pub requests: u64,
+    /// `send`/`sendmsg` calls
+    pub writes: u64,
+    /// `recv` calls
+    pub reads: u64,
+    /// bytes sent
+    pub bytes_out: u64,
+}
+
+/// x11perf's rate for the same requests on the same server, run before and after the lab.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct X11perfDoc {
+    /// the x11perf option, `-putimage10`
+    pub test: String,
+    /// per second, the run before the lab (NaN: it gave none)
+    pub before_per_s: f64,
+    /// per second, the run after the lab
+    pub after_per_s: f64,
+    /// per second, the mean of the two
+    pub mean_per_s: f64,
+    /// the lab's operations per second over x11perf's mean
+    pub ratio: f64,
 }
 
 impl X11Result {

@@ -5,18 +5,17 @@
 //! The backend is a fresh `latscope lab x11-backend` (the async runtime under zbus does not
 //! survive a fork) on the IPC lab's private `dbus-daemon`; it takes the server's `DISPLAY` and
 //! `XAUTHORITY` from its environment, dies with latscope (`PR_SET_PDEATHSIG`), and is stopped
-//! when [`Backend`] is dropped.
+//! when [`Backend`] is dropped. Its query goes over its own [`Wire`], as the in-process one does.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use x11rb::rust_connection::RustConnection;
-
 use super::X11Error;
-use super::screen::{self, Cached, ScreenConfig};
-use super::server::stop_child;
+use super::screen::{self, Cached, Randr, ScreenConfig};
+use super::server::{connect_wire, stop_child};
+use super::wire::Wire;
 use crate::ingest::Cancel;
 
 /// The backend's well-known name on the private bus.
@@ -24,30 +23,39 @@ pub const NAME: &str = "org.latscope.X11Backend";
 const PATH: &str = "/org/latscope/X11Backend";
 const IFACE: &str = "org.latscope.X11Backend1";
 const STARTUP: Duration = Duration::from_secs(20);
+/// The longest wait for the X server in the backend.
+const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn backend_error(e: impl std::fmt::Display) -> X11Error {
     X11Error::Backend(e.to_string())
 }
 
 struct Service {
-    conn: RustConnection,
+    state: Mutex<State>,
+}
+
+/// The backend's X connection and what it learnt once.
+struct State {
+    wire: Wire,
+    randr: Randr,
     root: u32,
     edid: u32,
-    cache: Mutex<Cached>,
+    cache: Cached,
 }
 
 #[zbus::interface(name = "org.latscope.X11Backend1")]
 impl Service {
     /// The serialized configuration, from the cache when `cached` (refreshed on RandR events).
     fn get_config(&self, cached: bool) -> zbus::fdo::Result<Vec<u8>> {
+        let mut guard = self
+            .state
+            .lock()
+            .map_err(|_| zbus::fdo::Error::Failed("state poisoned".into()))?;
+        let s = &mut *guard;
         let config = if cached {
-            let mut cache = self
-                .cache
-                .lock()
-                .map_err(|_| zbus::fdo::Error::Failed("cache poisoned".into()))?;
-            cache.get(&self.conn, self.root, self.edid)
+            s.cache.get(&mut s.wire, s.randr, s.root, s.edid)
         } else {
-            screen::query(&self.conn, self.root, self.edid)
+            screen::query(&mut s.wire, s.randr, s.root, s.edid)
         };
         config
             .map(|c| c.to_bytes())
@@ -57,18 +65,26 @@ impl Service {
 
 /// The backend program: serves `GetConfig` on the bus at `address` until it is killed.
 pub fn serve(address: &str) -> Result<(), X11Error> {
-    let (conn, screen_num) = RustConnection::connect(None).map_err(|e| X11Error::Connect {
-        display: std::env::var("DISPLAY").unwrap_or_default(),
-        reason: e.to_string(),
+    let display = std::env::var("DISPLAY").unwrap_or_default();
+    let (mut wire, setup, screen_num) = connect_wire(None, TIMEOUT).map_err(|e| match e {
+        X11Error::Connect { reason, .. } => X11Error::Connect { display, reason },
+        other => other,
     })?;
-    screen::check(&conn)?;
-    let root = x11rb::connection::Connection::setup(&conn).roots[screen_num].root;
-    let edid = screen::edid_atom(&conn)?;
+    let randr = screen::check(&mut wire)?;
+    let root = setup
+        .roots
+        .get(screen_num)
+        .ok_or_else(|| X11Error::Protocol(format!("the server has no screen {screen_num}")))?
+        .root;
+    let edid = screen::edid_atom(&mut wire)?;
     let service = Service {
-        conn,
-        root,
-        edid,
-        cache: Mutex::new(Cached::default()),
+        state: Mutex::new(State {
+            wire,
+            randr,
+            root,
+            edid,
+            cache: Cached::default(),
+        }),
     };
     let _bus = zbus::blocking::connection::Builder::address(address)
         .map_err(backend_error)?

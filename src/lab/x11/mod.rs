@@ -16,9 +16,12 @@
 //!   (`ShmPutImage`), each segment reused only after the server's completion event;
 //! * [`screen`]: the RandR screen-configuration query libkscreen makes;
 //! * [`backend`]: that query served by a backend process over a private D-Bus;
-//! * [`run`]: one configuration end to end, with usage of every side; [`report`] renders.
+//! * [`run`]: one configuration end to end, with usage of every side; [`report`] renders;
+//! * [`wire`]: the connection every measured request goes over: a copy into a 16 KiB buffer per
+//!   request and one write per flush, as Xlib does, so the client is not what is measured;
+//! * [`x11perf`]: x11perf's rates on the same server, beside the lab's (`--compare-x11perf`).
 //!
-//! Everything is pure Rust (`x11rb`, `zbus`): no libX11.
+//! Everything is pure Rust (`x11rb`, x11rb-protocol, `zbus`): no libX11, no libxcb.
 
 pub mod backend;
 pub mod report;
@@ -26,6 +29,8 @@ pub mod run;
 pub mod screen;
 pub mod server;
 pub mod upload;
+pub mod wire;
+pub mod x11perf;
 
 use std::fmt;
 
@@ -172,6 +177,8 @@ pub struct Settings {
     pub max_time_ns: u64,
     /// operations to keep one by one per configuration (`--max-spans`; 0: none)
     pub max_spans: usize,
+    /// the longest wait for one reply, event or write, ns (`--timeout`)
+    pub timeout_ns: u64,
 }
 
 /// Why the lab could not do what was asked.
@@ -205,6 +212,9 @@ pub enum X11Error {
     /// the D-Bus backend
     #[error("D-Bus backend: {0}")]
     Backend(String),
+    /// the server did not answer (or read) in time
+    #[error("timed out: {0}")]
+    Timeout(String),
 }
 
 impl X11Error {

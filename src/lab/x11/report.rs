@@ -5,10 +5,13 @@ use std::fmt::Write;
 
 use super::run::{Outcome, Stop};
 use super::server::ServerInfo;
+use super::x11perf::{self, Rates};
 use super::{Method, Pattern, Settings, Via};
 use crate::doc::Latency;
 use crate::doc::lab::{SideUsage, Skipped, StopDoc, Timer};
-use crate::doc::x11::{LabX11Doc, ServerDoc, X11Result, X11Settings, X11Sides};
+use crate::doc::x11::{
+    LabX11Doc, ServerDoc, WireDoc, X11Result, X11Settings, X11Sides, X11perfDoc,
+};
 use crate::lab::ipc::usage::Usage;
 use crate::report::format::{human, markdown_cell};
 
@@ -103,6 +106,40 @@ pub fn result(o: &Outcome) -> X11Result {
         },
         error: o.error.clone(),
         kept: o.kept.clone(),
+        wire: (o.wire.requests > 0).then_some(WireDoc {
+            requests: o.wire.requests,
+            writes: o.wire.writes,
+            reads: o.wire.reads,
+            bytes_out: o.wire.bytes_out,
+        }),
+        x11perf: None,
+    }
+}
+
+/// Puts x11perf's rate beside every row it has a test for.
+pub fn add_x11perf(doc: &mut LabX11Doc, outcomes: &[Outcome], rates: &Rates) {
+    let root_depth = doc.server.root.0;
+    for o in outcomes {
+        let Some(test) = x11perf::test_for(&o.pattern, root_depth) else {
+            continue;
+        };
+        let Some((before, after, mean)) = rates.mean(&test) else {
+            continue;
+        };
+        let label = result(o).label();
+        for r in doc.results.iter_mut().filter(|r| r.label() == label) {
+            r.x11perf = Some(X11perfDoc {
+                test: test.option.clone(),
+                before_per_s: before,
+                after_per_s: after,
+                mean_per_s: mean,
+                ratio: if mean > 0.0 {
+                    r.ops_per_s / mean
+                } else {
+                    f64::NAN
+                },
+            });
+        }
     }
 }
 
@@ -173,7 +210,7 @@ pub fn header(doc: &LabX11Doc) -> String {
         "latscope lab x11 on {}{started}: {} release {}, root {}x{} depth {}; MIT-SHM {}, RandR {}; requests up to {} B\n\
          extensions: {}\n\
          up to {} operations per configuration after {} warm-up, at most {} each; timer {} per read\n\
-         latency: round-trip = request → reply; upload until-done = issue → the client knows the server is done with the data (put: XSync's GetInputFocus reply; shm: ShmCompletion event, then the segment is reused); pipelined = issuing one request (one sync at the end); config = the whole query as the caller sees it\n\
+         latency: round-trip = request → reply; upload until-done = issue → the client knows the server is done with the data (put: XSync's GetInputFocus reply; shm: ShmCompletion event, then the segment is reused); pipelined = one request's issue → the next one's (the samples add up to the run; one sync at the end); config = the whole query as the caller sees it\n\
          ops/s and MB/s: throughput over the measured phase (not 1/latency); cs/op and CPU/op: client + X server (+ backend + dbus-daemon) per operation; X cs/op and X CPU/op: the X server's alone (from /proc), what the server can sustain whatever the client\n",
         s.display,
         s.vendor,
@@ -236,6 +273,13 @@ pub fn text(doc: &LabX11Doc) -> String {
             human(r.cpu_ns_per_op.round() as u64),
             side_cpu(&r.sides.server),
         );
+        if let Some(x) = &r.x11perf {
+            let _ = writeln!(
+                out,
+                "  x11perf {} on the same server: {:.0}/s (before {:.0}, after {:.0}); latscope/x11perf {:.2}",
+                x.test, x.mean_per_s, x.before_per_s, x.after_per_s, x.ratio
+            );
+        }
         if let Some(n) = note(r) {
             let _ = writeln!(out, "  ! {n}");
         }

@@ -7,13 +7,15 @@
 //! so the caller can skip the configuration with the reason.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use x11rb::rust_connection::RustConnection;
 
 use super::backend::Backend;
-use super::screen::{self, Cached};
+use super::screen::{self, Cached, Randr};
 use super::server::Server;
 use super::upload::{self, ShmRing, Target};
+use super::wire::{Counters, Wire};
 use super::{Method, Pattern, Settings, Upload, Via, X11Error};
 use crate::ingest::Cancel;
 use crate::lab::ipc::clock::monotonic_ns;
@@ -28,7 +30,7 @@ pub enum Meaning {
     RoundTrip,
     /// issuing an upload → knowing the server is done with its data
     UntilDone,
-    /// issuing one request only (pipelined)
+    /// issuing one request, up to issuing the next (pipelined)
     Issue,
     /// the whole configuration query, as the caller sees it
     Query,
@@ -94,6 +96,8 @@ pub struct Outcome {
     pub error: Option<String>,
     /// individual operations (`max_spans` > 0)
     pub kept: crate::doc::lab::Records,
+    /// requests and system calls of the lab's connection in the measured phase
+    pub wire: Counters,
 }
 
 /// Runs configurations on one server.
@@ -104,6 +108,7 @@ pub struct Lab<'a> {
     exe: Option<PathBuf>,
     bus: Option<Bus>,
     backend: Option<Backend>,
+    wire: Option<Wire>,
 }
 
 /// How each configuration drives the server.
@@ -113,8 +118,15 @@ enum Driver<'b> {
     PutPipelined(Target),
     Shm(Target, ShmRing),
     ShmPipelined(Target, ShmRing),
-    Inproc { edid: u32, cache: Option<Cached> },
-    Dbus { backend: &'b Backend, cache: bool },
+    Inproc {
+        randr: Randr,
+        edid: u32,
+        cache: Option<Cached>,
+    },
+    Dbus {
+        backend: &'b Backend,
+        cache: bool,
+    },
 }
 
 /// Takes one sample: (start, latency) in ns.
@@ -125,7 +137,7 @@ impl Driver<'_> {
     /// operation costs one more reading, not two).
     fn step(
         &mut self,
-        conn: &RustConnection,
+        wire: &mut Wire,
         root: u32,
         seq: u64,
         start: u64,
@@ -134,30 +146,26 @@ impl Driver<'_> {
         let since = |s: u64| monotonic_ns().saturating_sub(s);
         match self {
             Driver::RoundTrip => {
-                upload::sync(conn)?;
+                wire.sync()?;
                 rec(start, since(start));
             }
             Driver::PutSync(t) => {
-                upload::put(conn, t, seq)?;
-                upload::sync(conn)?;
+                upload::put(wire, t, seq)?;
+                wire.sync()?;
                 rec(start, since(start));
             }
-            Driver::PutPipelined(t) => {
-                upload::put(conn, t, seq)?;
-                rec(start, since(start));
-            }
+            // Pipelined: the loop records each request's issue → the next one's, one clock
+            // reading per request (see `measure`).
+            Driver::PutPipelined(t) => upload::put(wire, t, seq)?,
             Driver::Shm(t, ring) => {
-                ring.upload(conn, t, seq, rec)?;
+                ring.upload(wire, t, seq, rec)?;
                 return Ok(ring.in_flight() as u64);
             }
-            Driver::ShmPipelined(t, ring) => {
-                ring.upload_unsynced(conn, t, seq)?;
-                rec(start, since(start));
-            }
-            Driver::Inproc { edid, cache } => {
+            Driver::ShmPipelined(t, ring) => ring.upload_unsynced(wire, t, seq)?,
+            Driver::Inproc { randr, edid, cache } => {
                 let config = match cache {
-                    Some(c) => c.get(conn, root, *edid)?,
-                    None => screen::query(conn, root, *edid)?,
+                    Some(c) => c.get(wire, *randr, root, *edid)?,
+                    None => screen::query(wire, *randr, root, *edid)?,
                 };
                 rec(start, since(start));
                 std::hint::black_box(config);
@@ -172,12 +180,16 @@ impl Driver<'_> {
     }
 
     /// Waits for whatever is still in flight.
-    fn finish(&mut self, conn: &RustConnection, rec: Record) -> Result<(), X11Error> {
+    fn finish(&mut self, wire: &mut Wire, rec: Record) -> Result<(), X11Error> {
         match self {
-            Driver::PutPipelined(_) | Driver::ShmPipelined(..) => upload::sync(conn),
-            Driver::Shm(_, ring) => ring.drain(conn, rec),
+            Driver::PutPipelined(_) | Driver::ShmPipelined(..) => wire.sync(),
+            Driver::Shm(_, ring) => ring.drain(wire, rec),
             _ => Ok(()),
         }
+    }
+
+    fn pipelined(&self) -> bool {
+        matches!(self, Driver::PutPipelined(_) | Driver::ShmPipelined(..))
     }
 
     fn target(&self) -> Option<&Target> {
@@ -216,6 +228,7 @@ impl<'a> Lab<'a> {
             exe,
             bus: None,
             backend: None,
+            wire: None,
         }
     }
 
@@ -235,176 +248,223 @@ impl<'a> Lab<'a> {
         Ok(())
     }
 
-    fn driver(&self, p: &Pattern) -> Result<Driver<'_>, X11Error> {
-        let conn = &self.server.conn;
-        let root = self.server.root();
-        Ok(match *p {
-            Pattern::RoundTrip => Driver::RoundTrip,
-            Pattern::Upload(u) => upload_driver(conn, root, u)?,
-            Pattern::Config {
-                via: Via::Inproc,
-                cache,
-            } => {
-                screen::check(conn)?;
-                Driver::Inproc {
-                    edid: screen::edid_atom(conn)?,
-                    cache: cache.then(Cached::default),
-                }
-            }
-            Pattern::Config {
-                via: Via::Dbus,
-                cache,
-            } => {
-                let backend = self
-                    .backend
-                    .as_ref()
-                    .ok_or_else(|| X11Error::Backend("not started".into()))?;
-                Driver::Dbus { backend, cache }
-            }
-        })
-    }
-
     /// Runs one configuration. `Err`: it could not be set up.
     pub fn run(&mut self, p: &Pattern) -> Result<Outcome, X11Error> {
         let server = self.server;
         let settings = self.settings.clone();
         let cancel = self.cancel.clone();
-        if let Pattern::Config { via: Via::Dbus, .. } = p {
-            screen::check(&server.conn)?;
+        if self.wire.is_none() {
+            self.wire = Some(server.wire(Duration::from_nanos(settings.timeout_ns))?);
+        }
+        if let (Pattern::Config { via: Via::Dbus, .. }, Some(wire)) = (p, self.wire.as_mut()) {
+            screen::check(wire)?;
             self.start_backend()?;
         }
         let broker_pid = self.bus.as_ref().map(|b| b.pid());
-        let mut driver = self.driver(p)?;
-        let backend_pid = match &driver {
-            Driver::Dbus { backend, .. } => Some(backend.pid()),
-            _ => None,
+        let Some(wire) = self.wire.as_mut() else {
+            return Err(X11Error::Protocol("no connection (internal error)".into()));
         };
-        let bytes_per_op = bytes_per_op(&driver, server)?;
-        let conn = &server.conn;
-        let root = server.root();
-        // Warm-up: the first upload is checked, so a request the server refuses fails here.
-        if let Driver::PutSync(t) | Driver::PutPipelined(t) = &mut driver {
-            upload::put(conn, t, u64::MAX)?;
-            upload::sync(conn)?;
-            check_errors(conn)?;
-        }
-        for seq in 0..settings.warmup {
-            if cancel.is_raised() {
-                break;
-            }
-            driver.step(conn, root, seq, monotonic_ns(), &mut |_, _| {})?;
-        }
-        driver.finish(conn, &mut |_, _| {})?;
-        let others = |pid: Option<u32>| pid.and_then(usage::of_process);
-        let before = (
-            usage::current(Scope::Process),
-            others(server.info.pid),
-            others(backend_pid),
-            others(broker_pid),
+        let result = measure(
+            server,
+            wire,
+            self.backend.as_ref(),
+            broker_pid,
+            p,
+            &settings,
+            &cancel,
         );
-        let (meaning, completion) = meaning(p);
-        let mut latency = Distribution::default();
-        let mut ops = 0u64;
-        let mut max_in_flight = 0u64;
-        let start = monotonic_ns();
-        let mut stop = Stop::Done;
-        let mut error = None;
-        // With --max-spans every sample's start is kept too, in memory reserved before the
-        // measured phase (its pages written), and sorted out after it.
-        let record = settings.max_spans > 0;
-        let mut samples: Vec<(u64, u64)> = Vec::new();
-        if record {
-            let n = settings.count.min(1 << 22) as usize;
-            samples.resize(n, (u64::MAX, 0));
-            samples.clear();
+        // A connection that failed may be out of step with the server (a request half
+        // written, a reply never read): the next configuration starts on a fresh one.
+        if !matches!(&result, Ok(o) if o.stop != Stop::Failed) {
+            self.wire = None;
         }
-        let mut rec = |start: u64, ns: u64| {
-            latency.record(ns);
-            if record {
-                samples.push((start, ns));
-            }
-        };
-        for seq in 0..settings.count {
-            if cancel.is_raised() {
-                stop = Stop::Interrupted;
-                break;
-            }
-            let now = monotonic_ns();
-            if now.saturating_sub(start) > settings.max_time_ns {
-                stop = Stop::MaxTime;
-                break;
-            }
-            match driver.step(conn, root, seq, now, &mut rec) {
-                Ok(in_flight) => max_in_flight = max_in_flight.max(in_flight),
-                Err(e) => {
-                    stop = Stop::Failed;
-                    error = Some(describe_failure(e, server));
-                    break;
-                }
-            }
-            ops += 1;
-        }
-        if stop != Stop::Failed
-            && let Err(e) = driver.finish(conn, &mut rec)
-        {
-            stop = Stop::Failed;
-            error = Some(describe_failure(e, server));
-        }
-        let elapsed_ns = monotonic_ns().saturating_sub(start);
-        let after = (
-            usage::current(Scope::Process),
-            others(server.info.pid),
-            others(backend_pid),
-            others(broker_pid),
-        );
-        let verified = match (stop, driver.target()) {
-            (Stop::Failed, _) | (_, None) => None,
-            (_, Some(t)) => match upload::verify(conn, t) {
-                Ok(None) => Some(true),
-                Ok(Some(mismatch)) => {
-                    stop = Stop::Failed;
-                    error = Some(mismatch);
-                    Some(false)
-                }
-                Err(e) => {
-                    stop = Stop::Failed;
-                    error = Some(describe_failure(e, server));
-                    None
-                }
-            },
-        };
-        if stop != Stop::Failed
-            && let Err(e) = check_errors(conn)
-        {
-            stop = Stop::Failed;
-            error = Some(e.to_string());
-        }
-        release(driver, conn);
-        let mut recorder =
-            crate::lab::records::Recorder::new(settings.max_spans, &[meaning.name()]);
-        for (start, ns) in samples {
-            recorder.sample(0, start, ns);
-        }
-        let diff = |a: Option<Usage>, b: Option<Usage>| Some(a?.since(&b?));
-        Ok(Outcome {
-            pattern: *p,
-            latency,
-            meaning,
-            completion,
-            ops,
-            elapsed_ns,
-            bytes_per_op,
-            client: after.0.since(&before.0),
-            server: diff(after.1, before.1),
-            backend: diff(after.2, before.2),
-            broker: diff(after.3, before.3),
-            max_in_flight,
-            verified,
-            stop,
-            error,
-            kept: recorder.finish(),
-        })
+        result
     }
+}
+
+/// One configuration on `wire`: set up, warm up, measure, check.
+fn measure(
+    server: &Server,
+    wire: &mut Wire,
+    backend: Option<&Backend>,
+    broker_pid: Option<u32>,
+    p: &Pattern,
+    settings: &Settings,
+    cancel: &Cancel,
+) -> Result<Outcome, X11Error> {
+    let mut driver = driver(server, wire, backend, p)?;
+    let backend_pid = match &driver {
+        Driver::Dbus { backend, .. } => Some(backend.pid()),
+        _ => None,
+    };
+    let root = server.root();
+    let bytes_per_op = bytes_per_op(&driver, wire, root)?;
+    let conn = &server.conn;
+    // Warm-up: the first upload is checked, so a request the server refuses fails here.
+    if let Driver::PutSync(t) | Driver::PutPipelined(t) = &mut driver {
+        upload::put(wire, t, u64::MAX)?;
+        wire.sync()?;
+        wire.check_errors()?;
+    }
+    for seq in 0..settings.warmup {
+        if cancel.is_raised() {
+            break;
+        }
+        driver.step(wire, root, seq, monotonic_ns(), &mut |_, _| {})?;
+    }
+    driver.finish(wire, &mut |_, _| {})?;
+    let others = |pid: Option<u32>| pid.and_then(usage::of_process);
+    let before = (
+        usage::current(Scope::Process),
+        others(server.info.pid),
+        others(backend_pid),
+        others(broker_pid),
+    );
+    let (meaning, completion) = meaning(p);
+    let mut latency = Distribution::default();
+    let mut ops = 0u64;
+    let mut max_in_flight = 0u64;
+    let counters = wire.counters();
+    let start = monotonic_ns();
+    let mut stop = Stop::Done;
+    let mut error = None;
+    // With --max-spans every sample's start is kept too, in memory reserved before the
+    // measured phase (its pages written), and sorted out after it.
+    let record = settings.max_spans > 0;
+    let mut samples: Vec<(u64, u64)> = Vec::new();
+    if record {
+        let n = settings.count.min(1 << 22) as usize;
+        samples.resize(n, (u64::MAX, 0));
+        samples.clear();
+    }
+    let mut rec = |start: u64, ns: u64| {
+        latency.record(ns);
+        if record {
+            samples.push((start, ns));
+        }
+    };
+    // Pipelined requests are timed from one issue to the next: the samples add up to the
+    // measured phase (before the final sync) with one clock reading per request.
+    let pipelined = driver.pipelined();
+    let mut last_issue: Option<u64> = None;
+    for seq in 0..settings.count {
+        if cancel.is_raised() {
+            stop = Stop::Interrupted;
+            break;
+        }
+        let now = monotonic_ns();
+        if let Some(issued) = last_issue.take() {
+            rec(issued, now.saturating_sub(issued));
+        }
+        if now.saturating_sub(start) > settings.max_time_ns {
+            stop = Stop::MaxTime;
+            break;
+        }
+        match driver.step(wire, root, seq, now, &mut rec) {
+            Ok(in_flight) => {
+                max_in_flight = max_in_flight.max(in_flight);
+                last_issue = pipelined.then_some(now);
+            }
+            Err(e) => {
+                stop = Stop::Failed;
+                error = Some(describe_failure(e, server));
+                break;
+            }
+        }
+        ops += 1;
+    }
+    if let Some(issued) = last_issue {
+        rec(issued, monotonic_ns().saturating_sub(issued));
+    }
+    if stop != Stop::Failed
+        && let Err(e) = driver.finish(wire, &mut rec)
+    {
+        stop = Stop::Failed;
+        error = Some(describe_failure(e, server));
+    }
+    let elapsed_ns = monotonic_ns().saturating_sub(start);
+    let wire_counters = wire.counters().since(&counters);
+    let after = (
+        usage::current(Scope::Process),
+        others(server.info.pid),
+        others(backend_pid),
+        others(broker_pid),
+    );
+    let verified = match (stop, driver.target()) {
+        (Stop::Failed, _) | (_, None) => None,
+        (_, Some(t)) => match upload::verify(conn, t) {
+            Ok(None) => Some(true),
+            Ok(Some(mismatch)) => {
+                stop = Stop::Failed;
+                error = Some(mismatch);
+                Some(false)
+            }
+            Err(e) => {
+                stop = Stop::Failed;
+                error = Some(describe_failure(e, server));
+                None
+            }
+        },
+    };
+    if stop != Stop::Failed
+        && let Err(e) = wire.check_errors().and_then(|()| check_errors(conn))
+    {
+        stop = Stop::Failed;
+        error = Some(e.to_string());
+    }
+    release(driver, conn);
+    let mut recorder = crate::lab::records::Recorder::new(settings.max_spans, &[meaning.name()]);
+    for (start, ns) in samples {
+        recorder.sample(0, start, ns);
+    }
+    let diff = |a: Option<Usage>, b: Option<Usage>| Some(a?.since(&b?));
+    Ok(Outcome {
+        pattern: *p,
+        latency,
+        meaning,
+        completion,
+        ops,
+        elapsed_ns,
+        bytes_per_op,
+        client: after.0.since(&before.0),
+        server: diff(after.1, before.1),
+        backend: diff(after.2, before.2),
+        broker: diff(after.3, before.3),
+        max_in_flight,
+        verified,
+        stop,
+        error,
+        kept: recorder.finish(),
+        wire: wire_counters,
+    })
+}
+
+/// How pattern `p` drives the server.
+fn driver<'b>(
+    server: &Server,
+    wire: &mut Wire,
+    backend: Option<&'b Backend>,
+    p: &Pattern,
+) -> Result<Driver<'b>, X11Error> {
+    Ok(match *p {
+        Pattern::RoundTrip => Driver::RoundTrip,
+        Pattern::Upload(u) => upload_driver(&server.conn, server.root(), u)?,
+        Pattern::Config {
+            via: Via::Inproc,
+            cache,
+        } => Driver::Inproc {
+            randr: screen::check(wire)?,
+            edid: screen::edid_atom(wire)?,
+            cache: cache.then(Cached::default),
+        },
+        Pattern::Config {
+            via: Via::Dbus,
+            cache,
+        } => {
+            let backend = backend.ok_or_else(|| X11Error::Backend("not started".into()))?;
+            Driver::Dbus { backend, cache }
+        }
+    })
 }
 
 fn upload_driver(conn: &RustConnection, root: u32, u: Upload) -> Result<Driver<'static>, X11Error> {
@@ -430,11 +490,11 @@ fn upload_driver(conn: &RustConnection, root: u32, u: Upload) -> Result<Driver<'
     })
 }
 
-fn bytes_per_op(driver: &Driver<'_>, server: &Server) -> Result<u64, X11Error> {
+fn bytes_per_op(driver: &Driver<'_>, wire: &mut Wire, root: u32) -> Result<u64, X11Error> {
     Ok(match driver {
-        Driver::Inproc { edid, .. } => screen::query(&server.conn, server.root(), *edid)?
-            .to_bytes()
-            .len() as u64,
+        Driver::Inproc { randr, edid, .. } => {
+            screen::query(wire, *randr, root, *edid)?.to_bytes().len() as u64
+        }
         Driver::Dbus { backend, cache } => backend.get(*cache)?.1 as u64,
         other => other.target().map_or(0, |t| t.image_bytes() as u64),
     })

@@ -3,15 +3,17 @@
 //!
 //! The result is a plain [`ScreenConfig`]; the D-Bus backend sends it serialized (JSON bytes, as
 //! libkscreen sends a serialized `QVariantMap`), the in-process query returns it as is. The
-//! replies of one step are all requested before the first is awaited, as XCB clients do.
+//! replies of one step are all requested before the first is awaited, as XCB clients do. The
+//! requests go over the lab's [`Wire`], so the query costs what the protocol costs.
+
+use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use x11rb::connection::RequestConnection;
-use x11rb::protocol::randr::ConnectionExt as _;
-use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
-use x11rb::rust_connection::RustConnection;
+use x11rb::protocol::randr;
+use x11rb::protocol::xproto::{AtomEnum, InternAtomReply, InternAtomRequest};
 
 use super::X11Error;
+use super::wire::Wire;
 
 /// One output (a connector).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,71 +94,103 @@ impl ScreenConfig {
     }
 }
 
-fn protocol(e: impl std::fmt::Display) -> X11Error {
-    X11Error::protocol(e)
+/// RandR on this server: its major opcode and first event code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Randr {
+    /// the extension's major opcode
+    pub major: u8,
+    /// the code of RRScreenChangeNotify (RRNotify is the next)
+    pub first_event: u8,
 }
 
 /// Checks the server has RandR 1.3 or later (`GetScreenResourcesCurrent`).
-pub fn check(conn: &RustConnection) -> Result<(), X11Error> {
-    if conn
-        .extension_information(x11rb::protocol::randr::X11_EXTENSION_NAME)
-        .map_err(protocol)?
-        .is_none()
-    {
-        return Err(X11Error::Missing("RANDR"));
-    }
-    let v = conn
-        .randr_query_version(1, 6)
-        .map_err(protocol)?
-        .reply()
-        .map_err(protocol)?;
+pub fn check(wire: &mut Wire) -> Result<Randr, X11Error> {
+    let ext = wire
+        .extension(randr::X11_EXTENSION_NAME)?
+        .ok_or(X11Error::Missing("RANDR"))?;
+    let seq = wire.request(
+        randr::QueryVersionRequest {
+            major_version: 1,
+            minor_version: 6,
+        },
+        ext.major_opcode,
+    )?;
+    let v: randr::QueryVersionReply = wire.reply_of(seq)?;
     if (v.major_version, v.minor_version) < (1, 3) {
         return Err(X11Error::Protocol(format!(
             "RandR {}.{} is too old: GetScreenResourcesCurrent needs 1.3",
             v.major_version, v.minor_version
         )));
     }
-    Ok(())
+    Ok(Randr {
+        major: ext.major_opcode,
+        first_event: ext.first_event,
+    })
 }
 
 /// The `EDID` atom (interned once, as libkscreen does).
-pub fn edid_atom(conn: &RustConnection) -> Result<u32, X11Error> {
-    Ok(conn
-        .intern_atom(false, b"EDID")
-        .map_err(protocol)?
-        .reply()
-        .map_err(protocol)?
-        .atom)
+pub fn edid_atom(wire: &mut Wire) -> Result<u32, X11Error> {
+    let seq = wire.request(
+        InternAtomRequest {
+            only_if_exists: false,
+            name: Cow::Borrowed(b"EDID"),
+        },
+        0,
+    )?;
+    let reply: InternAtomReply = wire.reply_of(seq)?;
+    Ok(reply.atom)
 }
 
 /// Queries the whole configuration of the screen whose root is `root`.
-pub fn query(conn: &RustConnection, root: u32, edid: u32) -> Result<ScreenConfig, X11Error> {
-    let res = conn
-        .randr_get_screen_resources_current(root)
-        .map_err(protocol)?
-        .reply()
-        .map_err(protocol)?;
+pub fn query(wire: &mut Wire, r: Randr, root: u32, edid: u32) -> Result<ScreenConfig, X11Error> {
+    let seq = wire.request(
+        randr::GetScreenResourcesCurrentRequest { window: root },
+        r.major,
+    )?;
+    let res: randr::GetScreenResourcesCurrentReply = wire.reply_of(seq)?;
     let ts = res.config_timestamp;
-    let output_cookies = res
-        .outputs
-        .iter()
-        .map(|&o| {
-            let info = conn.randr_get_output_info(o, ts).map_err(protocol)?;
-            let prop = conn
-                .randr_get_output_property(o, edid, AtomEnum::ANY, 0, 128, false, false)
-                .map_err(protocol)?;
-            Ok((o, info, prop))
-        })
-        .collect::<Result<Vec<_>, X11Error>>()?;
-    let crtc_cookies = res
-        .crtcs
-        .iter()
-        .map(|&c| Ok((c, conn.randr_get_crtc_info(c, ts).map_err(protocol)?)))
-        .collect::<Result<Vec<_>, X11Error>>()?;
-    let mut outputs = Vec::with_capacity(output_cookies.len());
-    for (id, info, prop) in output_cookies {
-        let info = info.reply().map_err(protocol)?;
-        let edid = prop.reply().map(|p| p.data).unwrap_or_default();
+    let mut output_seqs = Vec::with_capacity(res.outputs.len());
+    for &output in &res.outputs {
+        let info = wire.request(
+            randr::GetOutputInfoRequest {
+                output,
+                config_timestamp: ts,
+            },
+            r.major,
+        )?;
+        let prop = wire.request(
+            randr::GetOutputPropertyRequest {
+                output,
+                property: edid,
+                type_: AtomEnum::ANY.into(),
+                long_offset: 0,
+                long_length: 128,
+                delete: false,
+                pending: false,
+            },
+            r.major,
+        )?;
+        output_seqs.push((output, info, prop));
+    }
+    let mut crtc_seqs = Vec::with_capacity(res.crtcs.len());
+    for &crtc in &res.crtcs {
+        let seq = wire.request(
+            randr::GetCrtcInfoRequest {
+                crtc,
+                config_timestamp: ts,
+            },
+            r.major,
+        )?;
+        crtc_seqs.push((crtc, seq));
+    }
+    let mut outputs = Vec::with_capacity(output_seqs.len());
+    for (id, info, prop) in output_seqs {
+        let info: randr::GetOutputInfoReply = wire.reply_of(info)?;
+        let edid = match wire.reply_of::<randr::GetOutputPropertyReply>(prop) {
+            Ok(p) => p.data,
+            Err(X11Error::Protocol(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
         outputs.push(OutputConfig {
             id,
             name: String::from_utf8_lossy(&info.name).into_owned(),
@@ -168,9 +202,9 @@ pub fn query(conn: &RustConnection, root: u32, edid: u32) -> Result<ScreenConfig
             edid,
         });
     }
-    let mut crtcs = Vec::with_capacity(crtc_cookies.len());
-    for (id, cookie) in crtc_cookies {
-        let c = cookie.reply().map_err(protocol)?;
+    let mut crtcs = Vec::with_capacity(crtc_seqs.len());
+    for (id, seq) in crtc_seqs {
+        let c: randr::GetCrtcInfoReply = wire.reply_of(seq)?;
         crtcs.push(CrtcConfig {
             id,
             x: c.x,
@@ -211,33 +245,36 @@ impl Cached {
     /// The configuration: the cached one unless a RandR notify event arrived since.
     pub fn get(
         &mut self,
-        conn: &RustConnection,
+        wire: &mut Wire,
+        r: Randr,
         root: u32,
         edid: u32,
     ) -> Result<ScreenConfig, X11Error> {
-        use x11rb::connection::Connection;
-        use x11rb::protocol::randr::NotifyMask;
+        use randr::NotifyMask;
         if !self.selected {
-            conn.randr_select_input(
-                root,
-                NotifyMask::SCREEN_CHANGE
-                    | NotifyMask::CRTC_CHANGE
-                    | NotifyMask::OUTPUT_CHANGE
-                    | NotifyMask::OUTPUT_PROPERTY,
-            )
-            .map_err(protocol)?;
+            wire.void(
+                randr::SelectInputRequest {
+                    window: root,
+                    enable: NotifyMask::SCREEN_CHANGE
+                        | NotifyMask::CRTC_CHANGE
+                        | NotifyMask::OUTPUT_CHANGE
+                        | NotifyMask::OUTPUT_PROPERTY,
+                },
+                r.major,
+            )?;
             self.selected = true;
         }
         let mut changed = false;
-        while let Some(event) = conn.poll_for_event().map_err(protocol)? {
-            changed |= matches!(
-                event,
-                x11rb::protocol::Event::RandrScreenChangeNotify(_)
-                    | x11rb::protocol::Event::RandrNotify(_)
-            );
+        while let Some(event) = wire.poll_event()? {
+            let code = event[0] & 0x7f;
+            if code == 0 {
+                return Err(X11Error::Protocol(super::wire::describe_error(&event)));
+            }
+            changed |= code == r.first_event + randr::SCREEN_CHANGE_NOTIFY_EVENT
+                || code == r.first_event + randr::NOTIFY_EVENT;
         }
         if changed || self.last.is_none() {
-            self.last = Some(query(conn, root, edid)?);
+            self.last = Some(query(wire, r, root, edid)?);
         }
         Ok(self.last.clone().unwrap_or_default())
     }

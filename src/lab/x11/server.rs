@@ -23,9 +23,11 @@ use x11rb::connection::{Connection, RequestConnection};
 use x11rb::protocol::randr::ConnectionExt as _;
 use x11rb::protocol::shm::ConnectionExt as _;
 use x11rb::protocol::xproto::ConnectionExt as _;
+use x11rb::protocol::xproto::Setup;
 use x11rb::rust_connection::{DefaultStream, RustConnection};
 
 use super::X11Error;
+use super::wire::Wire;
 use crate::files::{self, PrivateDir};
 use crate::ingest::Cancel;
 
@@ -202,15 +204,21 @@ impl Xvfb {
         }
     }
 
+    fn socket(&self) -> Result<UnixStream, X11Error> {
+        let path = format!("/tmp/.X11-unix/X{}", self.number);
+        UnixStream::connect(&path).map_err(|e| X11Error::Connect {
+            display: self.display(),
+            reason: format!("{path}: {e}"),
+        })
+    }
+
     /// Connects with this server's cookie.
     fn connect(&self) -> Result<RustConnection, X11Error> {
-        let path = format!("/tmp/.X11-unix/X{}", self.number);
         let connect_error = |reason: String| X11Error::Connect {
             display: self.display(),
             reason,
         };
-        let stream =
-            UnixStream::connect(&path).map_err(|e| connect_error(format!("{path}: {e}")))?;
+        let stream = self.socket()?;
         let (stream, _) =
             DefaultStream::from_unix_stream(stream).map_err(|e| connect_error(e.to_string()))?;
         RustConnection::connect_to_stream_with_auth_info(
@@ -377,6 +385,23 @@ impl Server {
         env
     }
 
+    /// A second connection to the same server, the lab's own request path (see [`Wire`]);
+    /// every wait on it is limited to `timeout`.
+    pub fn wire(&self, timeout: Duration) -> Result<Wire, X11Error> {
+        let display = &self.info.display;
+        match &self.xvfb {
+            Some(x) => Wire::connect(
+                x.socket()?.into(),
+                b"MIT-MAGIC-COOKIE-1".to_vec(),
+                x.cookie.to_vec(),
+                timeout,
+            )
+            .map(|(wire, _)| wire),
+            None => connect_wire(Some(display), timeout).map(|(wire, ..)| wire),
+        }
+        .map_err(|e| name_display(e, display))
+    }
+
     /// The root window of the screen in use.
     pub fn root(&self) -> u32 {
         self.conn.setup().roots[self.screen].root
@@ -408,6 +433,50 @@ impl Server {
                 !matches!(state, Some('Z' | 'X') | None)
             })
         })
+    }
+}
+
+/// A [`Wire`] to the server `display` names (`None`: `$DISPLAY`), authorized as Xlib would be
+/// (`$XAUTHORITY` or `~/.Xauthority`), as x11rb's `RustConnection::connect` does.
+/// Returns the connection, the server's setup and the screen the name asks for.
+pub fn connect_wire(
+    display: Option<&str>,
+    timeout: Duration,
+) -> Result<(Wire, Setup, usize), X11Error> {
+    use x11rb::reexports::x11rb_protocol::{parse_display, xauth};
+    let name = display.map(str::to_string).unwrap_or_default();
+    let connect_error = |reason: String| X11Error::Connect {
+        display: name.clone(),
+        reason,
+    };
+    let parsed = parse_display::parse_display(display).map_err(|e| connect_error(e.to_string()))?;
+    let mut last = None;
+    for addr in parsed.connect_instruction() {
+        match DefaultStream::connect(&addr) {
+            Ok((stream, (family, address))) => {
+                let (auth_name, auth_data) = xauth::get_auth(family, &address, parsed.display)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                let (wire, setup) =
+                    Wire::connect(OwnedFd::from(stream), auth_name, auth_data, timeout)?;
+                return Ok((wire, setup, usize::from(parsed.screen)));
+            }
+            Err(e) => last = Some(e.to_string()),
+        }
+    }
+    Err(connect_error(
+        last.unwrap_or_else(|| "no address to connect to".into()),
+    ))
+}
+
+fn name_display(e: X11Error, display: &str) -> X11Error {
+    match e {
+        X11Error::Connect { reason, .. } => X11Error::Connect {
+            display: display.to_string(),
+            reason,
+        },
+        other => other,
     }
 }
 

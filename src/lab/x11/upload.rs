@@ -14,17 +14,22 @@
 //!
 //! The segments are memfds attached by file descriptor (MIT-SHM 1.2), so nothing is left
 //! behind in the SysV namespace if latscope is killed.
+//!
+//! The pixmap, GC and segments are made on the lab's x11rb connection; every measured request
+//! goes over the [`Wire`], the lab's own request path, and each is serialized once, before the
+//! measured phase: an upload costs a copy into the wire's buffer, as in Xlib.
 
 use std::collections::VecDeque;
-use std::io::IoSlice;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use x11rb::connection::{Connection, RequestConnection};
-use x11rb::protocol::Event;
 use x11rb::protocol::shm::ConnectionExt as _;
 use x11rb::protocol::xproto::{ConnectionExt as _, CreateGCAux, ImageFormat, ImageOrder};
+use x11rb::reexports::x11rb_protocol::connection::ReplyFdKind;
+use x11rb::reexports::x11rb_protocol::x11_utils::TryParse;
 use x11rb::rust_connection::RustConnection;
 
+use super::wire::{Wire, describe_error};
 use super::{Method, Upload, X11Error};
 use crate::lab::ipc::clock::monotonic_ns;
 
@@ -48,6 +53,9 @@ pub struct Target {
     /// the `PutImage` request before and after the pixels, serialized once: an upload then
     /// costs what the protocol costs, not a request built anew (x11perf's Xlib reuses too)
     put_request: (Vec<u8>, Vec<u8>),
+    /// the whole `PutImage` request when it fits the wire's buffer (stamped in place with the
+    /// image): an upload is then one copy
+    put_whole: Option<Vec<u8>>,
 }
 
 impl Target {
@@ -59,7 +67,12 @@ impl Target {
     /// Stamps upload `seq` into the image.
     fn stamp(&mut self, seq: u64) {
         let n = self.image.len().min(8);
-        self.image[..n].copy_from_slice(&seq.to_le_bytes()[..n]);
+        let bytes = seq.to_le_bytes();
+        self.image[..n].copy_from_slice(&bytes[..n]);
+        if let Some(whole) = &mut self.put_whole {
+            let at = self.put_request.0.len();
+            whole[at..at + n].copy_from_slice(&bytes[..n]);
+        }
     }
 }
 
@@ -103,8 +116,13 @@ pub fn prepare(conn: &RustConnection, root: u32, upload: Upload) -> Result<Targe
         .map_err(protocol)?;
     let image: Vec<u8> = (0..bytes).map(|i| (i * 7 % 251) as u8).collect();
     let put_request = put_request(pixmap, gc, &upload, &image);
+    let whole = put_request.0.len() + image.len() + put_request.1.len();
+    // at most 16 KiB: never in the BIG-REQUESTS form
+    let put_whole = (whole <= super::wire::BUFFER)
+        .then(|| [&put_request.0[..], &image, &put_request.1].concat());
     Ok(Target {
         put_request,
+        put_whole,
         pixmap,
         gc,
         upload,
@@ -157,26 +175,15 @@ fn check_size(conn: &RustConnection, upload: &Upload, bytes: usize) -> Result<()
     Ok(())
 }
 
-/// Waits for the reply to `GetInputFocus`: every earlier request has been handled.
-pub fn sync(conn: &RustConnection) -> Result<(), X11Error> {
-    conn.get_input_focus()
-        .map_err(protocol)?
-        .reply()
-        .map_err(protocol)?;
-    Ok(())
-}
-
-/// Issues one `PutImage` of upload `seq` (no wait).
-pub fn put(conn: &RustConnection, t: &mut Target, seq: u64) -> Result<(), X11Error> {
+/// Buffers one `PutImage` of upload `seq` (no wait).
+pub fn put(wire: &mut Wire, t: &mut Target, seq: u64) -> Result<(), X11Error> {
     t.stamp(seq);
-    let (header, padding) = &t.put_request;
-    let parts = [
-        IoSlice::new(header),
-        IoSlice::new(&t.image),
-        IoSlice::new(padding),
-    ];
-    conn.send_request_without_reply(&parts, Vec::new())
-        .map_err(protocol)?;
+    if let Some(whole) = &t.put_whole {
+        wire.send_whole(whole, ReplyFdKind::NoReply)?;
+    } else {
+        let (header, padding) = &t.put_request;
+        wire.send(&[header, &t.image, padding], ReplyFdKind::NoReply)?;
+    }
     Ok(())
 }
 
@@ -283,23 +290,18 @@ pub struct ShmRing {
     requests: Vec<Vec<u8>>,
     /// the first segment's request without an event (pipelined)
     unsynced: Vec<u8>,
+    /// the code of MIT-SHM's first event (ShmCompletion)
+    completion: u8,
 }
 
 impl ShmRing {
     /// Attaches `k` segments of one image each.
     pub fn new(conn: &RustConnection, t: &Target, k: u32) -> Result<ShmRing, X11Error> {
-        if conn
+        let ext = conn
             .extension_information(x11rb::protocol::shm::X11_EXTENSION_NAME)
             .map_err(protocol)?
-            .is_none()
-        {
-            return Err(X11Error::Missing("MIT-SHM"));
-        }
-        let major = conn
-            .extension_information(x11rb::protocol::shm::X11_EXTENSION_NAME)
-            .map_err(protocol)?
-            .ok_or(X11Error::Missing("MIT-SHM"))?
-            .major_opcode;
+            .ok_or(X11Error::Missing("MIT-SHM"))?;
+        let major = ext.major_opcode;
         let segments = (0..k)
             .map(|_| Segment::new(conn, t.image_bytes().max(1)))
             .collect::<Result<Vec<_>, _>>()?;
@@ -311,6 +313,7 @@ impl ShmRing {
         Ok(ShmRing {
             requests,
             unsynced,
+            completion: ext.first_event,
             busy: vec![false; segments.len()],
             segments,
             in_flight: VecDeque::new(),
@@ -328,7 +331,7 @@ impl ShmRing {
     /// (issue → event).
     pub fn upload(
         &mut self,
-        conn: &RustConnection,
+        wire: &mut Wire,
         t: &mut Target,
         seq: u64,
         done: &mut dyn FnMut(u64, u64),
@@ -336,13 +339,13 @@ impl ShmRing {
         let i = self.next;
         self.next = (self.next + 1) % self.segments.len();
         while self.busy[i] {
-            self.complete_one(conn, done)?;
+            self.complete_one(wire, done)?;
         }
         t.stamp(seq);
         self.segments[i].write(&t.image);
         let start = monotonic_ns();
-        self.issue(conn, i, true)?;
-        conn.flush().map_err(protocol)?;
+        self.issue(wire, i, true)?;
+        wire.flush()?;
         self.busy[i] = true;
         self.in_flight.push_back((i, start));
         Ok(())
@@ -352,7 +355,7 @@ impl ShmRing {
     /// waiting (x11perf's `-shmput`): only the request stream is measured.
     pub fn upload_unsynced(
         &mut self,
-        conn: &RustConnection,
+        wire: &mut Wire,
         t: &mut Target,
         seq: u64,
     ) -> Result<(), X11Error> {
@@ -360,30 +363,33 @@ impl ShmRing {
             t.stamp(seq);
             self.segments[0].write(&t.image);
         }
-        self.issue(conn, 0, false)
+        self.issue(wire, 0, false)
     }
 
-    fn issue(&self, conn: &RustConnection, i: usize, send_event: bool) -> Result<(), X11Error> {
+    fn issue(&self, wire: &mut Wire, i: usize, send_event: bool) -> Result<(), X11Error> {
         let request = if send_event {
             &self.requests[i]
         } else {
             &self.unsynced
         };
-        conn.send_request_without_reply(&[IoSlice::new(request)], Vec::new())
-            .map_err(protocol)?;
+        wire.send_whole(request, ReplyFdKind::NoReply)?;
         Ok(())
     }
 
     /// Waits for the next completion event.
     fn complete_one(
         &mut self,
-        conn: &RustConnection,
+        wire: &mut Wire,
         done: &mut dyn FnMut(u64, u64),
     ) -> Result<(), X11Error> {
         loop {
-            match conn.wait_for_event().map_err(protocol)? {
-                Event::ShmCompletion(ev) => {
+            let packet = wire.wait_event()?;
+            match packet[0] & 0x7f {
+                0 => return Err(X11Error::Protocol(describe_error(&packet))),
+                code if code == self.completion => {
                     let now = monotonic_ns();
+                    let (ev, _) = x11rb::protocol::shm::CompletionEvent::try_parse(&packet)
+                        .map_err(protocol)?;
                     let Some((i, start)) = self.in_flight.pop_front() else {
                         return Err(X11Error::Protocol(
                             "a completion event for no upload in flight".into(),
@@ -399,7 +405,6 @@ impl ShmRing {
                     done(start, now.saturating_sub(start));
                     return Ok(());
                 }
-                Event::Error(e) => return Err(X11Error::Protocol(format!("{e:?}"))),
                 _ => {}
             }
         }
@@ -408,11 +413,11 @@ impl ShmRing {
     /// Waits for every upload in flight.
     pub fn drain(
         &mut self,
-        conn: &RustConnection,
+        wire: &mut Wire,
         done: &mut dyn FnMut(u64, u64),
     ) -> Result<(), X11Error> {
         while !self.in_flight.is_empty() {
-            self.complete_one(conn, done)?;
+            self.complete_one(wire, done)?;
         }
         Ok(())
     }
