@@ -11,6 +11,13 @@
 //! `mkdir`), which fails on any existing entry, symlink or not, instead of opening it; the
 //! creation is then retried under another name. Files are the user's alone (0600), and so are
 //! directories (0700).
+//!
+//! The files a user names (`-o`, `--save`, `--report`) are written by [`output`], one policy
+//! for every command.
+
+pub mod output;
+
+pub use output::{Output, OutputError};
 
 use std::fs::{File, Permissions};
 use std::io;

@@ -25,6 +25,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     if args.print_program {
         return crate::commands::print(&text);
     }
+    let save = crate::commands::output_opt("--save", args.save.as_deref())?;
     let bpftrace = check::bpftrace()?;
     check::privileges()?;
     for probe in probes_of(&plan) {
@@ -89,7 +90,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         outcome.stopped_by,
         unit,
     ))?;
-    if let Some(path) = &args.save {
+    if let Some(save) = &save {
         let run = LiveRun {
             intervals: outcome.rate_history.len() as u64,
             interval_s: args.interval,
@@ -100,9 +101,10 @@ pub fn run(args: &LiveArgs) -> Result<()> {
             warnings.extend(record.fill(&mut doc, &names.spans));
             doc.warnings.clone_from(&warnings);
         }
-        std::fs::write(path, latscope::doc::to_json(&doc, false))
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("latscope: saved {}", path.display());
+        // bpftrace failed before its first interval: there is nothing to save.
+        let measured = outcome.error.is_none() || !outcome.rate_history.is_empty();
+        let text = latscope::doc::to_json(&doc, false);
+        crate::commands::save_run(save, text.as_bytes(), measured)?;
     }
     for w in &warnings {
         eprintln!("latscope: warning: {w}");

@@ -5,7 +5,7 @@ use std::io;
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 
-use super::wayland::{Input, progress_bar, render, write_html};
+use super::wayland::{Input, ReportTo, progress_bar, render, write_html};
 use crate::cli::{Cli, Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
 use crate::signals;
 use latscope::doc::spans::{Source, SpanRecord};
@@ -234,6 +234,7 @@ fn slowest_text(slow: &[SpanRecord]) -> String {
 pub fn run(args: &SpansArgs) -> Result<()> {
     let (rules, names) = rules(args);
     let options = options(args);
+    let report_to = super::output_opt("--report", args.output.report.as_deref())?;
     let inputs: Vec<Input> = args.files.iter().map(|p| Input::from_path(p)).collect();
     let repeat = match args.keep {
         KeepArg::Last => Repeat::KeepLast,
@@ -300,8 +301,8 @@ pub fn run(args: &SpansArgs) -> Result<()> {
         _ => render(&report, &args.output) + &slowest_text(&doc.slowest),
     };
     crate::commands::print(&text)?;
-    if let Some(path) = &args.output.report {
-        write_html(&doc, path, None, report.unit)?;
+    if let Some(out) = report_to {
+        write_html(&doc, ReportTo::Output(out), report.unit)?;
     }
     error.map_or(Ok(()), Err)
 }

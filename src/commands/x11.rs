@@ -230,14 +230,15 @@ fn document(
 pub fn run(args: &X11Args) -> Result<()> {
     let patterns = plan(args);
     let settings = settings(args);
+    let save = crate::commands::output_opt("--save", args.save.as_deref())?;
     let cancel = crate::signals::cancel_on_interrupt();
     let server = Server::open(args.display.as_deref(), &args.xvfb_arg, &cancel)?;
     let ran = execute(&server, &patterns, &settings);
     let doc = document(&server, &settings, &ran, 100_000);
     crate::commands::print(&render(&doc, args.format))?;
-    if let Some(path) = &args.save {
-        std::fs::write(path, latscope::doc::to_json(&doc, false))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    if let Some(save) = &save {
+        let text = latscope::doc::to_json(&doc, false);
+        crate::commands::save_run(save, text.as_bytes(), !doc.results.is_empty())?;
     }
     if ran.server_gone {
         bail!(
