@@ -36,8 +36,11 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
     let mut inputs = Vec::new();
     for path in &args.results {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let bytes = latscope::files::read_result(path, latscope::files::MAX_RESULT_BYTES)
             .with_context(|| format!("reading {name} (a JSON result)"))?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            anyhow::anyhow!("{name}: not a result (not UTF-8 text: latscope results are JSON)")
+        })?;
         let doc = match latscope::doc::read(&name, &text) {
             Ok(doc) => doc,
             Err(e) => match latscope::doc::load(&name, &text) {
