@@ -110,7 +110,7 @@ pub fn export_parquet(args: &ExportArgs) -> Result<()> {
     };
     let mut failure = None;
     let written = output.write_with(|sink| {
-        latscope::fleet::parquet::write(doc, &run, sink).map_err(|e| {
+        latscope::fleet::parquet::write(doc, &run, sink, args.max_rows).map_err(|e| {
             failure = Some(format!("{}: {e}", path.display()));
             std::io::Error::other("not written")
         })
