@@ -814,3 +814,33 @@ fn long_commands_under_plain_timeout_lose_nothing() {
         assert_eq!(lost, 0, "{args:?}: {lost} of 10 runs lost their results");
     }
 }
+
+#[test]
+fn a_chrome_event_longer_than_1_mib_is_skipped_and_counted_not_buffered() {
+    let dir = tempfile::tempdir().unwrap();
+    let event = |name: &str, ts: u64, dur: u64| {
+        format!(r#"{{"name":"{name}","ph":"X","ts":{ts},"dur":{dur},"pid":1,"tid":1}}"#)
+    };
+    let huge = "x".repeat(3 << 20);
+    let trace = format!(
+        r#"{{"traceEvents":[{},{},{}]}}"#,
+        event("a", 1, 5),
+        event(&huge, 2, 3),
+        event("a", 10, 7)
+    );
+    std::fs::write(dir.path().join("trace.json"), trace).unwrap();
+    let (code, err, _) = row(dir.path(), &["spans", "-f", "json", "trace.json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = std::fs::read_to_string(dir.path().join("stdout.txt")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let spans = doc["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), 1, "the long one is not a series: {spans:?}");
+    assert_eq!(spans[0]["count"], 2);
+    let warnings = doc["warnings"].to_string();
+    assert!(
+        warnings
+            .contains("1 event(s) of trace.json are longer than 1 MiB: skipped unread (too_long)"),
+        "{warnings}"
+    );
+    assert!(!out.contains("xxxxxxxx"), "the long name was kept");
+}

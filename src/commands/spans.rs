@@ -138,6 +138,12 @@ impl Totals {
                 "{file} ends inside an event: every complete one was read"
             ));
         }
+        if s.chrome.too_long > 0 {
+            self.notes.push(format!(
+                "{} event(s) of {file} are longer than 1 MiB: skipped unread (too_long)",
+                s.chrome.too_long
+            ));
+        }
         if s.chrome.no_array {
             self.notes
                 .push(format!("{file}: no traceEvents array was found"));
