@@ -345,10 +345,8 @@ impl Output {
             }
             file.sync_all()?;
             // A path that became a directory meanwhile would take the file inside it.
-            if let Ok(now) = std::fs::symlink_metadata(&self.path) {
-                if now.is_dir() {
-                    return Err(io::Error::other("it is a directory now"));
-                }
+            if std::fs::symlink_metadata(&self.path).is_ok_and(|now| now.is_dir()) {
+                return Err(io::Error::other("it is a directory now"));
             }
             std::fs::rename(&tmp, &self.path)?;
             Ok(value)
