@@ -112,6 +112,11 @@ pub struct ExportArgs {
     /// Parquet: the `run_id` column (default: the result's file name).
     #[arg(long)]
     pub run_id: Option<String>,
+    /// Parquet: refuse a result that makes more rows than this (one per sample; the file is
+    /// written in row groups of 262,144 rows, so memory stays bounded, but time and size do
+    /// not).
+    #[arg(long, default_value_t = latscope::fleet::parquet::DEFAULT_MAX_ROWS, value_name = "N")]
+    pub max_rows: u64,
 }
 
 /// `latscope export --to`

@@ -11,11 +11,69 @@
 //! `mkdir`), which fails on any existing entry, symlink or not, instead of opening it; the
 //! creation is then retried under another name. Files are the user's alone (0600), and so are
 //! directories (0700).
+//!
+//! The files a user names (`-o`, `--save`, `--report`) are written by [`output`], one policy
+//! for every command.
+
+pub mod output;
+
+pub use output::{Output, OutputError};
 
 use std::fs::{File, Permissions};
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+/// The largest saved result read (1 GiB): its JSON takes a few times its size once parsed,
+/// and nothing latscope writes comes near it (a spans result with a million kept spans is
+/// about 100 MiB).
+pub const MAX_RESULT_BYTES: u64 = 1 << 30;
+
+/// Reads a saved result: from a regular file or a pipe only, and at most `limit` bytes. A
+/// character device (`/dev/zero`), a socket or a directory is refused before reading; a pipe
+/// that goes on past the limit is refused once it passes it, so memory follows what was
+/// read, never more than the limit.
+pub fn read_result(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let file = File::open(path)?;
+    let meta = file.metadata()?;
+    let t = meta.file_type();
+    let too_big = |size: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{size}: a result is at most {} MiB (latscope never writes one this large)",
+                limit >> 20
+            ),
+        )
+    };
+    if t.is_file() {
+        if meta.len() > limit {
+            return Err(too_big(format!("{} bytes", meta.len())));
+        }
+    } else if !t.is_fifo() {
+        let what = if t.is_dir() {
+            "Is a directory"
+        } else if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else {
+            "a socket"
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what}, not a result: results are read from regular files and pipes"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big("more than that".into()));
+    }
+    Ok(bytes)
+}
 
 /// Creates a new file in `dir` named `PREFIX` + six random characters + `SUFFIX`, readable and
 /// writable by the owner only (0600), and returns it open for writing with its path.
@@ -64,6 +122,36 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
+    }
+
+    #[test]
+    fn read_result_takes_files_and_pipes_up_to_the_limit_and_refuses_devices_and_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("doc.json");
+        std::fs::write(&file, "0123456789").unwrap();
+        assert_eq!(read_result(&file, 10).unwrap(), b"0123456789");
+        let e = read_result(&file, 9).unwrap_err().to_string();
+        assert!(e.contains("10 bytes") && e.contains("at most"), "{e}");
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for (size, ok) in [(1000, true), (5000, false)] {
+            let writer = {
+                let fifo = fifo.clone();
+                std::thread::spawn(move || {
+                    let _ = std::fs::write(fifo, vec![b'x'; size]);
+                })
+            };
+            let read = read_result(&fifo, 1000);
+            assert_eq!(read.is_ok(), ok, "{size}: {read:?}");
+            drop(read);
+            writer.join().unwrap();
+        }
+        for path in [Path::new("/dev/zero"), dir.path()] {
+            let e = read_result(path, 1 << 20).unwrap_err().to_string();
+            assert!(e.contains("not a result"), "{}: {e}", path.display());
+        }
     }
 
     #[test]

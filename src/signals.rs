@@ -6,8 +6,12 @@
 //! restarts `open` after `EINTR`), a child that never exits, a peer that never answers. So the
 //! handler also wakes a watchdog thread through a self-pipe (`write(2)` is async-signal-safe);
 //! if the process is still running [`GRACE`] later, the watchdog ends it with status
-//! 128 + signal, as the default action would have. `SA_RESETHAND` makes a second signal end it
-//! at once. `timeout`, systemd and CI runners send one SIGTERM: it is always enough.
+//! 128 + signal, as the default action would have. A second signal changes nothing: coreutils
+//! `timeout` sends SIGTERM to latscope and then again to its whole process group, and a handler
+//! reset after the first (`SA_RESETHAND`, as it was) let that second one kill latscope before it
+//! printed or saved what it had (9 runs in 10). So the handler stays, every signal only raises
+//! the flag, and the watchdog alone ends a process whose work does not stop. `timeout`, systemd
+//! and CI runners send SIGTERM: it is always enough, once or twice.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -38,7 +42,8 @@ extern "C" fn on_signal(signal: libc::c_int) {
 fn start_watchdog() {
     let mut fds = [0; 2];
     // SAFETY: fds has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    // Non-blocking: a burst of signals filling the pipe must not block the handler.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
         return;
     }
     let [read_end, write_end] = fds;
@@ -48,12 +53,24 @@ fn start_watchdog() {
         .spawn(move || {
             let mut signal = 0u8;
             loop {
+                let mut poll = libc::pollfd {
+                    fd: read_end,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: polls the one descriptor this thread owns.
+                unsafe { libc::poll(&mut poll, 1, -1) };
                 // SAFETY: reads one byte into `signal` from the pipe this thread owns.
                 let n = unsafe { libc::read(read_end, (&mut signal as *mut u8).cast(), 1) };
                 if n == 1 {
                     break;
                 }
-                if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+                let e = std::io::Error::last_os_error().kind();
+                if n < 0
+                    && matches!(
+                        e,
+                        std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+                    )
                 {
                     continue;
                 }
@@ -76,8 +93,8 @@ fn start_watchdog() {
     }
 }
 
-/// The flag raised by the first Ctrl-C (SIGINT) or SIGTERM; installs the handler and the
-/// watchdog on first use. Commands that never call it keep the default actions (end at once).
+/// The flag raised by a Ctrl-C (SIGINT) or SIGTERM; installs the handler and the watchdog on
+/// first use. Commands that never call it keep the default actions (end at once).
 pub fn cancel_on_interrupt() -> Cancel {
     CANCEL
         .get_or_init(|| {
@@ -89,7 +106,9 @@ pub fn cancel_on_interrupt() -> Cancel {
                 unsafe {
                     let mut action: libc::sigaction = std::mem::zeroed();
                     action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-                    action.sa_flags = libc::SA_RESETHAND;
+                    // No SA_RESETHAND (a second signal must not kill) and no SA_RESTART
+                    // (a blocked read returns EINTR and sees the flag).
+                    action.sa_flags = 0;
                     libc::sigemptyset(&mut action.sa_mask);
                     libc::sigaction(signal, &action, std::ptr::null_mut());
                 }

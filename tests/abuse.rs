@@ -433,3 +433,414 @@ fn an_unreadable_file_is_an_error_naming_it_for_every_reader() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+// Issue 30, the second pass: each row below failed before its fix. The figures each prints
+// (exit code, peak RSS, seconds) are the closing note's "after" column.
+
+/// Runs latscope in `dir` and prints its row of the table: exit code, peak RSS, seconds.
+fn row(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, i64) {
+    let start = Instant::now();
+    let (code, err, rss) = run_measured(dir, args);
+    eprintln!(
+        "{code:?} {rss:>7} KiB {:>6.2} s  {args:?}: {}",
+        start.elapsed().as_secs_f64(),
+        err.lines().last().unwrap_or("")
+    );
+    (code, err, rss)
+}
+
+/// The real `spans-wayland.json` with its first series' HdrHistogram replaced: `edit` gets
+/// the decoded bytes, and the series' count is set to `count` (kept when None).
+fn with_hdr(edit: impl Fn(&mut Vec<u8>), count: Option<u64>) -> Vec<u8> {
+    use base64::Engine;
+    let text =
+        std::fs::read_to_string(util::root().join("tests/data/docs/spans-wayland.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let series = &mut doc["spans"][0];
+    let data = series["histogram"]["hdr"]["data"].as_str().unwrap();
+    let mut bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    edit(&mut bytes);
+    series["histogram"]["hdr"]["data"] = base64::engine::general_purpose::STANDARD
+        .encode(&bytes)
+        .into();
+    if let Some(count) = count {
+        series["count"] = count.into();
+    }
+    doc["spans"] = serde_json::Value::Array(vec![series.clone()]);
+    doc.to_string().into_bytes()
+}
+
+/// An HdrHistogram of `counts` (value, count), V2-encoded.
+fn hdr_of(counts: &[(u64, u64)]) -> Vec<u8> {
+    use hdrhistogram::serialization::{Serializer, V2Serializer};
+    let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+    for &(v, n) in counts {
+        h.record_n(v, n).unwrap();
+    }
+    let mut bytes = Vec::new();
+    V2Serializer::new().serialize(&h, &mut bytes).unwrap();
+    bytes
+}
+
+#[test]
+fn an_hdr_claiming_a_4_gib_payload_is_refused_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let forged = with_hdr(
+        |b| b[4..8].copy_from_slice(&0xFFFF_FFF0u32.to_be_bytes()),
+        None,
+    );
+    std::fs::write(dir.path().join("forged.json"), forged).unwrap();
+    let good = util::root().join("tests/data/docs/spans-wayland.json");
+    let good = good.to_str().unwrap();
+    for args in [
+        &["merge", "forged.json", good, "-o", "m.json"][..],
+        &["export", "forged.json", "--to", "hlog"],
+        &["compare", "forged.json", "forged.json"],
+        &["report", "forged.json", "-o", "r.html"],
+    ] {
+        let (code, err, rss) = row(dir.path(), args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("claims a 4294967280-byte payload but holds 73 bytes"),
+            "{args:?}: {err}"
+        );
+        assert!(rss < 100 * 1024, "{args:?} used {rss} KiB");
+    }
+}
+
+#[test]
+fn a_character_device_is_not_read_as_a_result() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["merge", "/dev/zero", "/dev/zero", "-o", "m.json"][..],
+        &["compare", "/dev/zero", "/dev/zero"],
+        &["report", "/dev/zero", "-o", "r.html"],
+        &["plot", "/dev/zero", "-o", "p.svg"],
+        &["export", "/dev/zero", "--to", "parquet", "-o", "x.parquet"],
+    ] {
+        let (code, err, rss) = row(dir.path(), args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("a character device, not a result"),
+            "{args:?}: {err}"
+        );
+        assert!(rss < 100 * 1024, "{args:?} used {rss} KiB");
+    }
+}
+
+#[test]
+fn parquet_rows_are_streamed_and_absurd_sample_counts_are_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let doc = |counts: &[(u64, u64)], total: u64| {
+        let hdr = hdr_of(counts);
+        with_hdr(move |b| *b = hdr.clone(), Some(total))
+    };
+    // A million samples in 1.3 KB: rows are written a group at a time (6.1 GB for 10^7 before).
+    std::fs::write(
+        d.join("million.json"),
+        doc(&[(10_823_000, 1_000_000)], 1_000_000),
+    )
+    .unwrap();
+    let (code, err, rss) = row(
+        d,
+        &["export", "million.json", "--to", "parquet", "-o", "m.pq"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("(1000000 rows)"), "{err}");
+    // 120 MB here, whatever the count (10^7: 124 MB); 610 MB before for 10^6.
+    assert!(rss < 200 * 1024, "used {rss} KiB");
+    // 2^40 samples aborted (rc 134) and left a temporary file; counts past u64 panicked.
+    std::fs::write(d.join("huge.json"), doc(&[(10_823_000, 1 << 40)], 1 << 40)).unwrap();
+    // The encoding holds counts up to 2^63 - 1: three of them pass 2^64.
+    let most = i64::MAX as u64;
+    std::fs::write(
+        d.join("overflow.json"),
+        doc(
+            &[(10_823_000, most), (20_000_000, most), (27_123_000, most)],
+            u64::MAX,
+        ),
+    )
+    .unwrap();
+    for (file, message) in [
+        (
+            "huge.json",
+            "1099511627776 rows (one per sample); at most 100000000 (--max-rows",
+        ),
+        ("overflow.json", "overflow 64 bits"),
+    ] {
+        let (code, err, rss) = row(d, &["export", file, "--to", "parquet", "-o", "x.pq"]);
+        assert_eq!(code, Some(1), "{file}: {err}");
+        assert!(err.contains(message), "{file}: {err}");
+        assert!(!err.contains("panicked"), "{file}: {err}");
+        assert!(rss < 100 * 1024, "{file} used {rss} KiB");
+    }
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with('.') || n == "x.pq")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn a_writer_never_replaces_a_device_or_follows_a_planted_link() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return; // mknod needs root
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let null = d.join("null");
+    let c = std::ffi::CString::new(null.to_str().unwrap()).unwrap();
+    // SAFETY: mknod with a valid NUL-terminated path; a node of /dev/null's numbers.
+    assert_eq!(
+        unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) },
+        0
+    );
+    let doc = util::root().join("tests/data/docs/spans-live.json");
+    let doc = doc.to_str().unwrap();
+    // merge -o /dev/null made /dev/null root's 0600 regular file.
+    let (code, err, _) = row(d, &["merge", doc, doc, "-o", "null"]);
+    assert_eq!(code, Some(0), "{err}");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&null)
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+    // report -o LINK overwrote the file the link points to.
+    std::fs::write(d.join("victim"), "precious").unwrap();
+    std::os::unix::fs::symlink(d.join("victim"), d.join("link")).unwrap();
+    let (code, err, _) = row(d, &["report", doc, "-o", "link"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("victim")).unwrap(),
+        "precious"
+    );
+}
+
+#[test]
+fn a_bench_output_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    for option in [
+        "--export-json",
+        "--save",
+        "--export-csv",
+        "--export-markdown",
+    ] {
+        let start = Instant::now();
+        let (code, err, _) = row(
+            dir.path(),
+            &[
+                "bench",
+                "--runs",
+                "5",
+                "sleep 0.2",
+                option,
+                "missing/dir/out",
+            ],
+        );
+        assert_eq!(code, Some(1), "{option}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{option} missing/dir/out: cannot create a file in missing/dir"
+            )),
+            "{option}: {err}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_millis(900),
+            "{option}: it ran first"
+        );
+    }
+}
+
+#[test]
+fn the_lab_queue_memory_check_counts_kept_spans_of_every_sweep_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, err, rss) = row(
+        dir.path(),
+        &[
+            "lab",
+            "queue",
+            "--batches",
+            "10000000",
+            "--max-spans",
+            "10000000",
+            "--sweep",
+            "gap=0,1,2,3",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("with --max-spans 10000000 over 4 configuration(s)"),
+        "{err}"
+    );
+    // Refused before any allocation: quick (its peak RSS is printed; measured through a
+    // vfork it can be the test process's own, so it is not asserted here).
+    let _ = rss;
+}
+
+/// Whether a stopped run printed and saved: stdout names `what`, `save` holds a document.
+fn kept(out: &std::process::Output, save: &std::path::Path, what: &str) -> bool {
+    let printed = String::from_utf8_lossy(&out.stdout).contains(what);
+    let saved = std::fs::read_to_string(save).is_ok_and(|t| t.starts_with('{'));
+    printed && saved
+}
+
+#[test]
+fn two_sigterms_as_timeout_sends_them_lose_no_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("ipc.json");
+    let mut lost = 0;
+    for _ in 0..10 {
+        let _ = std::fs::remove_file(&save);
+        let child = util::latscope()
+            .args([
+                "lab",
+                "ipc",
+                "--transport",
+                "pipe",
+                "--count",
+                "100000000",
+                "--max-time",
+                "60s",
+                "--save",
+            ])
+            .arg(&save)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        // `timeout` signals the child, then its whole group: two SIGTERMs in a row.
+        for _ in 0..2 {
+            // SAFETY: kill(2) of the child we started.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let out = child.wait_with_output().unwrap();
+        if !kept(&out, &save, "pipe") || out.status.code() != Some(0) {
+            lost += 1;
+        }
+    }
+    assert_eq!(lost, 0, "{lost} of 10 runs lost their results");
+}
+
+#[test]
+fn long_commands_under_plain_timeout_lose_nothing() {
+    if !util::commands_available(&["timeout"], "coreutils timeout") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("saved.json");
+    let s = save.to_str().unwrap();
+    let csv = util::root().join("tests/data/traces/requests.csv");
+    let rows: [(&[&str], &str, bool); 3] = [
+        (
+            &[
+                "lab",
+                "ipc",
+                "--transport",
+                "pipe",
+                "--count",
+                "100000000",
+                "--max-time",
+                "60s",
+                "--save",
+                s,
+            ],
+            "pipe",
+            true,
+        ),
+        (
+            &[
+                "lab",
+                "queue",
+                "--real",
+                "--batches",
+                "100000",
+                "--exec",
+                "1ms",
+            ],
+            "latency (prep end",
+            false,
+        ),
+        (
+            &[
+                "spans",
+                "--span",
+                "req=request_start..request_done",
+                "--key",
+                "id",
+                "--time",
+                "t_us",
+                "--time-unit",
+                "us",
+                "--name",
+                "event",
+                "/dev/stdin",
+            ],
+            "req",
+            false,
+        ),
+    ];
+    for (args, what, saves) in rows {
+        let mut lost = 0;
+        for _ in 0..10 {
+            let _ = std::fs::remove_file(&save);
+            // A pipe that holds the trace and then stays open: the reader blocks at its end.
+            let mut command = std::process::Command::new("timeout");
+            command
+                .arg("0.5")
+                .arg(env!("CARGO_BIN_EXE_latscope"))
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null());
+            let mut child = command.spawn().unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            std::io::Write::write_all(&mut stdin, &std::fs::read(&csv).unwrap()).unwrap();
+            let out = child.wait_with_output().unwrap();
+            drop(stdin);
+            let printed = String::from_utf8_lossy(&out.stdout).contains(what);
+            if !printed || (saves && !kept(&out, &save, what)) {
+                lost += 1;
+            }
+        }
+        assert_eq!(lost, 0, "{args:?}: {lost} of 10 runs lost their results");
+    }
+}
+
+#[test]
+fn a_chrome_event_longer_than_1_mib_is_skipped_and_counted_not_buffered() {
+    let dir = tempfile::tempdir().unwrap();
+    let event = |name: &str, ts: u64, dur: u64| {
+        format!(r#"{{"name":"{name}","ph":"X","ts":{ts},"dur":{dur},"pid":1,"tid":1}}"#)
+    };
+    let huge = "x".repeat(3 << 20);
+    let trace = format!(
+        r#"{{"traceEvents":[{},{},{}]}}"#,
+        event("a", 1, 5),
+        event(&huge, 2, 3),
+        event("a", 10, 7)
+    );
+    std::fs::write(dir.path().join("trace.json"), trace).unwrap();
+    let (code, err, _) = row(dir.path(), &["spans", "-f", "json", "trace.json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = std::fs::read_to_string(dir.path().join("stdout.txt")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let spans = doc["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), 1, "the long one is not a series: {spans:?}");
+    assert_eq!(spans[0]["count"], 2);
+    let warnings = doc["warnings"].to_string();
+    assert!(
+        warnings
+            .contains("1 event(s) of trace.json are longer than 1 MiB: skipped unread (too_long)"),
+        "{warnings}"
+    );
+    assert!(!out.contains("xxxxxxxx"), "the long name was kept");
+}

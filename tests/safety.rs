@@ -5,7 +5,7 @@
 //! D-Bus daemon's directory is a fresh 0700 one, gone when the bus stops.
 
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -270,4 +270,214 @@ fn lab_ipc_over_dbus_leaves_nothing_in_the_temporary_directory() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// The commands that write a file, `OUT` standing for the path they are given.
+fn writers() -> Vec<Vec<String>> {
+    let doc = util::root().join("tests/data/docs/spans-live.json");
+    let doc = doc.to_str().unwrap();
+    let log = util::data("weston-simple-shm.client.log");
+    let trace = util::root().join("tests/data/traces/chromium-startup.truncated.json");
+    let rows: [&[&str]; 9] = [
+        &["merge", doc, doc, "-o", "OUT"],
+        &["export", doc, "--to", "hlog", "-o", "OUT"],
+        &["export", doc, "--to", "parquet", "-o", "OUT"],
+        &["report", doc, "-o", "OUT"],
+        &["plot", doc, "-o", "OUT"],
+        &["bench", "--runs", "2", "true", "--export-json", "OUT"],
+        &["wayland", log.to_str().unwrap(), "--report", "OUT"],
+        &["spans", trace.to_str().unwrap(), "--report", "OUT"],
+        &[
+            "lab",
+            "ipc",
+            "--transport",
+            "pipe",
+            "--count",
+            "50",
+            "--save",
+            "OUT",
+        ],
+    ];
+    rows.iter()
+        .map(|r| r.iter().map(|a| a.to_string()).collect())
+        .collect()
+}
+
+/// Runs `args` with `OUT` replaced by `out`, under umask 027, as root's test sees it.
+fn write_to(args: &[String], out: &Path) -> Output {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("OUT", out.to_str().unwrap()))
+        .collect();
+    let mut command = util::latscope();
+    command.args(&args).stdin(std::process::Stdio::null());
+    // SAFETY: umask(2) is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::umask(0o027);
+            Ok(())
+        });
+    }
+    command.output().unwrap()
+}
+
+fn mknod(path: &Path, kind: libc::mode_t, major: u32, minor: u32) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: mknod with a valid NUL-terminated path.
+    let made = unsafe { libc::mknod(c.as_ptr(), kind | 0o666, libc::makedev(major, minor)) };
+    assert_eq!(made, 0, "mknod {}", path.display());
+}
+
+/// The command wrote something it calls its output, and exited 0.
+fn wrote(args: &[String], out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{args:?} into {what}: {}",
+        stderr(out)
+    );
+}
+
+#[test]
+fn every_writer_replaces_a_file_keeping_its_mode_and_owner_and_a_new_file_follows_the_umask() {
+    for args in writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new");
+        wrote(&args, &write_to(&args, &new), "a new file");
+        let meta = fs::symlink_metadata(&new).unwrap();
+        assert!(meta.is_file(), "{args:?}");
+        assert_eq!(meta.mode() & 0o7777, 0o640, "{args:?}: 0666 less umask 027");
+        assert!(meta.len() > 0, "{args:?}");
+
+        let old = util::write(dir.path(), "old", "old");
+        fs::set_permissions(&old, fs::Permissions::from_mode(0o604)).unwrap();
+        if is_root() {
+            std::os::unix::fs::chown(&old, Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+        wrote(&args, &write_to(&args, &old), "a file");
+        let meta = fs::symlink_metadata(&old).unwrap();
+        assert!(meta.is_file() && meta.len() > 3, "{args:?}");
+        assert_eq!(meta.mode() & 0o7777, 0o604, "{args:?}: the mode is kept");
+        if is_root() {
+            assert_eq!((meta.uid(), meta.gid()), (NOBODY, NOBODY), "{args:?}");
+        }
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 2, "{args:?}: a temporary file left behind");
+    }
+}
+
+#[test]
+fn every_writer_replaces_a_planted_link_and_never_writes_its_target() {
+    for args in writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = util::write(dir.path(), "victim", "precious\n");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        wrote(&args, &write_to(&args, &link), "a link");
+        assert_eq!(
+            fs::read_to_string(&victim).unwrap(),
+            "precious\n",
+            "{args:?}"
+        );
+        let meta = fs::symlink_metadata(&link).unwrap();
+        assert!(meta.is_file() && meta.len() > 0, "{args:?}");
+    }
+}
+
+#[test]
+fn every_writer_writes_a_fifo_and_standard_output_in_place() {
+    for args in writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read(fifo).unwrap())
+        };
+        wrote(&args, &write_to(&args, &fifo), "a FIFO");
+        assert!(
+            !reader.join().unwrap().is_empty(),
+            "{args:?}: nothing came through"
+        );
+        let meta = fs::symlink_metadata(&fifo).unwrap();
+        assert!(
+            meta.file_type().is_fifo(),
+            "{args:?}: the FIFO was replaced"
+        );
+
+        // A link to this process's standard output, as /dev/stdout is.
+        let link = dir.path().join("stdout");
+        std::os::unix::fs::symlink("/proc/self/fd/1", &link).unwrap();
+        for path in [Path::new("/dev/stdout"), &link] {
+            let out = write_to(&args, path);
+            wrote(&args, &out, "standard output");
+            assert!(
+                !out.stdout.is_empty(),
+                "{args:?}: nothing on {}",
+                path.display()
+            );
+        }
+        assert_eq!(fs::read_link(&link).unwrap(), Path::new("/proc/self/fd/1"));
+        assert_eq!(
+            fs::read_link("/dev/stdout").unwrap(),
+            Path::new("/proc/self/fd/1")
+        );
+    }
+}
+
+#[test]
+fn every_writer_writes_a_character_device_in_place_and_refuses_a_block_device_or_directory() {
+    if !is_root() {
+        return; // mknod needs root
+    }
+    for args in writers() {
+        let dir = tempfile::tempdir().unwrap();
+        // Nodes of their own, in a private directory: /dev/null and /dev/full stay out of it.
+        let null = dir.path().join("null");
+        mknod(&null, libc::S_IFCHR, 1, 3);
+        fs::set_permissions(&null, fs::Permissions::from_mode(0o666)).unwrap();
+        wrote(&args, &write_to(&args, &null), "a character device");
+        let meta = fs::symlink_metadata(&null).unwrap();
+        assert!(meta.file_type().is_char_device(), "{args:?}: replaced");
+        assert_eq!(meta.mode() & 0o7777, 0o666, "{args:?}");
+        assert_eq!(meta.rdev(), libc::makedev(1, 3), "{args:?}");
+
+        let full = dir.path().join("full");
+        mknod(&full, libc::S_IFCHR, 1, 7);
+        let out = write_to(&args, &full);
+        assert_eq!(out.status.code(), Some(1), "{args:?} into a full device");
+        assert!(stderr(&out).contains("No space left"), "{}", stderr(&out));
+        assert!(
+            fs::symlink_metadata(&full)
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+
+        let block = dir.path().join("block");
+        mknod(&block, libc::S_IFBLK, 7, 0);
+        let sub = dir.path().join("sub");
+        fs::create_dir(&sub).unwrap();
+        let missing = dir.path().join("missing/x");
+        for (path, message) in [
+            (&block, "a block device"),
+            (&sub, "a directory"),
+            (&missing, "cannot create a file in"),
+        ] {
+            let out = write_to(&args, path);
+            assert_eq!(out.status.code(), Some(1), "{args:?} into {message}");
+            assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+            // Refused before any work: nothing was measured or printed.
+            assert!(out.stdout.is_empty(), "{args:?}: {}", util::stdout(&out));
+        }
+        assert!(
+            fs::symlink_metadata(&block)
+                .unwrap()
+                .file_type()
+                .is_block_device()
+        );
+        assert_eq!(fs::read_dir(&sub).unwrap().count(), 0, "{args:?}");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 4, "{args:?}");
+    }
 }

@@ -28,6 +28,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     check_size(args, &lists);
     let commands = schedule::expand(&args.commands, &args.names, &lists, args.shell)
         .unwrap_or_else(|e| usage(&e));
+    let files = Files::check(args)?;
     let schedule = build_schedule(args, commands.len())?;
     let callgrind = match args.instructions.as_deref() {
         Some("callgrind") => Some(
@@ -54,7 +55,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             anyhow::Error::from,
         ));
     }
-    output(&commands, &measured, callgrind, args, rule)?;
+    output(&commands, &measured, callgrind, args, &files, rule)?;
     match error {
         Some(e @ BenchError::Failed { .. }) | Some(e @ BenchError::Spawn(_)) => Err(e.into()),
         None => Ok(()),
@@ -85,11 +86,36 @@ fn usage(message: &str) -> ! {
         .exit()
 }
 
+/// The files a run writes, checked before it starts.
+struct Files {
+    json: Vec<latscope::files::Output>,
+    markdown: Option<latscope::files::Output>,
+    csv: Option<latscope::files::Output>,
+}
+
+impl Files {
+    fn check(args: &BenchArgs) -> Result<Files> {
+        let out = crate::commands::output_opt;
+        Ok(Files {
+            json: [
+                out("--save", args.save.as_deref())?,
+                out("--export-json", args.export_json.as_deref())?,
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            markdown: out("--export-markdown", args.export_markdown.as_deref())?,
+            csv: out("--export-csv", args.export_csv.as_deref())?,
+        })
+    }
+}
+
 fn output(
     commands: &[BenchCommand],
     m: &Measured,
     callgrind: Option<Vec<u64>>,
     args: &BenchArgs,
+    files: &Files,
     rule: Rule,
 ) -> Result<()> {
     let runs = Runs {
@@ -105,14 +131,14 @@ fn output(
     };
     let doc = render::document(commands, m, &a, rule_doc);
     let json = doc::to_json(&doc, false);
-    for path in [&args.save, &args.export_json].into_iter().flatten() {
-        write(path, &json)?;
+    for file in &files.json {
+        file.write(json.as_bytes())?;
     }
-    if let Some(path) = &args.export_markdown {
-        write(path, &render::markdown(commands, &a))?;
+    if let Some(file) = &files.markdown {
+        file.write(render::markdown(commands, &a).as_bytes())?;
     }
-    if let Some(path) = &args.export_csv {
-        write(path, &render::csv(commands, m))?;
+    if let Some(file) = &files.csv {
+        file.write(render::csv(commands, m).as_bytes())?;
     }
     let text = match args.format {
         Format::Text => render::text(commands, m, &a, rule.noise),
@@ -121,10 +147,6 @@ fn output(
         Format::Csv => render::csv(commands, m),
     };
     crate::commands::print(&text)
-}
-
-fn write(path: &std::path::Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 fn parameter_lists(specs: &[String]) -> Result<Vec<(String, Vec<String>)>> {

@@ -10,7 +10,8 @@ use latscope::stats::change::Rule;
 
 /// Reads any saved result.
 pub fn load(path: &std::path::Path) -> Result<Loaded> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = latscope::files::read_result(path, latscope::files::MAX_RESULT_BYTES)
+        .with_context(|| format!("reading {}", path.display()))?;
     let text = String::from_utf8(bytes).map_err(|_| {
         anyhow::anyhow!(
             "{}: not a result (not UTF-8 text: latscope, bpftrace and .hlog results are text)",

@@ -32,11 +32,15 @@ pub fn serve(args: &LiveArgs, names: &Names) -> Result<(Option<MetricsServer>, O
 
 /// Runs `latscope merge`.
 pub fn merge(args: &MergeArgs) -> Result<()> {
+    let output = super::output("-o", &args.output)?;
     let mut inputs = Vec::new();
     for path in &args.results {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let bytes = latscope::files::read_result(path, latscope::files::MAX_RESULT_BYTES)
             .with_context(|| format!("reading {name} (a JSON result)"))?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            anyhow::anyhow!("{name}: not a result (not UTF-8 text: latscope results are JSON)")
+        })?;
         let doc = match latscope::doc::read(&name, &text) {
             Ok(doc) => doc,
             Err(e) => match latscope::doc::load(&name, &text) {
@@ -52,16 +56,12 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
     let merged = latscope::fleet::merge::merge(&inputs)?;
     let samples: u64 = merged.spans.iter().map(|s| s.latency.summary.count).sum();
     let text = latscope::doc::to_json(&merged, false);
-    if args.output.as_os_str() == "-" {
-        super::print(&text)?;
-    } else {
-        write_atomically(&args.output, text.as_bytes())?;
-    }
+    output.write(text.as_bytes())?;
     eprintln!(
         "latscope: merged {} results: {} series, {samples} samples{}",
         inputs.len(),
         merged.spans.len(),
-        if args.output.as_os_str() == "-" {
+        if output.is_stdout() {
             String::new()
         } else {
             format!(" into {}", args.output.display())
@@ -84,6 +84,7 @@ pub fn export_parquet(args: &ExportArgs) -> Result<()> {
             )
             .exit();
     }
+    let output = super::output("-o", &args.output)?;
     let path = &args.result;
     let loaded = super::compare::load(path)?;
     let Some(Document::Spans(doc)) = &loaded.document else {
@@ -107,16 +108,17 @@ pub fn export_parquet(args: &ExportArgs) -> Result<()> {
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .and_then(|d| i64::try_from(d.as_millis()).ok()),
     };
-    let dir = match args.output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => std::path::Path::new("."),
-    };
-    let mut file = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
-    let rows = latscope::fleet::parquet::write(doc, &run, file.as_file_mut())
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    file.persist(&args.output)
-        .with_context(|| format!("writing {}", args.output.display()))?;
+    let mut failure = None;
+    let written = output.write_with(|sink| {
+        latscope::fleet::parquet::write(doc, &run, sink, args.max_rows).map_err(|e| {
+            failure = Some(format!("{}: {e}", path.display()));
+            std::io::Error::other("not written")
+        })
+    });
+    if let Some(failure) = failure {
+        bail!("{failure}");
+    }
+    let rows = written?;
     if rows == 0 {
         eprintln!(
             "latscope: warning: {} has no samples: wrote a table with no rows",
@@ -124,23 +126,6 @@ pub fn export_parquet(args: &ExportArgs) -> Result<()> {
         );
     }
     eprintln!("latscope: wrote {} ({rows} rows)", args.output.display());
-    Ok(())
-}
-
-/// Writes `bytes` to `path` through a new file in the same directory, renamed at the end:
-/// never a half-written result, never through a planted symlink.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => std::path::Path::new("."),
-    };
-    let mut file = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
-    file.write_all(bytes)
-        .with_context(|| format!("writing {}", path.display()))?;
-    file.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 

@@ -248,12 +248,13 @@ pub fn render(ran: &Ran, settings: &Settings, format: Format, detail: bool) -> S
 /// Runs `latscope lab ipc`.
 pub fn run(args: &IpcArgs) -> Result<()> {
     let plan = plan(args);
+    let save = crate::commands::output_opt("--save", args.save.as_deref())?;
     let settings = plan.settings.clone();
     let ran = execute(plan)?;
     crate::commands::print(&render(&ran, &settings, args.format, args.detail))?;
-    if let Some(path) = &args.save {
+    if let Some(save) = &save {
         let text = render(&ran, &settings, Format::Json, false);
-        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        crate::commands::save_run(save, text.as_bytes(), !ran.outcomes.is_empty())?;
     }
     let failed: Vec<String> = ran
         .outcomes

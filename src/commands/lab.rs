@@ -19,22 +19,36 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
             .error(clap::error::ErrorKind::ValueValidation, format!("{e:#}"))
             .exit()
     });
-    for (_, p) in &configs {
-        check_memory(p.batches);
-    }
+    check_memory(&configs, args.max_spans);
+    let cancel = crate::signals::cancel_on_interrupt();
     let unit = args.unit.unit();
     let mode = if args.real {
         QueueMode::Real
     } else {
         QueueMode::Model
     };
-    let runs: Vec<Row> = configs
-        .into_iter()
-        .map(|(labels, p)| Row {
+    let mut runs: Vec<Row> = Vec::new();
+    let total = configs.len();
+    for (labels, p) in configs {
+        // A stop (Ctrl-C, SIGTERM) ends a real run's submissions; the rows run so far are
+        // printed. The model's rows take no longer than their arithmetic.
+        if cancel.is_raised() {
+            break;
+        }
+        runs.push(Row {
             labels,
-            report: run_one(&p, args),
-        })
-        .collect();
+            report: run_one(&p, args, &cancel),
+        });
+    }
+    if runs.is_empty() {
+        bail!("interrupted before any run");
+    }
+    if cancel.is_raised() {
+        eprintln!(
+            "latscope: interrupted: {} of {total} configuration(s) ran (the last one up to the stop); what they measured is printed",
+            runs.len()
+        );
+    }
     let sweep = Sweep { rows: runs };
     let text = match args.format {
         Format::Text if args.sweep.is_empty() => report::text(&sweep.rows[0].report, unit),
@@ -49,12 +63,20 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
     crate::commands::print(&text)
 }
 
-/// Every request is kept (its stages are reported), so the requests must fit in memory: refuse,
-/// before any work, a `--batches` that would need more than half of this machine's memory.
-fn check_memory(batches: u64) {
+/// Every request of a run is kept while it runs (its stages are reported), and every row keeps
+/// up to `--max-spans` spans of each of its 4 series until the sweep is printed: refuse, before
+/// any work, a run that would need more than half of this machine's memory.
+fn check_memory(configs: &[Config], max_spans: usize) {
     // A request, plus the vectors that hold it while the model runs, about three times over.
     let per_request = 3 * std::mem::size_of::<model::Request>() as u128;
-    let need = u128::from(batches) * per_request;
+    // A kept span: its record, its series' name, its place in the recorder, its JSON text.
+    let per_span = std::mem::size_of::<latscope::doc::spans::SpanRecord>() as u128 + 32 + 40 + 100;
+    let batches = configs.iter().map(|(_, p)| p.batches).max().unwrap_or(0);
+    let kept: u128 = configs
+        .iter()
+        .map(|(_, p)| 4 * u128::from(p.batches.min(max_spans as u64)))
+        .sum();
+    let need = u128::from(batches) * per_request + kept * per_span;
     // SAFETY: sysinfo fills the struct it is given.
     let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
     let total = if unsafe { libc::sysinfo(&mut info) } == 0 {
@@ -69,7 +91,8 @@ fn check_memory(batches: u64) {
             .error(
                 clap::error::ErrorKind::ValueValidation,
                 format!(
-                    "--batches {batches} keeps every request: about {:.1} GiB, more than half of this machine's {:.1} GiB; at most {} here",
+                    "--batches {batches} with --max-spans {max_spans} over {} configuration(s) keeps every request of a run and the kept spans of every row: about {:.1} GiB, more than half of this machine's {:.1} GiB (at most {} batches a run here; fewer --max-spans or --sweep values need less)",
+                    configs.len(),
                     gib(need),
                     gib(total),
                     total / 2 / per_request
@@ -79,9 +102,9 @@ fn check_memory(batches: u64) {
     }
 }
 
-fn run_one(p: &Params, args: &QueueArgs) -> RunReport {
+fn run_one(p: &Params, args: &QueueArgs, cancel: &latscope::ingest::Cancel) -> RunReport {
     let (requests, mut report) = if args.real {
-        let o = real::run(p);
+        let o = real::run(p, Some(cancel));
         let r = RunReport::new(&o.requests, &o.completion_to_next, Vec::new());
         (o.requests, r)
     } else {

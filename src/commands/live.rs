@@ -29,6 +29,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         let plan = compile(&request, &formats).unwrap_or_else(|e| usage(&e.to_string()));
         return crate::commands::print(&program(&plan));
     }
+    let save = crate::commands::output_opt("--save", args.save.as_deref())?;
     let bpftrace = check::bpftrace()?;
     check::privileges()?;
     for probe in request.probes() {
@@ -123,19 +124,8 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     for w in &warnings {
         eprintln!("latscope: warning: {w}");
     }
-    if let Some(error) = outcome.error {
-        bail!("bpftrace failed: {}", error.trim());
-    }
-    if !measured {
-        bail!(
-            "nothing was measured: no span ended, no probe counted{}",
-            match &args.save {
-                Some(path) => format!("; {} not written", path.display()),
-                None => String::new(),
-            }
-        );
-    }
-    if let Some(path) = &args.save {
+    // What was measured is saved even when bpftrace failed later; nothing measured saves nothing.
+    if let (Some(save), true) = (&save, measured) {
         let run = LiveRun {
             intervals: outcome.rate_history.len() as u64,
             interval_s: args.interval,
@@ -151,9 +141,20 @@ pub fn run(args: &LiveArgs) -> Result<()> {
             }
             doc.warnings.clone_from(&warnings);
         }
-        std::fs::write(path, latscope::doc::to_json(&doc, false))
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("latscope: saved {}", path.display());
+        let text = latscope::doc::to_json(&doc, false);
+        crate::commands::save_run(save, text.as_bytes(), true)?;
+    }
+    if let Some(error) = outcome.error {
+        bail!("bpftrace failed: {}", error.trim());
+    }
+    if !measured {
+        bail!(
+            "nothing was measured: no span ended, no probe counted{}",
+            match &args.save {
+                Some(path) => format!("; {} not written", path.display()),
+                None => String::new(),
+            }
+        );
     }
     Ok(())
 }

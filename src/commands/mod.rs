@@ -15,6 +15,29 @@ pub mod wayland_lab;
 pub mod x11;
 
 use std::io::Write;
+use std::path::Path;
+
+use latscope::files::Output;
+
+/// Checks an output path given to `option` before any work: a directory, a block device or a
+/// directory that takes no new file is refused now rather than after the run.
+pub fn output(option: &str, path: &Path) -> anyhow::Result<Output> {
+    Output::check(path).map_err(|e| anyhow::anyhow!("{option} {e}"))
+}
+
+/// [`output`] for an optional path.
+pub fn output_opt(option: &str, path: Option<&Path>) -> anyhow::Result<Option<Output>> {
+    path.map(|p| output(option, p)).transpose()
+}
+
+/// Writes `bytes` to a checked output and says so on stderr (not for standard output).
+pub fn save(output: &Output, bytes: &[u8], what: &str) -> anyhow::Result<()> {
+    output.write(bytes)?;
+    if !output.is_stdout() {
+        eprintln!("latscope: {what} {}", output.path().display());
+    }
+    Ok(())
+}
 
 /// Writes `text` to standard output. A closed pipe (`latscope ... | head`) is not an error.
 pub fn print(text: &str) -> anyhow::Result<()> {
@@ -23,6 +46,19 @@ pub fn print(text: &str) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
     }
+}
+
+/// Saves a run's document, or, when the run measured nothing, says that nothing was saved
+/// (the previous file, if any, stays as it was).
+pub fn save_run(output: &Output, bytes: &[u8], measured: bool) -> anyhow::Result<()> {
+    if measured {
+        return save(output, bytes, "saved");
+    }
+    eprintln!(
+        "latscope: nothing saved to {}: the run measured nothing",
+        output.path().display()
+    );
+    Ok(())
 }
 
 /// A format this command does not write: a usage error (exit 2) naming what it does write.

@@ -16,6 +16,7 @@ fn read(path: &Path) -> Result<(String, Vec<Item>)> {
 
 /// Runs `latscope plot`.
 pub fn plot(args: &PlotArgs) -> Result<()> {
+    let output = super::output("-o", &args.output)?;
     let loaded = args
         .results
         .iter()
@@ -45,14 +46,12 @@ pub fn plot(args: &PlotArgs) -> Result<()> {
         PlotKind::Histogram => histogram_svg(&title, &curves),
         PlotKind::Percentiles => percentile_svg(&title, &curves),
     };
-    std::fs::write(&args.output, svg)
-        .with_context(|| format!("writing {}", args.output.display()))?;
-    eprintln!("latscope: wrote {}", args.output.display());
-    Ok(())
+    super::save(&output, svg.as_bytes(), "wrote")
 }
 
 /// Runs `latscope report`.
 pub fn report(args: &ReportArgs) -> Result<()> {
+    let output = super::output("-o", &args.output)?;
     let loaded: Vec<Loaded> = args
         .results
         .iter()
@@ -97,13 +96,11 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     if let [only] = &spans[..] {
         page = html::with_time_views(page, only);
     }
-    std::fs::write(&args.output, &page)
-        .with_context(|| format!("writing {}", args.output.display()))?;
-    eprintln!(
-        "latscope: wrote {} ({} KiB)",
-        args.output.display(),
-        page.len().div_ceil(1024)
-    );
+    let size = format!("({} KiB)", page.len().div_ceil(1024));
+    output.write(page.as_bytes())?;
+    if !output.is_stdout() {
+        eprintln!("latscope: wrote {} {size}", output.path().display());
+    }
     Ok(())
 }
 
@@ -112,6 +109,7 @@ pub fn export(args: &ExportArgs) -> Result<()> {
     if args.to == ExportFormat::Parquet {
         return super::fleet::export_parquet(args);
     }
+    let output = super::output("-o", &args.output)?;
     let text: Vec<u8> = if matches!(args.to, ExportFormat::ChromeJson | ExportFormat::Perfetto) {
         let loaded = super::compare::load(&args.result)?;
         let Some(document) = &loaded.document else {
@@ -136,16 +134,5 @@ pub fn export(args: &ExportArgs) -> Result<()> {
         }
         .into_bytes()
     };
-    if args.output.as_os_str() == "-" {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        return match out.write_all(&text).and_then(|_| out.flush()) {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            other => other.context("writing to standard output"),
-        };
-    }
-    std::fs::write(&args.output, text)
-        .with_context(|| format!("writing {}", args.output.display()))?;
-    eprintln!("latscope: wrote {}", args.output.display());
-    Ok(())
+    super::save(&output, &text, "wrote")
 }

@@ -5,7 +5,7 @@ use std::io;
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 
-use super::wayland::{Input, progress_bar, render, write_html};
+use super::wayland::{Input, ReportTo, progress_bar, render, write_html};
 use crate::cli::{Cli, Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
 use crate::signals;
 use latscope::doc::spans::{Source, SpanRecord};
@@ -141,6 +141,12 @@ impl Totals {
                 "{file} ends inside an event: every complete one was read"
             ));
         }
+        if s.chrome.too_long > 0 {
+            self.notes.push(format!(
+                "{} event(s) of {file} are longer than 1 MiB: skipped unread (too_long)",
+                s.chrome.too_long
+            ));
+        }
         if s.chrome.no_array {
             self.notes
                 .push(format!("{file}: no traceEvents array was found"));
@@ -242,6 +248,7 @@ fn slowest_text(slow: &[SpanRecord]) -> String {
 pub fn run(args: &SpansArgs) -> Result<()> {
     let (rules, names) = rules(args);
     let options = options(args);
+    let report_to = super::output_opt("--report", args.output.report.as_deref())?;
     let inputs: Vec<Input> = args.files.iter().map(|p| Input::from_path(p)).collect();
     let repeat = match args.keep {
         KeepArg::Last => Repeat::KeepLast,
@@ -346,8 +353,8 @@ pub fn run(args: &SpansArgs) -> Result<()> {
         _ => render(&report, &args.output) + &slowest_text(&doc.slowest),
     };
     crate::commands::print(&text)?;
-    if let Some(path) = &args.output.report {
-        write_html(&doc, path, None, report.unit)?;
+    if let Some(out) = report_to {
+        write_html(&doc, ReportTo::Output(out), report.unit)?;
     }
     error.map_or(Ok(()), Err)
 }

@@ -91,6 +91,10 @@ pub fn analyse_and_print(
     created_report: Option<(File, PathBuf)>,
 ) -> Result<()> {
     let linear = output.linear_spec()?;
+    let report_to = match created_report {
+        Some((file, path)) => Some(ReportTo::Created(file, path)),
+        None => super::output_opt("--report", output.report.as_deref())?.map(ReportTo::Output),
+    };
     let names = SpanKind::result_names();
     let files: Vec<String> = inputs.iter().map(Input::name).collect();
     let options = ReadOptions {
@@ -119,42 +123,47 @@ pub fn analyse_and_print(
     };
     // Whatever was read is printed, even when reading failed part-way.
     crate::commands::print(&render(&report, output))?;
-    if let Some((file, path)) = created_report {
-        write_report(&report, &path, Some(file))?;
-    } else if let Some(path) = &output.report {
-        write_report(&report, path, None)?;
+    if let Some(to) = report_to {
+        write_report(&report, to)?;
     }
     error.map_or(Ok(()), Err)
 }
 
-/// Writes the HTML report of `report` (stats and plots) to `path`, or into `file`, already
-/// created and open, when there is one (`path` is then its name, for messages).
-fn write_report(
-    report: &SpansReport<'_>,
-    path: &std::path::Path,
-    file: Option<File>,
-) -> Result<()> {
+/// Where an HTML report goes.
+pub enum ReportTo {
+    /// A file the caller created and opened already (the demo's), with its name.
+    Created(File, PathBuf),
+    /// `--report FILE`, checked before the run.
+    Output(latscope::files::Output),
+}
+
+/// Writes the HTML report of `report` (stats and plots).
+fn write_report(report: &SpansReport<'_>, to: ReportTo) -> Result<()> {
     let doc = latscope::report::json::document(report);
-    write_html(&doc, path, file, report.unit)
+    write_html(&doc, to, report.unit)
 }
 
 /// Writes the HTML report of a `spans` document: statistics and plots per series, and latency
-/// against time when it kept its spans (`latscope spans --max-spans`). Into `file` when the
-/// caller created it already, else to `path`.
+/// against time when it kept its spans (`latscope spans --max-spans`).
 pub fn write_html(
     doc: &latscope::doc::spans::SpansDoc,
-    path: &std::path::Path,
-    file: Option<File>,
+    to: ReportTo,
     unit: latscope::stats::Unit,
 ) -> Result<()> {
     let items = latscope::doc::items("this run", &latscope::doc::Document::Spans(doc.clone()))?;
     let page = latscope::report::html::report(&[("this run".to_string(), items)], None, unit);
     let page = latscope::report::html::with_time_views(page, doc);
-    match file {
-        Some(mut file) => io::Write::write_all(&mut file, page.as_bytes()),
-        None => std::fs::write(path, page),
-    }
-    .with_context(|| format!("writing {}", path.display()))?;
+    let path = match to {
+        ReportTo::Created(mut file, path) => {
+            io::Write::write_all(&mut file, page.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+            path
+        }
+        ReportTo::Output(out) => {
+            out.write(page.as_bytes())?;
+            out.path().to_path_buf()
+        }
+    };
     eprintln!("latscope: report written to {}", path.display());
     Ok(())
 }

@@ -1,9 +1,6 @@
 //! `latscope lab wayland`: find or start the compositor, build the configurations, run them,
 //! print and save the `lab-wayland` document.
 
-use std::io::Write;
-use std::path::Path;
-
 use anyhow::{Context, Result, bail};
 use clap::CommandFactory;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -86,26 +83,6 @@ pub fn plan(args: &WaylandLabArgs) -> Vec<Config> {
     configs
 }
 
-/// Writes `text` to `path` through a new file beside it, renamed over `path`: a reader never
-/// sees half a document, and a symlink at `path` is replaced, not followed.
-fn save(path: &Path, text: &str) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let (mut file, tmp) = latscope::files::create_unique(dir, ".latscope-save-", ".json")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    let written = file
-        .write_all(text.as_bytes())
-        .and_then(|_| file.sync_all());
-    let renamed = written.and_then(|_| std::fs::rename(&tmp, path));
-    if let Err(e) = renamed {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("cannot write {}", path.display()));
-    }
-    Ok(())
-}
-
 /// Renders the document in `format`.
 fn render(doc: &LabWaylandDoc, format: Format) -> String {
     match format {
@@ -155,6 +132,7 @@ fn execute(
 /// Runs `latscope lab wayland`.
 pub fn run(args: &WaylandLabArgs) -> Result<()> {
     let configs = plan(args);
+    let save = crate::commands::output_opt("--save", args.save.as_deref())?;
     let cancel = crate::signals::cancel_on_interrupt();
     let comp = compositor::find(args.display.as_deref())?;
     let described = describe(&comp.socket, &comp.origin, &cancel)
@@ -185,8 +163,9 @@ pub fn run(args: &WaylandLabArgs) -> Result<()> {
         args.max_spans,
     );
     crate::commands::print(&render(&doc, args.format))?;
-    if let Some(path) = &args.save {
-        save(path, &render(&doc, Format::Json))?;
+    if let Some(save) = &save {
+        let text = render(&doc, Format::Json);
+        crate::commands::save_run(save, text.as_bytes(), !outcomes.is_empty())?;
     }
     let mut failed: Vec<String> = outcomes
         .iter()

@@ -271,6 +271,7 @@ fn run_x11perf(
 pub fn run(args: &X11Args) -> Result<()> {
     let patterns = plan(args);
     let settings = settings(args);
+    let save = crate::commands::output_opt("--save", args.save.as_deref())?;
     let cancel = crate::signals::cancel_on_interrupt();
     let server = Server::open(args.display.as_deref(), &args.xvfb_arg, &cancel)?;
     let tests = if args.compare_x11perf {
@@ -291,9 +292,9 @@ pub fn run(args: &X11Args) -> Result<()> {
         report::add_x11perf(&mut doc, &ran.outcomes, &rates);
     }
     crate::commands::print(&render(&doc, args.format))?;
-    if let Some(path) = &args.save {
-        std::fs::write(path, latscope::doc::to_json(&doc, false))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    if let Some(save) = &save {
+        let text = latscope::doc::to_json(&doc, false);
+        crate::commands::save_run(save, text.as_bytes(), !doc.results.is_empty())?;
     }
     if ran.server_gone {
         bail!(

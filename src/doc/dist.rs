@@ -225,15 +225,69 @@ impl Hdr {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(&self.data)
             .map_err(|e| format!("the HdrHistogram is not base64: {e}"))?;
-        let hist: hdrhistogram::Histogram<u64> =
-            Deserializer::new()
-                .deserialize(&mut &bytes[..])
-                .map_err(|e| format!("the HdrHistogram cannot be decoded: {e:?}"))?;
+        let hist = decode_hdr(&bytes)?;
         Ok(hist
             .iter_recorded()
             .map(|v| (v.value_iterated_to() as f64, v.count_at_value()))
             .collect())
     }
+}
+
+/// Decodes an HdrHistogram (V2, or V2 compressed as interval logs hold it) with memory set
+/// by the bytes given, not by the lengths they claim: the crate's decoder allocates the
+/// payload length the header states before reading it (a 900-byte document claiming 4 GiB
+/// took 4 GiB), so the claim is checked against the bytes present first; a compressed one is
+/// inflated to at most [`MAX_INFLATION`] times its size (deflate's own limit is 1032).
+pub fn decode_hdr(bytes: &[u8]) -> Result<hdrhistogram::Histogram<u64>, String> {
+    const V2: u32 = 0x1c84_9313;
+    const V2_COMPRESSED: u32 = 0x1c84_9314;
+    /// cookie, payload length, normalizing offset, digits, lowest, highest, ratio
+    const V2_HEADER: usize = 40;
+    let decode_error = |e| format!("the HdrHistogram cannot be decoded: {e:?}");
+    let claimed = word_at(bytes, 4).unwrap_or(0) as usize;
+    match word_at(bytes, 0) {
+        Some(V2) => {
+            let present = bytes.len().saturating_sub(V2_HEADER);
+            if bytes.len() < V2_HEADER || claimed > present {
+                return Err(format!(
+                    "the HdrHistogram claims a {claimed}-byte payload but holds {present} bytes: truncated or forged"
+                ));
+            }
+            Deserializer::new()
+                .deserialize(&mut &bytes[..V2_HEADER + claimed])
+                .map_err(decode_error)
+        }
+        Some(V2_COMPRESSED) => {
+            let present = bytes.len().saturating_sub(8);
+            if bytes.len() < 8 || claimed > present {
+                return Err(format!(
+                    "the compressed HdrHistogram claims {claimed} bytes but holds {present}: truncated or forged"
+                ));
+            }
+            let limit = (claimed as u64).saturating_mul(MAX_INFLATION);
+            let mut inflated = Vec::new();
+            let mut reader = std::io::Read::take(
+                flate2::read::ZlibDecoder::new(&bytes[8..8 + claimed]),
+                limit,
+            );
+            std::io::Read::read_to_end(&mut reader, &mut inflated)
+                .map_err(|e| format!("the compressed HdrHistogram cannot be inflated: {e}"))?;
+            if word_at(&inflated, 0) != Some(V2) {
+                return Err("the compressed HdrHistogram does not hold a V2 one".into());
+            }
+            decode_hdr(&inflated)
+        }
+        _ => Err("the HdrHistogram cannot be decoded: not an HdrHistogram V2 encoding".into()),
+    }
+}
+
+/// How many times its compressed size an HdrHistogram may inflate to.
+pub const MAX_INFLATION: u64 = 1032;
+
+fn word_at(bytes: &[u8], at: usize) -> Option<u32> {
+    bytes
+        .get(at..at + 4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// The buckets of one latency, how exact its percentiles are, and (when the samples were seen
@@ -382,6 +436,53 @@ impl Latency {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn encoded(compressed: bool) -> Vec<u8> {
+        use hdrhistogram::serialization::{Serializer, V2DeflateSerializer, V2Serializer};
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        for v in [10, 20, 20, 3000] {
+            h.record(v).unwrap();
+        }
+        let mut bytes = Vec::new();
+        if compressed {
+            V2DeflateSerializer::new()
+                .serialize(&h, &mut bytes)
+                .unwrap();
+        } else {
+            V2Serializer::new().serialize(&h, &mut bytes).unwrap();
+        }
+        bytes
+    }
+
+    #[test]
+    fn an_hdr_decodes_from_both_encodings() {
+        for compressed in [false, true] {
+            let h = decode_hdr(&encoded(compressed)).unwrap();
+            assert_eq!((h.len(), h.min(), h.max()), (4, 10, 3001), "{compressed}");
+        }
+    }
+
+    #[test]
+    fn an_hdr_claiming_more_bytes_than_it_holds_is_refused_before_allocating() {
+        for compressed in [false, true] {
+            let mut bytes = encoded(compressed);
+            bytes[4..8].copy_from_slice(&0xFFFF_FFF0u32.to_be_bytes());
+            let e = decode_hdr(&bytes).unwrap_err();
+            assert!(e.contains("4294967280") && e.contains("forged"), "{e}");
+        }
+        // A compressed one whose inner header lies.
+        let mut inner = encoded(false);
+        inner[4..8].copy_from_slice(&0x7FFF_FFFFu32.to_be_bytes());
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut z, &inner).unwrap();
+        let z = z.finish().unwrap();
+        let mut outer = 0x1c84_9314u32.to_be_bytes().to_vec();
+        outer.extend((z.len() as u32).to_be_bytes());
+        outer.extend(z);
+        let e = decode_hdr(&outer).unwrap_err();
+        assert!(e.contains("2147483647"), "{e}");
+        assert!(decode_hdr(b"\x1c\x84").is_err());
+    }
 
     #[test]
     fn a_summary_of_points_matches_hand_computed_values() {

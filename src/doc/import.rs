@@ -5,7 +5,6 @@
 
 use base64::Engine;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::Deserializer;
 use serde::Deserialize;
 
 use super::dist::Summary;
@@ -26,7 +25,7 @@ pub fn hlog(text: &str) -> Vec<Item> {
         else {
             continue;
         };
-        let Ok(h) = Deserializer::new().deserialize::<u64, _>(&mut &bytes[..]) else {
+        let Ok(h) = super::dist::decode_hdr(&bytes) else {
             continue;
         };
         match tags.iter_mut().find(|(n, _)| *n == name) {

@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
+use hdrhistogram::serialization::{Serializer, V2Serializer};
 
 use crate::doc::dist::{
     ErrorBounds, Hdr, HdrEncoding, Histogram, Latency, Scheme, Summary, log2_buckets,
@@ -402,9 +402,7 @@ impl HdrAcc {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(&hdr.data)
             .map_err(|e| format!("the HdrHistogram is not base64: {e}"))?;
-        let h: hdrhistogram::Histogram<u64> = Deserializer::new()
-            .deserialize(&mut &bytes[..])
-            .map_err(|e| format!("the HdrHistogram cannot be decoded: {e:?}"))?;
+        let h = crate::doc::dist::decode_hdr(&bytes)?;
         if h.len() != l.summary.count {
             return Err(format!(
                 "its HdrHistogram holds {} values but its count is {}: the result is inconsistent",

@@ -9,7 +9,13 @@
 //! not be. So `quantile_cont(value_ns, 0.99)` works on sample rows, and bucket rows add up with
 //! `sum(count)`.
 //!
-//! The schema (one file per result, zstd, one row group):
+//! Sample rows are streamed: an HdrHistogram's values are repeated as they are written, and
+//! the writer buffers one row group of [`ROW_GROUP`] rows at a time, so memory stays bounded
+//! (about 40 bytes a buffered row) whatever the sample count; the count is summed first with
+//! checked arithmetic and a result of more than `--max-rows` rows ([`DEFAULT_MAX_ROWS`]) is
+//! refused before anything is written (2^40 samples would be days and terabytes).
+//!
+//! The schema (one file per result, zstd, row groups of 262,144 rows):
 //!
 //! ```text
 //! message latscope_spans {
@@ -91,43 +97,112 @@ fn ns(v: u64) -> Result<i64, String> {
     i64::try_from(v).map_err(|_| format!("{v} ns does not fit Parquet's int64"))
 }
 
-/// The rows of a result, as the module doc says.
+/// A row as it is buffered: the series it belongs to (its text columns) and its numbers.
+#[derive(Debug, Clone, Copy)]
+struct Numbers {
+    series: usize,
+    value_ns: Option<i64>,
+    bucket: Option<(i64, i64)>,
+    count: i64,
+}
+
+/// How many rows a row group holds: the writer buffers one group, so this bounds its memory
+/// (about 40 bytes a row) whatever the number of samples.
+pub const ROW_GROUP: usize = 1 << 18;
+
+/// The most rows `export --to parquet` writes unless told otherwise (`--max-rows`).
+pub const DEFAULT_MAX_ROWS: u64 = 100_000_000;
+
+/// Whether a series' rows are its kept spans (exact samples).
+fn kept_spans_of(doc: &SpansDoc, s: &Series) -> Option<Vec<u64>> {
+    if doc.records.is_empty() || doc.records_dropped != 0 {
+        return None;
+    }
+    let kept: Vec<u64> = doc
+        .records
+        .iter()
+        .filter(|r| r.span == s.name && r.group == s.group)
+        .map(|r| r.latency_ns)
+        .collect();
+    (kept.len() as u64 == s.latency.summary.count).then_some(kept)
+}
+
+/// The rows of series `index`, lazily: an HdrHistogram's value is repeated `count` times as it
+/// is written, never expanded in memory.
+fn series_rows<'a>(
+    doc: &'a SpansDoc,
+    index: usize,
+) -> Result<Box<dyn Iterator<Item = Result<Numbers, String>> + 'a>, String> {
+    let s = &doc.spans[index];
+    let sample = move |v: u64| {
+        ns(v).map(|v| Numbers {
+            series: index,
+            value_ns: Some(v),
+            bucket: None,
+            count: 1,
+        })
+    };
+    if let Some(kept) = kept_spans_of(doc, s) {
+        return Ok(Box::new(kept.into_iter().map(sample)));
+    }
+    if let Some(hdr) = &s.latency.histogram.hdr {
+        let (min, max) = bounds(s);
+        let points = hdr.points()?;
+        return Ok(Box::new(points.into_iter().flat_map(
+            move |(value, count)| {
+                let v = (value as u64).clamp(min, max);
+                std::iter::repeat_n(v, count as usize).map(sample)
+            },
+        )));
+    }
+    // Log-linear (live) or log2 (bpftrace imports) buckets: rows as they are.
+    Ok(Box::new(s.latency.histogram.buckets.iter().map(move |b| {
+        Ok(Numbers {
+            series: index,
+            value_ns: None,
+            bucket: Some((ns(b.min)?, ns(b.max)?)),
+            count: ns(b.count)?,
+        })
+    })))
+}
+
+/// How many rows a result makes, summed with checked arithmetic (a forged count cannot wrap).
+pub fn row_count(doc: &SpansDoc) -> Result<u64, String> {
+    let mut total: u64 = 0;
+    for s in &doc.spans {
+        let n = if let Some(kept) = kept_spans_of(doc, s) {
+            kept.len() as u64
+        } else if let Some(hdr) = &s.latency.histogram.hdr {
+            hdr.points()?
+                .iter()
+                .try_fold(0u64, |n, &(_, c)| n.checked_add(c))
+                .ok_or_else(|| format!("{}: the sample counts overflow 64 bits", s.name))?
+        } else {
+            s.latency.histogram.buckets.len() as u64
+        };
+        total = total
+            .checked_add(n)
+            .ok_or("the sample counts overflow 64 bits")?;
+    }
+    Ok(total)
+}
+
+/// The rows of a result, as the module doc says (in memory: for tests and small results).
 pub fn rows(doc: &SpansDoc) -> Result<Vec<Row>, String> {
     let mut out = Vec::new();
-    for s in &doc.spans {
-        let kept: Vec<u64> = doc
-            .records
-            .iter()
-            .filter(|r| r.span == s.name && r.group == s.group)
-            .map(|r| r.latency_ns)
-            .collect();
-        let row = |value_ns, bucket, count| Row {
-            span: s.name.clone(),
-            side: s.side.clone(),
-            by: s.by.clone(),
-            group: s.group.clone(),
-            value_ns,
-            bucket,
-            count,
-        };
-        if !doc.records.is_empty()
-            && doc.records_dropped == 0
-            && kept.len() as u64 == s.latency.summary.count
-        {
-            for v in kept {
-                out.push(row(Some(ns(v)?), None, 1));
-            }
-        } else if let Some(hdr) = &s.latency.histogram.hdr {
-            let (min, max) = bounds(s);
-            for (value, count) in hdr.points()? {
-                let v = ns((value as u64).clamp(min, max))?;
-                out.extend(std::iter::repeat_n(row(Some(v), None, 1), count as usize));
-            }
-        } else {
-            // Log-linear (live) or log2 (bpftrace imports) buckets: rows as they are.
-            for b in &s.latency.histogram.buckets {
-                out.push(row(None, Some((ns(b.min)?, ns(b.max)?)), ns(b.count)?));
-            }
+    for index in 0..doc.spans.len() {
+        let s = &doc.spans[index];
+        for n in series_rows(doc, index)? {
+            let n = n?;
+            out.push(Row {
+                span: s.name.clone(),
+                side: s.side.clone(),
+                by: s.by.clone(),
+                group: s.group.clone(),
+                value_ns: n.value_ns,
+                bucket: n.bucket,
+                count: n.count,
+            });
         }
     }
     Ok(out)
@@ -146,9 +221,20 @@ fn source_name(source: Source) -> &'static str {
     }
 }
 
-/// Writes the rows of `doc` as a zstd Parquet file to `out`.
-pub fn write<W: std::io::Write + Send>(doc: &SpansDoc, run: &Run, out: W) -> Result<usize, String> {
-    let rows = rows(doc)?;
+/// Writes the rows of `doc` as a zstd Parquet file to `out`, in row groups of [`ROW_GROUP`]
+/// rows; refuses a result of more than `max_rows` rows before writing any.
+pub fn write<W: std::io::Write + Send>(
+    doc: &SpansDoc,
+    run: &Run,
+    out: W,
+    max_rows: u64,
+) -> Result<u64, String> {
+    let total = row_count(doc)?;
+    if total > max_rows {
+        return Err(format!(
+            "{total} rows (one per sample); at most {max_rows} (--max-rows raises the limit)"
+        ));
+    }
     let schema = Arc::new(parse_message_type(SCHEMA).map_err(|e| e.to_string())?);
     let level = ZstdLevel::try_new(3).map_err(|e| e.to_string())?;
     let props = Arc::new(
@@ -157,27 +243,91 @@ pub fn write<W: std::io::Write + Send>(doc: &SpansDoc, run: &Run, out: W) -> Res
             .build(),
     );
     let mut writer = SerializedFileWriter::new(out, schema, props).map_err(|e| e.to_string())?;
+    let text = Text::of(doc, run);
+    let mut chunk = Vec::with_capacity(ROW_GROUP.min(total as usize));
+    let mut written = 0u64;
+    for index in 0..doc.spans.len() {
+        for row in series_rows(doc, index)? {
+            chunk.push(row?);
+            if chunk.len() == ROW_GROUP {
+                write_group(&mut writer, &chunk, &text)?;
+                written += chunk.len() as u64;
+                chunk.clear();
+            }
+        }
+    }
+    // An empty result still gets its (empty) row group: readers see the columns.
+    if !chunk.is_empty() || written == 0 {
+        write_group(&mut writer, &chunk, &text)?;
+        written += chunk.len() as u64;
+    }
+    writer.close().map_err(|e| e.to_string())?;
+    Ok(written)
+}
+
+/// The columns a row takes from its run and series, made once; text is cloned per row: a row's are clones of these (a reference count, not a copy).
+struct Text {
+    host: Option<ByteArray>,
+    run_id: ByteArray,
+    run_time: Option<i64>,
+    source: ByteArray,
+    /// span, side, by, group of each series
+    series: Vec<[Option<ByteArray>; 4]>,
+}
+
+impl Text {
+    fn of(doc: &SpansDoc, run: &Run) -> Text {
+        let bytes = |s: &str| ByteArray::from(s);
+        Text {
+            host: run.host.as_deref().map(bytes),
+            run_id: bytes(&run.run_id),
+            run_time: run.run_time_ms,
+            source: bytes(source_name(doc.source)),
+            series: doc
+                .spans
+                .iter()
+                .map(|s| {
+                    [
+                        Some(bytes(&s.name)),
+                        s.side.as_deref().map(bytes),
+                        s.by.as_deref().map(bytes),
+                        s.group.as_deref().map(bytes),
+                    ]
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Writes `rows` as one row group.
+fn write_group<W: std::io::Write + Send>(
+    writer: &mut SerializedFileWriter<W>,
+    rows: &[Numbers],
+    text: &Text,
+) -> Result<(), String> {
     let mut group = writer.next_row_group().map_err(|e| e.to_string())?;
-    let n = rows.len();
-    let source = source_name(doc.source);
-    let text = |f: &dyn Fn(&Row) -> Option<String>| -> Vec<Option<String>> {
-        rows.iter().map(f).collect()
+    let same = |v: &Option<ByteArray>| Column::Text(vec![v.clone(); rows.len()]);
+    let of_series = |i: usize| {
+        Column::Text(
+            rows.iter()
+                .map(|r| text.series[r.series][i].clone())
+                .collect(),
+        )
     };
-    let int =
-        |f: &dyn Fn(&Row) -> Option<i64>| -> Vec<Option<i64>> { rows.iter().map(f).collect() };
-    let columns: Vec<Column> = vec![
-        Column::Text(vec![run.host.clone(); n]),
-        Column::Text(vec![Some(run.run_id.clone()); n]),
-        Column::Int(vec![run.run_time_ms; n]),
-        Column::Text(vec![Some(source.to_string()); n]),
-        Column::Text(text(&|r| Some(r.span.clone()))),
-        Column::Text(text(&|r| r.side.clone())),
-        Column::Text(text(&|r| r.by.clone())),
-        Column::Text(text(&|r| r.group.clone())),
-        Column::Int(int(&|r| r.value_ns)),
-        Column::Int(int(&|r| r.bucket.map(|b| b.0))),
-        Column::Int(int(&|r| r.bucket.map(|b| b.1))),
-        Column::Int(int(&|r| Some(r.count))),
+    let int = |f: &dyn Fn(&Numbers) -> Option<i64>| Column::Int(rows.iter().map(f).collect());
+    let columns: [Column; 12] = [
+        same(&text.host),
+        same(&Some(text.run_id.clone())),
+        Column::Int(vec![text.run_time; rows.len()]),
+        same(&Some(text.source.clone())),
+        of_series(0),
+        of_series(1),
+        of_series(2),
+        of_series(3),
+        int(&|r| r.value_ns),
+        int(&|r| r.bucket.map(|b| b.0)),
+        int(&|r| r.bucket.map(|b| b.1)),
+        int(&|r| Some(r.count)),
     ];
     let required_columns = [1, 3, 4, 11];
     for (index, column) in columns.into_iter().enumerate() {
@@ -189,7 +339,7 @@ pub fn write<W: std::io::Write + Send>(doc: &SpansDoc, run: &Run, out: W) -> Res
         let required = required_columns.contains(&index);
         match column {
             Column::Text(values) => {
-                let (data, levels) = split(values, required, |s| ByteArray::from(s.as_str()));
+                let (data, levels) = split(values, required, ByteArray::clone);
                 w.typed::<ByteArrayType>()
                     .write_batch(&data, levels.as_deref(), None)
                     .map_err(|e| e.to_string())?;
@@ -204,12 +354,11 @@ pub fn write<W: std::io::Write + Send>(doc: &SpansDoc, run: &Run, out: W) -> Res
         w.close().map_err(|e| e.to_string())?;
     }
     group.close().map_err(|e| e.to_string())?;
-    writer.close().map_err(|e| e.to_string())?;
-    Ok(n)
+    Ok(())
 }
 
 enum Column {
-    Text(Vec<Option<String>>),
+    Text(Vec<Option<ByteArray>>),
     Int(Vec<Option<i64>>),
 }
 
@@ -245,7 +394,7 @@ mod tests {
 
     fn reader(doc: &SpansDoc, run: &Run) -> (usize, SerializedFileReader<std::fs::File>) {
         let mut file = tempfile::tempfile().unwrap();
-        let n = write(doc, run, &mut file).unwrap();
+        let n = write(doc, run, &mut file, DEFAULT_MAX_ROWS).unwrap() as usize;
         (n, SerializedFileReader::new(file).unwrap())
     }
 
@@ -302,6 +451,44 @@ mod tests {
             got,
             vec![(Some((49_152, 53_247)), 2), (Some((196_608, 212_991)), 1)]
         );
+    }
+
+    fn hdr_series(values: &[(u64, u64)]) -> Series {
+        let mut d = Distribution::default();
+        for &(v, n) in values {
+            for _ in 0..n {
+                d.record(v);
+            }
+        }
+        series("req", Latency::of(&d))
+    }
+
+    #[test]
+    fn many_samples_are_written_in_bounded_row_groups() {
+        let mut doc = SpansDoc::new(Source::Wayland);
+        doc.spans
+            .push(hdr_series(&[(1000, ROW_GROUP as u64), (5000, 10)]));
+        let (n, reader) = reader(&doc, &Run::default());
+        assert_eq!(n, ROW_GROUP + 10);
+        let meta = reader.metadata();
+        assert_eq!(meta.num_row_groups(), 2);
+        assert_eq!(meta.row_group(0).num_rows(), ROW_GROUP as i64);
+        assert_eq!(meta.row_group(1).num_rows(), 10);
+        assert_eq!(meta.file_metadata().num_rows(), (ROW_GROUP + 10) as i64);
+    }
+
+    #[test]
+    fn a_result_of_more_rows_than_the_limit_is_refused_before_writing() {
+        let mut doc = SpansDoc::new(Source::Wayland);
+        doc.spans.push(hdr_series(&[(1000, 7), (5000, 4)]));
+        let mut out = Vec::new();
+        let e = write(&doc, &Run::default(), &mut out, 10).unwrap_err();
+        assert_eq!(
+            e,
+            "11 rows (one per sample); at most 10 (--max-rows raises the limit)"
+        );
+        assert!(out.is_empty());
+        assert_eq!(row_count(&doc).unwrap(), 11);
     }
 
     #[test]

@@ -146,7 +146,16 @@ pub struct ChromeStats {
     pub truncated: bool,
     /// no events array was found
     pub no_array: bool,
+    /// elements longer than [`MAX_ELEMENT`], skipped unread (also counted malformed)
+    pub too_long: u64,
 }
+
+/// The longest array element (event) kept to be parsed, as lines are capped at 1 MiB: a
+/// longer one is skipped and counted `too_long`, so a 1 GB string costs no more than this.
+pub const MAX_ELEMENT: usize = 1 << 20;
+
+/// The longest top-level key remembered (only `traceEvents` is looked for).
+const MAX_KEY: usize = 64;
 
 /// A Chrome JSON reader, fed chunk by chunk.
 pub struct Chrome {
@@ -158,6 +167,8 @@ pub struct Chrome {
     key_open: bool,
     element: Vec<u8>,
     in_element: bool,
+    /// the element in progress passed [`MAX_ELEMENT`]
+    oversized: bool,
     at_start: bool,
     stacks: FxHashMap<Thread, Vec<Begun>>,
     trees: FxHashMap<String, Vec<Begun>>,
@@ -179,6 +190,7 @@ impl Default for Chrome {
             key_open: false,
             element: Vec::new(),
             in_element: false,
+            oversized: false,
             at_start: true,
             stacks: FxHashMap::default(),
             trees: FxHashMap::default(),
@@ -199,8 +211,13 @@ impl Chrome {
     }
 
     fn byte(&mut self, c: u8, pairer: &mut Pairer, sink: &mut impl SpanSink) {
-        if self.in_element {
-            self.element.push(c);
+        if self.in_element && !self.oversized {
+            if self.element.len() < MAX_ELEMENT {
+                self.element.push(c);
+            } else {
+                self.oversized = true;
+                self.element = Vec::new();
+            }
         }
         if self.in_string {
             if self.escape {
@@ -209,7 +226,11 @@ impl Chrome {
                 self.escape = true;
             } else if c == b'"' {
                 self.in_string = false;
-            } else if self.key_open && self.mode == Mode::Seek && self.depth == 1 {
+            } else if self.key_open
+                && self.mode == Mode::Seek
+                && self.depth == 1
+                && self.last_key.len() < MAX_KEY
+            {
                 self.last_key.push(c);
             }
             return;
@@ -237,6 +258,7 @@ impl Chrome {
             }
             Mode::Array(d) if c == b'{' && self.depth == d + 1 => {
                 self.in_element = true;
+                self.oversized = false;
                 self.element.clear();
                 self.element.push(c);
             }
@@ -252,6 +274,15 @@ impl Chrome {
         match self.mode {
             Mode::Array(d) if c == b'}' && self.depth == d + 1 && self.in_element => {
                 self.in_element = false;
+                if self.oversized {
+                    self.stats.elements += 1;
+                    self.stats.too_long += 1;
+                    self.stats.malformed += 1;
+                    self.stats
+                        .first_malformed
+                        .get_or_insert(self.stats.elements);
+                    return;
+                }
                 let element = std::mem::take(&mut self.element);
                 self.element_done(&element, pairer, sink);
                 self.element = element;

@@ -15,6 +15,7 @@ use std::thread;
 use std::time::Instant;
 
 use super::model::{Params, Request};
+use crate::ingest::Cancel;
 
 /// Spins until `ns` nanoseconds have passed since `from`.
 fn spin_until(clock: &Instant, until_ns: u64) {
@@ -49,6 +50,14 @@ struct Shared {
     outstanding: Mutex<u64>,
     retired: Condvar,
     gaps: Mutex<Vec<u64>>,
+    /// raised: stop submitting, and skip the queued requests not started yet
+    cancel: Option<Cancel>,
+}
+
+impl Shared {
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(Cancel::is_raised)
+    }
 }
 
 /// What the real run produced (the same shape as the model's outcome).
@@ -61,7 +70,9 @@ pub struct RealOutcome {
 }
 
 /// Runs the pipeline with real threads.
-pub fn run(p: &Params) -> RealOutcome {
+///
+/// A raised `cancel` stops submitting: the requests submitted so far finish and are returned.
+pub fn run(p: &Params, cancel: Option<&Cancel>) -> RealOutcome {
     let p = Params {
         engines: p.engines.max(1),
         burst: p.burst.max(1),
@@ -83,6 +94,7 @@ pub fn run(p: &Params) -> RealOutcome {
         outstanding: Mutex::new(0),
         retired: Condvar::new(),
         gaps: Mutex::new(Vec::new()),
+        cancel: cancel.cloned(),
     });
     let mut to_workers = Vec::new();
     let mut threads = Vec::new();
@@ -96,7 +108,7 @@ pub fn run(p: &Params) -> RealOutcome {
         threads.push(thread::spawn(move || handler(&s, e, ends_rx, tx)));
         to_workers.push(groups_tx);
     }
-    submitter(&shared, &to_workers);
+    let submitted = submitter(&shared, &to_workers);
     wait_for_all(&shared);
     // An empty group stops a worker; its handler stops when the worker's channel closes.
     for tx in &to_workers {
@@ -106,7 +118,10 @@ pub fn run(p: &Params) -> RealOutcome {
     for t in threads {
         let _ = t.join();
     }
-    let requests = shared.requests.lock().unwrap().clone();
+    let mut requests = shared.requests.lock().unwrap().clone();
+    requests.truncate(submitted);
+    // Requests skipped after a stop never ran: they are not reported.
+    requests.retain(|r| r.completion > 0);
     let completion_to_next = shared.gaps.lock().unwrap().clone();
     RealOutcome {
         requests,
@@ -114,9 +129,13 @@ pub fn run(p: &Params) -> RealOutcome {
     }
 }
 
-fn submitter(s: &Shared, workers: &[Sender<Vec<usize>>]) {
+/// Submits the batches; returns how many (fewer when `cancel` was raised).
+fn submitter(s: &Shared, workers: &[Sender<Vec<usize>>]) -> usize {
     let p = s.p;
     for i in 0..p.batches as usize {
+        if s.cancelled() {
+            return i;
+        }
         if i > 0 {
             work(&s.clock, p.gap);
         }
@@ -159,6 +178,7 @@ fn submitter(s: &Shared, workers: &[Sender<Vec<usize>>]) {
             let _ = workers[e].send(vec![i]);
         }
     }
+    p.batches as usize
 }
 
 fn worker(s: &Shared, groups: Receiver<Vec<usize>>, ends: Sender<u64>) {
@@ -172,6 +192,9 @@ fn worker(s: &Shared, groups: Receiver<Vec<usize>>, ends: Sender<u64>) {
             s.gaps.lock().unwrap().push(start - end);
         }
         for &i in &group {
+            if s.cancelled() {
+                continue;
+            }
             let begin = now(&s.clock);
             work(&s.clock, s.p.exec);
             let done = now(&s.clock);
@@ -240,7 +263,7 @@ mod tests {
             batches: 200,
             ..Params::default()
         };
-        let o = run(&p);
+        let o = run(&p, None);
         assert_eq!(o.requests.len(), 200);
         for (i, r) in o.requests.iter().enumerate() {
             assert!(r.prep_start + p.prep <= r.prep_end, "batch {i}: prep");
@@ -270,7 +293,7 @@ mod tests {
             ring: Some(4),
             ..Params::default()
         };
-        let o = run(&p);
+        let o = run(&p, None);
         for r in &o.requests {
             let in_flight = o
                 .requests
