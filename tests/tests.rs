@@ -15,6 +15,7 @@ mod lab;
 mod lab_records;
 mod live;
 mod live_record;
+mod live_system;
 mod mir_lttng;
 mod perfetto;
 mod report;

@@ -161,7 +161,8 @@ pub fn run(args: &LiveArgs) -> Result<()> {
 
 pub(crate) fn usage(message: &str) -> ! {
     let mut cmd = Cli::command();
-    let live = cmd.find_subcommand_mut("live").map(|c| c.clone());
+    cmd.build();
+    let live = cmd.find_subcommand("live").cloned();
     live.unwrap_or(cmd)
         .error(clap::error::ErrorKind::ValueValidation, message)
         .exit()
