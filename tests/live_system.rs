@@ -163,7 +163,15 @@ fn a_tree_larger_than_the_pid_map_is_reported() {
 fn live_beside_perf(t: &Tree, sleeper: &Path, save: &Path) -> (std::process::Output, String, bool) {
     let data = t.dir.path().join("perf.data");
     let perf = Command::new("perf")
-        .args(["record", "-m", "2048", "-e", "sched:sched_wakeup,sched:sched_switch", "-a", "-o"])
+        .args([
+            "record",
+            "-m",
+            "2048",
+            "-e",
+            "sched:sched_wakeup,sched:sched_switch",
+            "-a",
+            "-o",
+        ])
         .arg(&data)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -445,4 +453,80 @@ fn the_fence_and_i915_examples_compile_to_their_golden_programs() {
             "{golden} differs (LATSCOPE_BLESS=1 rewrites it)"
         );
     }
+}
+
+/// The real libkscreen (Debian's libkf5screen-bin) on a private Xvfb and session bus: its
+/// configuration query from `GetConfigOperation::start()` to `ConfigOperation::emitResult()`,
+/// over every `kscreen-doctor` a shell loop starts, in and out of process.
+#[test]
+fn the_real_libkscreen_query_is_timed_over_every_process_a_loop_starts() {
+    let Some(t) = tree() else { return };
+    let lib = std::fs::read_dir("/usr/lib/x86_64-linux-gnu")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libKF5Screen.so.5."))
+        });
+    let have = |c: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let (Some(lib), true) = (
+        lib,
+        have("kscreen-doctor") && have("Xvfb") && have("dbus-daemon"),
+    ) else {
+        assert!(
+            std::env::var_os("LATSCOPE_REQUIRE_STACK").is_none(),
+            "libkf5screen-bin, xvfb and dbus-daemon are needed"
+        );
+        return;
+    };
+    let run_dir = t.dir.path().join("run");
+    std::fs::create_dir(&run_dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let span = format!(
+        "q=uprobe:{0}:_ZN7KScreen18GetConfigOperation5startEv..uprobe:{0}:_ZN7KScreen15ConfigOperation10emitResultEv",
+        lib.display()
+    );
+    let script = r#"
+        set -u
+        Xvfb -displayfd 3 -screen 0 1024x768x24 -nolisten tcp 3>"$R/display" 2>/dev/null & X=$!
+        for i in $(seq 100); do [ -s "$R/display" ] && break; sleep 0.05; done
+        export DISPLAY=:$(cat "$R/display")
+        export DBUS_SESSION_BUS_ADDRESS=unix:path=$R/bus
+        dbus-daemon --session --address="$DBUS_SESSION_BUS_ADDRESS" --fork --print-pid >"$R/bus.pid"
+        trap 'kill $X $(cat "$R/bus.pid"); pkill -x kscreen_backen' EXIT
+        kscreen-doctor -o >/dev/null 2>&1
+        loop='for i in $(seq 40); do kscreen-doctor -o >/dev/null 2>&1; done'
+        "$LATSCOPE" live -q --save "$R/dbus.json" --span "$SPAN" -- /bin/sh -c "$loop" || exit 1
+        KSCREEN_BACKEND_INPROCESS=1 "$LATSCOPE" live -q --save "$R/inproc.json" --span "$SPAN" -- /bin/sh -c "$loop"
+    "#;
+    let out = Command::new("bash")
+        .args(["-c", script])
+        .env("R", &run_dir)
+        .env("XDG_RUNTIME_DIR", &run_dir)
+        .env("SPAN", &span)
+        .env("LATSCOPE", env!("CARGO_BIN_EXE_latscope"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    for mode in ["dbus", "inproc"] {
+        let doc = saved(&run_dir.join(format!("{mode}.json")));
+        let n = doc["spans"][0]["count"].as_u64().unwrap();
+        assert!(n >= 40, "{mode}: {n} queries timed: {}", doc["spans"][0]);
+    }
+    let cmp = run(&[
+        "compare",
+        run_dir.join("inproc.json").to_str().unwrap(),
+        run_dir.join("dbus.json").to_str().unwrap(),
+    ]);
+    assert!(cmp.status.success(), "{}", stderr(&cmp));
+    eprintln!("{}", stdout(&cmp));
 }
