@@ -10,6 +10,11 @@ write for the same thing (`hist()` of the span, `count()` of the rate). Reports 
 time of each and the slowdown relative to untraced; also `latscope live --record-spans` with every
 span printed and with only the first 1000 (and new maxima). Needs root and bpftrace.
 
+With --fork-heavy, the cost of following a process tree instead: a shell loop that starts
+/bin/true N times (timed by the shell itself), untraced, traced by `latscope live` over the
+whole tree (the default with a command: sched_process_fork/exit keep the map of traced pids),
+and with --this-process-only (the same program without the tree), each counting exec events.
+
 With --serve, a fourth way: `latscope live --interval 1 --serve 127.0.0.1:0` scraped for
 protobuf (as Prometheus with native histograms does) every 0.1 s while the target runs, next to
 the same command without --serve, so that the cost of serving shows as the difference.
@@ -83,7 +88,10 @@ def main():
     ap.add_argument('--iterations', type=int, default=200000)
     ap.add_argument('--runs', type=int, default=5)
     ap.add_argument('--serve', action='store_true', help='also time live --serve while scraped')
+    ap.add_argument('--fork-heavy', type=int, metavar='N', help='time following a tree of N processes instead')
     args = ap.parse_args()
+    if args.fork_heavy:
+        return fork_heavy(args.fork_heavy, args.runs)
     latscope = os.path.join(ROOT, 'target/release/latscope')
     if not os.path.exists(latscope):
         subprocess.run(['cargo', 'build', '--release', '--quiet'], cwd=ROOT, check=True)
@@ -139,6 +147,34 @@ def main():
     if SCRAPE_SECONDS:
         print(f'live --serve: {len(SCRAPE_SECONDS)} scrapes (protobuf), median '
               f'{statistics.median(SCRAPE_SECONDS) * 1e3:.2f} ms each, as the scraper saw it')
+
+
+def fork_heavy(n, runs):
+    """Following a process tree: a shell loop of N /bin/true, untraced and traced."""
+    latscope = os.path.join(ROOT, 'target/release/latscope')
+    if not os.path.exists(latscope):
+        subprocess.run(['cargo', 'build', '--release', '--quiet'], cwd=ROOT, check=True)
+    loop = (f's=$(date +%s%N); i=0; while [ $i -lt {n} ]; do /bin/true; i=$((i+1)); done; '
+            f'e=$(date +%s%N); echo loop_ns=$((e-s))')
+    target = ['/bin/sh', '-c', loop]
+    rate = ['--rate', 'tracepoint:sched:sched_process_exec']
+    commands = {
+        'untraced': target,
+        'latscope live, the whole tree': [latscope, 'live', '-q'] + rate + ['--'] + target,
+        'latscope live --this-process-only': [latscope, 'live', '-q', '--this-process-only'] + rate + ['--'] + target,
+    }
+    results = {}
+    for _ in range(runs):
+        for name, cmd in commands.items():
+            results.setdefault(name, []).append(timed(cmd))
+    base = statistics.median(results['untraced'])
+    print(f'{n} fork+exec of /bin/true in a shell loop, timed by the shell; {runs} interleaved runs, medians\n')
+    print('| command | loop time [s] (median) | min–max [s] | per process [µs] over untraced | slowdown |')
+    print('|---|--:|--:|--:|--:|')
+    for name, loops in results.items():
+        median = statistics.median(loops)
+        print(f'| {name} | {median:.3f} | {min(loops):.3f}–{max(loops):.3f} | '
+              f'{(median - base) / n * 1e6:.1f} | {median / base:.2f}x |')
 
 
 if __name__ == '__main__':
