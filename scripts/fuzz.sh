@@ -51,7 +51,16 @@ for d in tests/data/docs/*.json; do
 done
 printf '\x00\x18\x00\x64\x00\x20\x00\x05\x00\x21\x22' > fuzz/corpus/fleet/buckets
 
-for target in wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet; do
+# live's rules: a span, a key, a rate, a value, then a tracefs format file (real ones).
+mkdir -p fuzz/corpus/live_spec
+{ printf '%s\n' 'runq=tracepoint:sched:sched_wakeup:comm==app..tracepoint:sched:sched_switch:next_comm^=a' \
+    'pid=next_pid' 'tracepoint:sched:sched_switch:prev_state!=0' 'v=tracepoint:sched:sched_wakeup:prio';
+  printf 'format:\n\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:__data_loc char[] driver;\toffset:8;\tsize:4;\tsigned:0;\n'; } \
+    > fuzz/corpus/live_spec/sched
+printf '%s\n' 'w=uprobe:/bin/x:work..uretprobe:/bin/x:work' 'tid' 'usdt:/bin/x:p:n:arg0==3' 'r=kretprobe:vfs_read:retval' \
+    > fuzz/corpus/live_spec/user
+
+for target in wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec; do
     echo "fuzz: $target for ${seconds}s" >&2
     cargo "${toolchain[@]}" fuzz run "$target" -- -max_total_time="$seconds" -max_len=65536 \
         -print_final_stats=1 2>&1 | tail -n 15
