@@ -422,8 +422,13 @@ print fmt: \"prev_comm=%s\", REC->prev_comm
                 .to_string()
                 .contains("never match")
         );
+        // Quoted values with spaces reach the program; quotes and backslashes inside never do.
+        assert_eq!(
+            c("next_comm=='my app'").unwrap(),
+            "args->next_comm == \"my app\""
+        );
         assert!(matches!(
-            c("next_comm==a\"b"),
+            c("next_comm=='a\"b'"),
             Err(SpecError::Unsafe { .. })
         ));
         assert!(matches!(
