@@ -10,10 +10,20 @@ use latscope::live::program::{Target, program};
 use latscope::live::spec::{Key, ValueSpec, parse_endpoint, parse_span};
 use libfuzzer_sys::fuzz_target;
 
-/// Braces balance outside string literals, and literals stay on one line.
+/// Braces balance outside string literals and `//` comments, and literals stay on one line.
 fn well_formed(text: &str) -> bool {
     let (mut depth, mut in_string) = (0i64, false);
-    for c in text.chars() {
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !in_string && c == '/' && chars.peek() == Some(&'/') {
+            // A comment runs to the end of its line; a label in it may hold any printable text.
+            for c in chars.by_ref() {
+                if c == '\n' {
+                    break;
+                }
+            }
+            continue;
+        }
         match (in_string, c) {
             (true, '"') => in_string = false,
             (true, '\n' | '\\') => return false,

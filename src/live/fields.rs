@@ -113,8 +113,23 @@ fn field_error(probe: &Probe, name: &str, known: &[String]) -> SpecError {
     ))
 }
 
+/// A C identifier: what a field name in the program may be.
+fn is_c_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 64
+}
+
 /// Resolves `name` at `probe`.
 pub fn resolve(name: &str, probe: &Probe, formats: &Formats) -> Result<Resolved, SpecError> {
+    if !is_c_identifier(name) {
+        return Err(SpecError::Field(format!(
+            "'{name}' is not a field name at {probe} (a letter or _, then letters, digits, _)"
+        )));
+    }
     if let Probe::Tracepoint { subsys, name: tp } = probe {
         let fields = formats
             .get(&(subsys.clone(), tp.clone()))
@@ -373,6 +388,8 @@ print fmt: \"prev_comm=%s\", REC->prev_comm
             "{e}"
         );
         assert!(resolve("ips", &tp(), &f).is_err());
+        // Without a format (--print-program), a name is a field only if it is an identifier.
+        assert!(resolve("pid-1", &tp(), &Formats::new()).is_err());
         assert!(resolve("arg0", &tp(), &f).is_err());
     }
 

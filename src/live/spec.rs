@@ -108,6 +108,9 @@ fn check_path(spec: &str, path: &str) -> Result<(), SpecError> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || "_./-+@~".contains(c);
     let why = if path.len() > MAX_PATH {
         Some(format!("the path is longer than {MAX_PATH} bytes"))
+    } else if path.contains("//") {
+        // bpftrace could read the rest of the line as a comment.
+        Some("the path contains //, which bpftrace could read as a comment (write one /)".into())
     } else {
         path.chars().find(|&c| !allowed(c)).map(|c| {
             format!(
@@ -467,6 +470,7 @@ mod tests {
             "usdt:/bin/true:p:n;",
             "usdt:/bin/$HOME:p:n",
             "uretprobe:/bin/true:1main",
+            "uprobe://bin/true:main",
             "tracepoint:sched:sched_wakeup{",
             "tracepoint:sch ed:x",
             "kprobe:do_exit/{x}",
