@@ -58,6 +58,11 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     };
     plan.target = target(args, held.as_ref());
     plan.marker = held.as_ref().and_then(|_| marker());
+    if held.is_some() && plan.marker.is_none() {
+        eprintln!(
+            "latscope: warning: latscope's own path cannot be given to bpftrace (it holds characters bpftrace does not take): the command starts 1 s after bpftrace says it attaches, and may run before every probe is in place"
+        );
+    }
     let traced = traced(args, &plan.target);
     let options = RunOptions {
         bpftrace,
@@ -144,6 +149,9 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         let text = latscope::doc::to_json(&doc, false);
         crate::commands::save_run(save, text.as_bytes(), true)?;
     }
+    if let Some(error) = outcome.launch_error {
+        bail!("{error}");
+    }
     if let Some(error) = outcome.error {
         bail!("bpftrace failed: {}", error.trim());
     }
@@ -219,6 +227,7 @@ fn request(args: &LiveArgs) -> Result<Request, SpecError> {
         duration_s: args.duration,
         record: args.record_spans.then_some(args.max_spans as u64),
         marker: None,
+        ends_anywhere: !args.key.is_empty(),
     })
 }
 
@@ -245,13 +254,18 @@ fn target(args: &LiveArgs, held: Option<&Held>) -> Target {
     }
 }
 
-/// `pid` and every process below it now, with their threads (a tracepoint's own `pid` field
-/// names a thread), from `/proc/*/task/*/children`.
+/// `pid` and every process below it now, with their threads (a wake-up's `pid` field names a
+/// thread), from `/proc/PID/task/*/children`; at most the pid map's size.
 fn descendants(pid: u32) -> Vec<u32> {
-    let mut all = vec![pid];
+    let max = latscope::live::program::MAX_PIDS as usize;
+    let mut processes = vec![pid];
+    let mut seen: std::collections::HashSet<u32> = processes.iter().copied().collect();
+    let mut all = Vec::new();
     let mut i = 0;
-    while i < all.len() && all.len() < latscope::live::program::MAX_PIDS as usize {
-        let p = all[i];
+    while i < processes.len() && all.len() < max {
+        let p = processes[i];
+        i += 1;
+        all.push(p);
         let tasks = std::fs::read_dir(format!("/proc/{p}/task"))
             .into_iter()
             .flatten();
@@ -260,18 +274,27 @@ fn descendants(pid: u32) -> Vec<u32> {
                 .file_name()
                 .to_str()
                 .and_then(|t| t.parse::<u32>().ok())
+                && tid != p
             {
                 all.push(tid);
             }
             let children =
                 std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            all.extend(
-                children
-                    .split_whitespace()
-                    .filter_map(|c| c.parse::<u32>().ok()),
-            );
+            for child in children
+                .split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+            {
+                if seen.insert(child) {
+                    processes.push(child);
+                }
+            }
         }
-        i += 1;
+    }
+    if all.len() >= max {
+        eprintln!(
+            "latscope: warning: process {pid} has more than {max} processes and threads below it: only the first {max} are traced"
+        );
+        all.truncate(max);
     }
     all.sort_unstable();
     all.dedup();

@@ -27,6 +27,8 @@ pub struct Request {
     pub record: Option<u64>,
     /// latscope's own probe that says every probe is attached
     pub marker: Option<Marker>,
+    /// spans may end in any process (`--key` was given: a value both sides see)
+    pub ends_anywhere: bool,
 }
 
 impl Request {
@@ -60,9 +62,15 @@ fn site(endpoint: &Endpoint, formats: &Formats) -> Result<Site, SpecError> {
         .iter()
         .map(|f| filter_expr(f, &endpoint.event, formats, &label))
         .collect::<Result<_, _>>()?;
-    // The task an event is about: a tracepoint's own integer `pid` field, else the running task.
-    let task = match resolve("pid", &endpoint.event, formats) {
-        Ok(r) if r.expr.starts_with("args->") && formats_known(&endpoint.event, formats) => r.expr,
+    // The task an event is about: the woken task of a wake-up, else the running task.
+    let task = match &endpoint.event {
+        Probe::Tracepoint { subsys, name }
+            if subsys == "sched"
+                && WAKE_UPS.contains(&name.as_str())
+                && formats_known(&endpoint.event, formats) =>
+        {
+            "args->pid".to_string()
+        }
         _ => "pid".to_string(),
     };
     Ok(Site {
@@ -72,6 +80,10 @@ fn site(endpoint: &Endpoint, formats: &Formats) -> Result<Site, SpecError> {
         task,
     })
 }
+
+/// The scheduler's wake-up tracepoints, whose `pid` field is the task woken: a process tree's
+/// filter tests that task, not the waker (an interrupt, another process).
+const WAKE_UPS: [&str; 3] = ["sched_wakeup", "sched_wakeup_new", "sched_waking"];
 
 /// Whether the tracepoint's fields are known (not merely assumed, as without tracefs).
 fn formats_known(probe: &Probe, formats: &Formats) -> bool {
@@ -92,7 +104,12 @@ fn group(
         .transpose()
 }
 
-fn span(spec: &SpanSpec, by: Option<&str>, formats: &Formats) -> Result<SpanPlan, SpecError> {
+fn span(
+    spec: &SpanSpec,
+    by: Option<&str>,
+    formats: &Formats,
+    ends_anywhere: bool,
+) -> Result<SpanPlan, SpecError> {
     let (start, end) = (&spec.start.event, &spec.end.event);
     let mut start_key = Vec::new();
     let mut end_key = Vec::new();
@@ -126,6 +143,7 @@ fn span(spec: &SpanSpec, by: Option<&str>, formats: &Formats) -> Result<SpanPlan
         end_key,
         group: group(by, end, formats)?,
         key: spec.key.to_string(),
+        ends_anywhere,
     })
 }
 
@@ -152,7 +170,7 @@ pub fn compile(request: &Request, formats: &Formats) -> Result<Plan, SpecError> 
     let spans = request
         .spans
         .iter()
-        .map(|s| span(s, by, formats))
+        .map(|s| span(s, by, formats, request.ends_anywhere))
         .collect::<Result<Vec<_>, _>>()?;
     let rates = request
         .rates

@@ -98,6 +98,7 @@ mod tests {
             duration_s: None,
             record: None,
             marker: None,
+            ends_anywhere: false,
         };
         compile(&request, &Formats::new()).unwrap()
     }

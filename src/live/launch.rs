@@ -126,20 +126,43 @@ pub fn spawn_held(path: &Path, argv: &[String]) -> Result<Held, LaunchError> {
     arg_ptrs.push(std::ptr::null());
     let mut env_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
     env_ptrs.push(std::ptr::null());
+    let null = std::fs::File::open("/dev/null").map_err(io_error)?;
     let [gate_read, gate_write] = pipe().map_err(io_error)?;
-    let [err_read, err_write] = pipe().map_err(io_error)?;
+    let [err_read, err_write] = match pipe() {
+        Ok(fds) => fds,
+        Err(e) => {
+            // SAFETY: closing the two descriptors made above.
+            unsafe {
+                libc::close(gate_read);
+                libc::close(gate_write);
+            }
+            return Err(io_error(e));
+        }
+    };
     // SAFETY: the child only makes async-signal-safe calls on data prepared above, then
     // execs or _exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(io_error(io::Error::last_os_error()));
+        let e = io::Error::last_os_error();
+        // SAFETY: closing the four descriptors made above.
+        unsafe {
+            for fd in [gate_read, gate_write, err_read, err_write] {
+                libc::close(fd);
+            }
+        }
+        return Err(io_error(e));
     }
     if pid == 0 {
         // SAFETY: in the child: see the module documentation.
         unsafe {
             libc::close(gate_write);
             libc::close(err_read);
-            child(gate_read, err_write, &program, &arg_ptrs, &env_ptrs)
+            child(
+                [gate_read, err_write, std::os::fd::AsRawFd::as_raw_fd(&null)],
+                &program,
+                &arg_ptrs,
+                &env_ptrs,
+            )
         };
     }
     // SAFETY: closing the child's ends, which this process no longer needs; setpgid mirrors
@@ -159,8 +182,7 @@ pub fn spawn_held(path: &Path, argv: &[String]) -> Result<Held, LaunchError> {
 
 /// The child between `fork` and `execve`.
 unsafe fn child(
-    gate: libc::c_int,
-    errors: libc::c_int,
+    [gate, errors, null]: [libc::c_int; 3],
     program: &CString,
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
@@ -172,6 +194,12 @@ unsafe fn child(
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        // Rust ignores SIGPIPE; a program expects the default. In its own process group the
+        // command is in the background of a terminal: it reads nothing from it (as under
+        // bpftrace -c), and changing its modes must not stop it.
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+        libc::dup2(null, 0);
         libc::dup2(2, 1);
         let mut byte = 0u8;
         loop {
@@ -209,6 +237,9 @@ impl Held {
         let (pid, command) = (self.pid, self.command.clone());
         drop(self);
         if n == 4 {
+            let mut status = 0;
+            // SAFETY: reaps our own child, which _exits after a failed execve.
+            unsafe { libc::waitpid(pid as i32, &mut status, 0) };
             return Err(LaunchError::Io {
                 command,
                 source: io::Error::from_raw_os_error(errno),

@@ -73,6 +73,9 @@ pub struct SpanPlan {
     pub group: Option<Resolved>,
     /// the key as given (`pid=next_pid`), for messages
     pub key: String,
+    /// whether an end may close a span in any process (an explicit `--key`: a value both sides
+    /// see); otherwise ends are filtered by process like starts
+    pub ends_anywhere: bool,
 }
 
 /// A rate, compiled.
@@ -215,6 +218,17 @@ pub fn program(plan: &Plan) -> String {
         aggregate(&mut out, 'v', i, &group_key(value.group.as_ref()));
         out.push_str("}\n");
     }
+    if matches!(plan.target, Target::Tree(_)) {
+        // After every other probe: programs on one tracepoint run in the order bpftrace attaches
+        // them (the program's), so a probe of the user's on sched_process_exit still sees the
+        // exiting task as traced.
+        let pids = maps::PIDS;
+        let _ = writeln!(
+            out,
+            "\n// a traced task that exits leaves the map (after the probes above have seen it)\n\
+             tracepoint:sched:sched_process_exit /{pids}[(uint64)tid]/ {{ delete({pids}[(uint64)tid]); }}"
+        );
+    }
     snapshots(&mut out, plan);
     out
 }
@@ -225,7 +239,7 @@ fn target_probes(out: &mut String, target: &Target) -> String {
     let pids = maps::PIDS;
     match target {
         Target::Everything => String::new(),
-        Target::Pid(pid) => format!("{TASK} == {pid}"),
+        Target::Pid(pid) => format!("pid == {pid}"),
         Target::Tree(roots) => {
             let seeds: String = if roots.is_empty() {
                 " /* the command's pid, when it runs */".to_string()
@@ -243,8 +257,7 @@ fn target_probes(out: &mut String, target: &Target) -> String {
                  \x20 $c = (uint64)args->child_pid;\n\
                  \x20 {pids}[$c] = 1;\n\
                  \x20 if ({pids}[$c] == 0 && {full} == 0) {{ {full} = 1; printf(\"{PIDS_FULL}\\n\"); }}\n\
-                 }}\n\
-                 tracepoint:sched:sched_process_exit /{pids}[(uint64)tid]/ {{ delete({pids}[(uint64)tid]); }}",
+                 }}",
                 full = maps::FULL
             );
             format!("{pids}[(uint64){TASK}]")
@@ -293,13 +306,19 @@ fn span_probes(out: &mut String, i: usize, span: &SpanPlan, target: &str, record
         predicate(Some(target), &span.start),
         maps::hits('s', i)
     );
-    // The end is not filtered by process: a span may end in another process (a reply, a
-    // fence signalled in an interrupt); only starts of traced processes are in the map.
+    // With an explicit key the end is not filtered by process: a span may end in another
+    // process (a reply, a fence signalled in an interrupt); only starts of traced processes are
+    // in the map.
+    let end_target = if span.ends_anywhere {
+        None
+    } else {
+        Some(target)
+    };
     let _ = writeln!(
         out,
         "{}{} {{\n  {} = count();\n  $s = {end_key};\n  if ($s) {{\n    $d = nsecs - $s;\n    delete({end_key});",
         span.end.probe,
-        predicate(None, &span.end),
+        predicate(end_target, &span.end),
         maps::hits('e', i)
     );
     let mut body = String::new();
@@ -436,6 +455,7 @@ mod tests {
             duration_s: Some(10),
             record: None,
             marker: None,
+            ends_anywhere: false,
         }
     }
 
@@ -453,7 +473,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("usdt:/t:p:end {\n  @lce_0 = count();\n  $s = @ls_start_0[(uint64)arg0];\n  if ($s) {\n    $d = nsecs - $s;\n    delete(@ls_start_0[(uint64)arg0]);"),
+            text.contains("usdt:/t:p:end /pid == 42/ {\n  @lce_0 = count();\n  $s = @ls_start_0[(uint64)arg0];\n  if ($s) {\n    $d = nsecs - $s;\n    delete(@ls_start_0[(uint64)arg0]);"),
             "{text}"
         );
         assert!(
@@ -500,8 +520,17 @@ mod tests {
             text.contains("usdt:/t:p:start /@lt_pids[(uint64)pid]/ {"),
             "{text}"
         );
-        // The end is matched by key, in whatever process it fires.
-        assert!(text.contains("usdt:/t:p:end {\n"), "{text}");
+        // With the default key the end is filtered like the start; with an explicit key it is
+        // matched by key, in whatever process it fires.
+        assert!(
+            text.contains("usdt:/t:p:end /@lt_pids[(uint64)pid]/ {\n"),
+            "{text}"
+        );
+        r.ends_anywhere = true;
+        let anywhere = program(&compile(&r, &Formats::new()).unwrap());
+        assert!(anywhere.contains("usdt:/t:p:end {\n"), "{anywhere}");
+        // The exit probe comes after every other, so that theirs still see the exiting task.
+        assert!(text.find("sched_process_exit").unwrap() > text.find("usdt:/t:p:end").unwrap());
         assert!(text.contains("@ls_hist_0 = lhist("));
         assert!(text.contains("clear(@lt_pids); clear(@lt_full); }"));
     }
@@ -544,6 +573,7 @@ mod tests {
             .unwrap(),
         ];
         r.target = Target::Tree(vec![3]);
+        r.ends_anywhere = true;
         r.by = Some("next_comm".into());
         r.rates.clear();
         r.values.clear();

@@ -82,6 +82,8 @@ pub struct Outcome {
     pub pids_full: bool,
     /// the command's exit status, if it ran and ended
     pub command_status: Option<i32>,
+    /// why the command could not start (execve failed, or the probes were never confirmed)
+    pub launch_error: Option<String>,
 }
 
 /// Shared between the reading loop and the threads around it.
@@ -99,6 +101,8 @@ struct Shared {
     command: Mutex<Option<u32>>,
     /// its exit status
     status: Mutex<Option<i32>>,
+    /// the marker never fired in time
+    marker_timeout: AtomicBool,
 }
 
 /// Runs bpftrace, calling `on_event` as snapshots arrive.
@@ -119,12 +123,12 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
     };
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let shared = Arc::new(Shared::default());
-    let marker = opts.marker.then(|| call_marker(shared.clone()));
+    let marker = opts.marker.then(|| call_marker(shared.clone(), child.id()));
     let watcher = watch(child.id(), opts.pid, opts.cancel.clone(), shared.clone());
     let errors = thread::spawn(move || forward_stderr(stderr));
     let mut state = Stream::new(opts.empty, opts.record);
     let mut held = opts.command.take();
-    let mut launch_error = None;
+    let mut launch_error: Option<String> = None;
     if let Some(stdout) = stdout {
         // Read bytes, not UTF-8 lines: a probe may print anything.
         let mut reader = BufReader::new(stdout);
@@ -140,10 +144,10 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
                 }
                 _ => false,
             };
-            if start_now {
+            if start_now && !opts.cancel.is_raised() {
                 shared.ready.store(true, Ordering::Relaxed);
                 if let Some(h) = held.take() {
-                    launch_error = start(h, &shared).err();
+                    launch_error = start(h, &shared).err().map(|e| e.to_string());
                 }
             }
             line.clear();
@@ -169,11 +173,16 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
         None if pid_gone => "the traced process exited".to_string(),
         None => "bpftrace exited".to_string(),
     };
-    let error = match (launch_error, failed) {
-        (Some(e), _) => Some(e.to_string()),
-        (None, true) if error_text.is_empty() => Some(format!("bpftrace failed ({status})")),
-        (None, true) => Some(error_text),
-        (None, false) => None,
+    if shared.marker_timeout.load(Ordering::Relaxed) && launch_error.is_none() {
+        launch_error = Some(format!(
+            "the probes were not confirmed attached within {} s (latscope's marker probe never fired): the command was not started",
+            MARKER_TIMEOUT.as_secs()
+        ));
+    }
+    let error = match failed {
+        true if error_text.is_empty() => Some(format!("bpftrace failed ({status})")),
+        true => Some(error_text),
+        false => None,
     };
     Ok(Outcome {
         last: state.now,
@@ -184,6 +193,7 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
         record: state.record,
         pids_full: state.pids_full,
         command_status,
+        launch_error,
     })
 }
 
@@ -224,10 +234,21 @@ pub fn fire_marker() {
     probe::probe!(latscope_live, attached);
 }
 
-/// Fires the marker every 10 ms until the program answers or the session ends.
-fn call_marker(shared: Arc<Shared>) -> thread::JoinHandle<()> {
+/// How long bpftrace may take to attach its probes before latscope gives up on the command.
+const MARKER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Fires the marker every 10 ms until the program answers or the session ends; past
+/// [`MARKER_TIMEOUT`], asks bpftrace to stop (the held command never runs).
+fn call_marker(shared: Arc<Shared>, bpftrace: u32) -> thread::JoinHandle<()> {
     thread::spawn(move || {
+        let started = std::time::Instant::now();
         while !shared.ready.load(Ordering::Relaxed) && !shared.done.load(Ordering::Relaxed) {
+            if started.elapsed() > MARKER_TIMEOUT {
+                shared.marker_timeout.store(true, Ordering::Relaxed);
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(bpftrace as i32, libc::SIGINT) };
+                return;
+            }
             fire_marker();
             thread::sleep(Duration::from_millis(10));
         }
