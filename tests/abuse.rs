@@ -844,3 +844,86 @@ fn a_chrome_event_longer_than_1_mib_is_skipped_and_counted_not_buffered() {
     );
     assert!(!out.contains("xxxxxxxx"), "the long name was kept");
 }
+
+/// A process's `/proc/PID/status` field, in its unit (kB or a count).
+fn proc_status(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_metrics_server_bounds_a_200_mb_header_and_2000_idle_connections_and_keeps_serving() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    if !crate::live::live_available() {
+        return;
+    }
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::live::target(dir.path());
+    let save = dir.path().join("live.json");
+    let started = Instant::now();
+    let (mut latscope, port) =
+        crate::fleet::serve_live(&t, &["400", "2", "0", "30000"], &save, &[]);
+    let pid = latscope.0.id();
+    // 200 MB of one header line, sent until the server stops taking it (at most 10 s).
+    let flood = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut sent = 0usize;
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nX-Flood: ");
+        let chunk = vec![b'a'; 1 << 20];
+        let begun = Instant::now();
+        while sent < 200 << 20 && begun.elapsed() < Duration::from_secs(10) {
+            match s.write(&chunk) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        let mut answer = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let _ = s.read_to_end(&mut answer);
+        (sent, String::from_utf8_lossy(&answer).into_owned())
+    });
+    // 2,000 idle connections on loopback (each connect bounded by the kernel's backlog).
+    let mut idle = Vec::new();
+    for _ in 0..2000 {
+        match TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500))
+        {
+            Ok(s) => idle.push(s),
+            Err(_) => continue,
+        }
+    }
+    let threads = proc_status(pid, "Threads");
+    // Scrapes while the flood and the idle crowd are connected.
+    let mut scraped = 0;
+    for _ in 0..5 {
+        let (head, body) = crate::fleet::http_get(port, "/metrics", "text/plain");
+        if head.contains(" 200 ") && String::from_utf8_lossy(&body).contains("latscope_span") {
+            scraped += 1;
+        }
+    }
+    let (sent, answer) = flood.join().unwrap();
+    let rss_kb = proc_status(pid, "VmHWM");
+    drop(idle);
+    // SAFETY: kill(2) of the latscope we started: it stops, prints and saves.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let status = latscope.0.wait().unwrap();
+    eprintln!(
+        "{:?} {rss_kb:>7} KiB {:>6.2} s  live --serve, a 200 MB header ({} MB taken, answer {:?}) and 2000 idle connections: {scraped}/5 scrapes, {threads} threads",
+        status.code(),
+        started.elapsed().as_secs_f64(),
+        sent >> 20,
+        answer.lines().next().unwrap_or("none"),
+    );
+    assert_eq!(scraped, 5, "scrapes failed beside hostile clients");
+    assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
+    assert!(threads < 20, "{threads} threads for idle connections");
+    assert!(rss_kb < 100 * 1024, "peak RSS {rss_kb} KiB");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(crate::live::saved(&save)["spans"][0]["count"], 400);
+}
