@@ -927,3 +927,150 @@ fn the_metrics_server_bounds_a_200_mb_header_and_2000_idle_connections_and_keeps
     assert_eq!(status.code(), Some(0));
     assert_eq!(crate::live::saved(&save)["spans"][0]["count"], 400);
 }
+
+/// The processes whose command line is `sleep SECONDS` (a marker no other test uses); killed
+/// as they are counted, so that a failing test leaves nothing behind.
+fn sleepers(seconds: &str) -> usize {
+    let wanted = format!("sleep\0{seconds}\0");
+    let mut found = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if std::fs::read(entry.path().join("cmdline")).is_ok_and(|c| c == wanted.as_bytes()) {
+            found += 1;
+            // SAFETY: kill(2) of a `sleep` this test's benchmark started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    found
+}
+
+#[test]
+fn a_timed_out_benchmark_run_takes_its_whole_process_group_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, err, _) = row(
+        dir.path(),
+        &[
+            "bench",
+            "--runs",
+            "2",
+            "-i",
+            "--counters",
+            "none",
+            "--timeout",
+            "0.3",
+            "--shell",
+            "sleep 31.4159 & sleep 31.4159",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let left = sleepers("31.4159");
+    eprintln!("      {left} sleeps outlived the timed-out runs");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(left, 0, "the timed-out runs' children outlived them");
+}
+
+#[test]
+fn sigterm_during_a_long_benchmark_run_kills_its_group_and_prints_and_saves_the_finished_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Runs 1-3 are quick; the fourth hangs.
+    let command = "n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; [ \"$n\" -lt 3 ] || sleep 31.4160";
+    let start = Instant::now();
+    let child = util::latscope()
+        .args(["bench", "--runs", "10", "--counters", "none", "--shell"])
+        .args(["--save", "saved.json", command])
+        .current_dir(d)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while std::fs::read_to_string(d.join("count")).map_or(true, |c| c.trim() != "4")
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: kill(2) of the latscope we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let sent = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    std::thread::sleep(Duration::from_millis(100));
+    let left = sleepers("31.4160");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let saved = std::fs::read_to_string(d.join("saved.json")).unwrap_or_default();
+    eprintln!(
+        "{:?} {:>6.2} s after SIGTERM  bench with a hanging fourth run: {left} sleeps left, printed {:?}, saved {} bytes",
+        out.status.code(),
+        took.as_secs_f64(),
+        text.lines().next().unwrap_or(""),
+        saved.len()
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert_eq!(left, 0, "the interrupted run's command outlived latscope");
+    assert!(
+        text.contains("3 timed runs each") && text.contains("interrupted"),
+        "{text}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&saved).expect("a saved document");
+    assert_eq!(doc["commands"][0]["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(doc["interrupted"], true);
+}
+
+#[test]
+fn ignored_failures_are_counted_in_every_output_of_bench() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every other run exits 3.
+    let command = "n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; [ $((n % 2)) -eq 0 ] || exit 3";
+    let mut outputs = Vec::new();
+    for format in ["text", "json", "markdown", "csv"] {
+        let _ = std::fs::remove_file(dir.path().join("count"));
+        let (code, err, _) = row(
+            dir.path(),
+            &[
+                "bench",
+                "-i",
+                "--runs",
+                "4",
+                "--counters",
+                "none",
+                "--shell",
+                "--format",
+                format,
+                command,
+            ],
+        );
+        assert_eq!(code, Some(0), "{err}");
+        outputs.push((
+            format,
+            std::fs::read_to_string(dir.path().join("stdout.txt")).unwrap(),
+        ));
+    }
+    for (format, out) in &outputs {
+        let counted = match *format {
+            "json" => {
+                let doc: serde_json::Value = serde_json::from_str(out).unwrap();
+                doc["commands"][0]["failed_runs"] == 2
+            }
+            "csv" => {
+                let header: Vec<&str> = out.lines().next().unwrap().split(',').collect();
+                let col = header.iter().position(|h| *h == "failed");
+                col.is_some_and(|col| {
+                    out.lines()
+                        .skip(1)
+                        .filter(|l| l.split(',').nth(col) == Some("1"))
+                        .count()
+                        == 2
+                })
+            }
+            _ => out.contains("2 of 4 runs failed"),
+        };
+        assert!(
+            counted,
+            "{format}: the 2 failed runs are not counted in:\n{out}"
+        );
+    }
+}
