@@ -1074,3 +1074,49 @@ fn ignored_failures_are_counted_in_every_output_of_bench() {
         );
     }
 }
+
+#[test]
+fn spans_by_a_field_of_100000_values_keeps_10000_series_and_folds_the_rest_into_other() {
+    use std::fmt::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("t_us,event,id,client\n");
+    for i in 0..200_000u64 {
+        let _ = writeln!(csv, "{},request_start,{i},c{}", 3 * i, i % 100_000);
+        let _ = writeln!(csv, "{},request_done,{i},", 3 * i + 1);
+    }
+    std::fs::write(dir.path().join("by.csv"), csv).unwrap();
+    let (code, err, rss) = row(
+        dir.path(),
+        &[
+            "spans",
+            "--span",
+            "req=request_start..request_done",
+            "--key",
+            "id",
+            "--by",
+            "client",
+            "--time",
+            "t_us",
+            "--time-unit",
+            "us",
+            "--name",
+            "event",
+            "-f",
+            "json",
+            "by.csv",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let out = std::fs::read_to_string(dir.path().join("stdout.txt")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let spans = doc["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), 10_001);
+    let other = spans.iter().find(|s| s["group"] == "(other)").unwrap();
+    // 10,000 values keep their 2 spans each; the other 90,000 values' 180,000 spans fold.
+    assert_eq!(other["count"], 180_000);
+    assert!(
+        err.contains("more than 10000 distinct values: 180000 events of further values were folded into one '(other)' series"),
+        "{err}"
+    );
+    assert!(rss < 400 * 1024, "peak RSS {rss} KiB");
+}
