@@ -201,6 +201,13 @@ fn one_sigterm_ends_an_ipc_lab_run() {
 /// peak RSS in KiB (from wait4, so it is latscope's own).
 #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
 fn run_measured(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, i64) {
+    let (code, err, rss, _) = run_usage(dir, args);
+    (code, err, rss)
+}
+
+/// [`run_measured`], with the CPU seconds (user and system) latscope used.
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
+fn run_usage(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, i64, f64) {
     let err = dir.join("stderr.txt");
     let child = util::latscope()
         .args(args)
@@ -215,7 +222,14 @@ fn run_measured(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, i
     let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     assert_eq!(pid, child.id() as i32);
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    (code, std::fs::read_to_string(err).unwrap(), usage.ru_maxrss)
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let cpu = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+    (
+        code,
+        std::fs::read_to_string(err).unwrap(),
+        usage.ru_maxrss,
+        cpu,
+    )
 }
 
 /// Writes the bad inputs every file-reading command is tried on.
@@ -1119,4 +1133,67 @@ fn spans_by_a_field_of_100000_values_keeps_10000_series_and_folds_the_rest_into_
         "{err}"
     );
     assert!(rss < 400 * 1024, "peak RSS {rss} KiB");
+}
+
+#[test]
+fn timeline_exports_of_400k_overlapping_spans_in_10000_series_take_linear_time() {
+    use std::fmt::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Span i starts at i µs and lasts 50 ms, in series c(i mod 10,000): five lanes a series.
+    let mut events: Vec<(u64, &str, u64)> = Vec::new();
+    for i in 0..400_000u64 {
+        events.push((i, "request_start", i));
+        events.push((i + 50_000, "request_done", i));
+    }
+    events.sort();
+    let mut csv = String::from("t_us,event,id,client\n");
+    for (t, name, i) in events {
+        let client = if name == "request_start" {
+            format!("c{}", i % 10_000)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(csv, "{t},{name},{i},{client}");
+    }
+    std::fs::write(d.join("spans.csv"), csv).unwrap();
+    let (code, err, _) = run_measured(
+        d,
+        &[
+            "spans",
+            "--span",
+            "req=request_start..request_done",
+            "--key",
+            "id",
+            "--by",
+            "client",
+            "--time",
+            "t_us",
+            "--time-unit",
+            "us",
+            "--name",
+            "event",
+            "-f",
+            "json",
+            "--max-spans",
+            "400000",
+            "spans.csv",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    std::fs::rename(d.join("stdout.txt"), d.join("spans.json")).unwrap();
+    for to in ["chrome-json", "perfetto"] {
+        let args = ["export", "spans.json", "--to", to, "-o", "out"];
+        let start = Instant::now();
+        let (code, err, rss, cpu) = run_usage(d, &args);
+        eprintln!(
+            "{code:?} {rss:>7} KiB {:>6.2} s ({cpu:.2} s CPU)  {args:?}: {}",
+            start.elapsed().as_secs_f64(),
+            err.lines().last().unwrap_or("")
+        );
+        assert_eq!(code, Some(0), "{to}: {err}");
+        // Most of it is reading the 39 MB document (about 6 s of CPU in a debug build); a
+        // linear search of series and lanes added 11 s more.
+        assert!(cpu < 12.0, "{to}: {cpu:.2} s of CPU");
+    }
 }
