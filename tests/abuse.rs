@@ -1197,3 +1197,69 @@ fn timeline_exports_of_400k_overlapping_spans_in_10000_series_take_linear_time()
         assert!(cpu < 12.0, "{to}: {cpu:.2} s of CPU");
     }
 }
+
+/// The real `spans-live.json` (log-linear buckets) with `edit` applied to its first series.
+fn live_doc(edit: impl Fn(&mut serde_json::Value)) -> String {
+    let text =
+        std::fs::read_to_string(util::root().join("tests/data/docs/spans-live.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut doc["spans"][0]);
+    doc.to_string()
+}
+
+#[test]
+fn merge_refuses_totals_and_counters_beyond_64_bits_instead_of_writing_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Each input is readable; their buckets together hold more than 2^64 values.
+    for (file, bucket) in [("a.json", 0), ("b.json", 1)] {
+        let doc = live_doc(|s| s["histogram"]["buckets"][bucket]["count"] = (1u64 << 63).into());
+        std::fs::write(d.join(file), doc).unwrap();
+    }
+    let (code, err, _) = row(d, &["merge", "a.json", "b.json", "-o", "m.json"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("bucket counts overflow after merging: not written"),
+        "{err}"
+    );
+    assert!(
+        !d.join("m.json").exists(),
+        "a document its reader refuses was written"
+    );
+    // Counters were added with saturation while counts were checked.
+    let wayland = std::fs::read_to_string(util::root().join("tests/data/docs/spans-wayland.json"))
+        .unwrap()
+        .replacen(
+            "\"unmatched\":2",
+            &format!("\"unmatched\":{}", u64::MAX - 1),
+            1,
+        );
+    std::fs::write(d.join("w.json"), wayland).unwrap();
+    let (code, err, _) = row(d, &["merge", "w.json", "w.json", "-o", "m.json"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("its unmatched counter does not fit 64 bits after merging"),
+        "{err}"
+    );
+}
+
+#[test]
+fn compare_plot_and_report_refuse_an_hdr_inconsistent_with_its_count_as_merge_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("doubled.json"), with_hdr(|_| {}, Some(232))).unwrap();
+    std::fs::write(d.join("good.json"), with_hdr(|_| {}, None)).unwrap();
+    for args in [
+        &["compare", "good.json", "doubled.json"][..],
+        &["plot", "doubled.json", "-o", "p.svg"],
+        &["report", "doubled.json", "-o", "r.html"],
+        &["merge", "good.json", "doubled.json", "-o", "m.json"],
+    ] {
+        let (code, err, _) = row(d, args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("its HdrHistogram holds 116 values but its count is 232"),
+            "{args:?}: {err}"
+        );
+    }
+}
