@@ -885,7 +885,7 @@ fn the_metrics_server_bounds_a_200_mb_header_and_2000_idle_connections_and_keeps
         crate::fleet::serve_live(&t, &["400", "2", "0", "30000"], &save, &[]);
     let pid = latscope.0.id();
     // 200 MB of one header line, sent until the server stops taking it (at most 10 s).
-    let flood = std::thread::spawn(move || {
+    let flood = |port: u16| {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut sent = 0usize;
@@ -902,7 +902,10 @@ fn the_metrics_server_bounds_a_200_mb_header_and_2000_idle_connections_and_keeps
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let _ = s.read_to_end(&mut answer);
         (sent, String::from_utf8_lossy(&answer).into_owned())
-    });
+    };
+    let (sent, answer) = flood(port);
+    // Another one while the idle crowd is there and the scrapes are made.
+    let second = std::thread::spawn(move || flood(port));
     // 2,000 idle connections on loopback (each connect bounded by the kernel's backlog).
     let mut idle = Vec::new();
     for _ in 0..2000 {
@@ -921,9 +924,21 @@ fn the_metrics_server_bounds_a_200_mb_header_and_2000_idle_connections_and_keeps
             scraped += 1;
         }
     }
-    let (sent, answer) = flood.join().unwrap();
+    let _ = second.join().unwrap();
     let rss_kb = proc_status(pid, "VmHWM");
     drop(idle);
+    // Until the target's 400 requests are all served (at most 10 s more), then a stop.
+    let waited = Instant::now();
+    while waited.elapsed() < Duration::from_secs(10) {
+        let (_, body) = crate::fleet::http_get(port, "/metrics", "text/plain");
+        let all = String::from_utf8_lossy(&body)
+            .lines()
+            .any(|l| l.starts_with("latscope_span_nanoseconds_count") && l.ends_with(" 400"));
+        if all {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // SAFETY: kill(2) of the latscope we started: it stops, prints and saves.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let status = latscope.0.wait().unwrap();

@@ -85,7 +85,7 @@ impl Item {
                 let held = points
                     .iter()
                     .try_fold(0u64, |n, &(_, c)| n.checked_add(c))
-                    .ok_or("its HdrHistogram's counts overflow")?;
+                    .ok_or("its HdrHistogram's counts overflow 64 bits")?;
                 if held != summary.count {
                     return Err(format!(
                         "its HdrHistogram holds {held} values but its count is {}: the result is inconsistent",
