@@ -18,6 +18,10 @@
 //! ([`reap_orphans_here`]): orphans of a killed group then come back to latscope, which reaps
 //! them, instead of to init.
 //!
+//! The wait for a run's exit polls a pidfd, waking every 5 ms to look at the cancel flag and
+//! the timeout: a watchdog thread per run (the fallback without pidfds) added 250 µs to the
+//! median wall time of `true` (550 µs), the pidfd about 20 µs.
+//!
 //! A command is [`Prepared`] once (its argv and stream paths as C strings) and run many times:
 //! a run allocates nothing that grows with the number of runs.
 
@@ -510,6 +514,12 @@ fn finish(pid: i32, start: Instant, stops: Stops<'_>) -> Result<RunMeasure, Spaw
     let (wall_ns, fired, status, usage) = if stops.timeout.is_none() && stops.cancel.is_none() {
         let (status, usage) = wait(pid)?;
         (start.elapsed().as_nanos() as u64, None, status, usage)
+    } else if let Some(pidfd) = PidFd::open(pid) {
+        // No thread beside the run: poll its pidfd (readable at the exit, which it does not
+        // reap), waking every 5 ms to look at the cancel flag and the clock.
+        let (wall_ns, fired) = pidfd.wait(pid, start, stops)?;
+        let (status, usage) = wait(pid)?;
+        (wall_ns, fired, status, usage)
     } else {
         // Wait for the exit without reaping, so the watchdog can never signal a reused
         // PID or group; stop the watchdog; only then reap.
@@ -542,6 +552,77 @@ fn finish(pid: i32, start: Instant, stops: Stops<'_>) -> Result<RunMeasure, Spaw
         timed_out: fired == Some(Fired::Timeout),
         counters: Vec::new(),
     })
+}
+
+/// A pidfd (Linux 5.3+): readable once the process exits, reaped or not.
+struct PidFd(i32);
+
+impl PidFd {
+    fn open(pid: i32) -> Option<PidFd> {
+        // SAFETY: pidfd_open(2) takes a pid and flags and returns a new descriptor.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        (fd >= 0).then_some(PidFd(fd as i32))
+    }
+
+    /// Waits for the exit of `pid` (left unreaped), killing its group past the timeout or
+    /// once the cancel flag is raised; returns the wall time to the exit and why it was killed.
+    fn wait(&self, pid: i32, start: Instant, stops: Stops<'_>) -> io::Result<(u64, Option<Fired>)> {
+        let deadline = stops.timeout.map(|t| start + t);
+        let mut fired = None;
+        loop {
+            let mut wait_ms: i32 = if stops.cancel.is_some() { 5 } else { -1 };
+            if let Some(d) = deadline.filter(|_| fired.is_none()) {
+                let left = d.saturating_duration_since(Instant::now()).as_millis() + 1;
+                wait_ms = if wait_ms < 0 {
+                    left.min(1000) as i32
+                } else {
+                    wait_ms.min(left as i32)
+                };
+            }
+            if fired.is_some() {
+                wait_ms = -1;
+            }
+            let mut poll = libc::pollfd {
+                fd: self.0,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let ready = unsafe { libc::poll(&mut poll, 1, wait_ms) };
+            if ready > 0 {
+                return Ok((start.elapsed().as_nanos() as u64, fired));
+            }
+            if ready < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            if fired.is_some() {
+                continue;
+            }
+            if stops.cancel.is_some_and(Cancel::is_raised) {
+                fired = Some(Fired::Cancel);
+            } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                fired = Some(Fired::Timeout);
+            }
+            if fired.is_some() {
+                // SAFETY: the leader is unreaped (a pidfd does not reap), so neither its PID
+                // nor its group can have been reused.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for PidFd {
+    fn drop(&mut self) {
+        // SAFETY: our descriptor, closed once.
+        unsafe { libc::close(self.0) };
+    }
 }
 
 /// Kills what is left of process group `pgid` (its leader reaped) and reaps those of its
