@@ -201,6 +201,13 @@ fn one_sigterm_ends_an_ipc_lab_run() {
 /// peak RSS in KiB (from wait4, so it is latscope's own).
 #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
 fn run_measured(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, i64) {
+    let (code, err, rss, _) = run_usage(dir, args);
+    (code, err, rss)
+}
+
+/// [`run_measured`], with the CPU seconds (user and system) latscope used.
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
+fn run_usage(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, i64, f64) {
     let err = dir.join("stderr.txt");
     let child = util::latscope()
         .args(args)
@@ -215,7 +222,14 @@ fn run_measured(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, i
     let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     assert_eq!(pid, child.id() as i32);
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    (code, std::fs::read_to_string(err).unwrap(), usage.ru_maxrss)
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let cpu = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+    (
+        code,
+        std::fs::read_to_string(err).unwrap(),
+        usage.ru_maxrss,
+        cpu,
+    )
 }
 
 /// Writes the bad inputs every file-reading command is tried on.
@@ -843,4 +857,424 @@ fn a_chrome_event_longer_than_1_mib_is_skipped_and_counted_not_buffered() {
         "{warnings}"
     );
     assert!(!out.contains("xxxxxxxx"), "the long name was kept");
+}
+
+/// A process's `/proc/PID/status` field, in its unit (kB or a count).
+fn proc_status(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_metrics_server_bounds_a_200_mb_header_and_2000_idle_connections_and_keeps_serving() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    if !crate::live::live_available() {
+        return;
+    }
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::live::target(dir.path());
+    let save = dir.path().join("live.json");
+    let started = Instant::now();
+    let (mut latscope, port) =
+        crate::fleet::serve_live(&t, &["400", "2", "0", "30000"], &save, &[]);
+    let pid = latscope.0.id();
+    // 200 MB of one header line, sent until the server stops taking it (at most 10 s).
+    let flood = |port: u16| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut sent = 0usize;
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nX-Flood: ");
+        let chunk = vec![b'a'; 1 << 20];
+        let begun = Instant::now();
+        while sent < 200 << 20 && begun.elapsed() < Duration::from_secs(10) {
+            match s.write(&chunk) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        let mut answer = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let _ = s.read_to_end(&mut answer);
+        (sent, String::from_utf8_lossy(&answer).into_owned())
+    };
+    let (sent, answer) = flood(port);
+    // Another one while the idle crowd is there and the scrapes are made.
+    let second = std::thread::spawn(move || flood(port));
+    // 2,000 idle connections on loopback (each connect bounded by the kernel's backlog).
+    let mut idle = Vec::new();
+    for _ in 0..2000 {
+        match TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500))
+        {
+            Ok(s) => idle.push(s),
+            Err(_) => continue,
+        }
+    }
+    let threads = proc_status(pid, "Threads");
+    // Scrapes while the flood and the idle crowd are connected.
+    let mut scraped = 0;
+    for _ in 0..5 {
+        let (head, body) = crate::fleet::http_get(port, "/metrics", "text/plain");
+        if head.contains(" 200 ") && String::from_utf8_lossy(&body).contains("latscope_span") {
+            scraped += 1;
+        }
+    }
+    let _ = second.join().unwrap();
+    let rss_kb = proc_status(pid, "VmHWM");
+    drop(idle);
+    // Until the target's 400 requests are all served (at most 10 s more), then a stop.
+    let waited = Instant::now();
+    while waited.elapsed() < Duration::from_secs(10) {
+        let (_, body) = crate::fleet::http_get(port, "/metrics", "text/plain");
+        let all = String::from_utf8_lossy(&body)
+            .lines()
+            .any(|l| l.starts_with("latscope_span_nanoseconds_count") && l.ends_with(" 400"));
+        if all {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: kill(2) of the latscope we started: it stops, prints and saves.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let status = latscope.0.wait().unwrap();
+    eprintln!(
+        "{:?} {rss_kb:>7} KiB {:>6.2} s  live --serve, a 200 MB header ({} MB taken, answer {:?}) and 2000 idle connections: {scraped}/5 scrapes, {threads} threads",
+        status.code(),
+        started.elapsed().as_secs_f64(),
+        sent >> 20,
+        answer.lines().next().unwrap_or("none"),
+    );
+    assert_eq!(scraped, 5, "scrapes failed beside hostile clients");
+    assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
+    assert!(threads < 20, "{threads} threads for idle connections");
+    assert!(rss_kb < 100 * 1024, "peak RSS {rss_kb} KiB");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(crate::live::saved(&save)["spans"][0]["count"], 400);
+}
+
+/// The processes whose command line is `sleep SECONDS` (a marker no other test uses); killed
+/// as they are counted, so that a failing test leaves nothing behind.
+fn sleepers(seconds: &str) -> usize {
+    let wanted = format!("sleep\0{seconds}\0");
+    let mut found = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if std::fs::read(entry.path().join("cmdline")).is_ok_and(|c| c == wanted.as_bytes()) {
+            found += 1;
+            // SAFETY: kill(2) of a `sleep` this test's benchmark started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    found
+}
+
+#[test]
+fn a_timed_out_benchmark_run_takes_its_whole_process_group_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, err, _) = row(
+        dir.path(),
+        &[
+            "bench",
+            "--runs",
+            "2",
+            "-i",
+            "--counters",
+            "none",
+            "--timeout",
+            "0.3",
+            "--shell",
+            "sleep 31.4159 & sleep 31.4159",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let left = sleepers("31.4159");
+    eprintln!("      {left} sleeps outlived the timed-out runs");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(left, 0, "the timed-out runs' children outlived them");
+}
+
+#[test]
+fn sigterm_during_a_long_benchmark_run_kills_its_group_and_prints_and_saves_the_finished_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Runs 1-3 are quick; the fourth hangs.
+    let command = "n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; [ \"$n\" -lt 3 ] || sleep 31.4160";
+    let start = Instant::now();
+    let child = util::latscope()
+        .args(["bench", "--runs", "10", "--counters", "none", "--shell"])
+        .args(["--save", "saved.json", command])
+        .current_dir(d)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while std::fs::read_to_string(d.join("count")).map_or(true, |c| c.trim() != "4")
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: kill(2) of the latscope we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let sent = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    std::thread::sleep(Duration::from_millis(100));
+    let left = sleepers("31.4160");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let saved = std::fs::read_to_string(d.join("saved.json")).unwrap_or_default();
+    eprintln!(
+        "{:?} {:>6.2} s after SIGTERM  bench with a hanging fourth run: {left} sleeps left, printed {:?}, saved {} bytes",
+        out.status.code(),
+        took.as_secs_f64(),
+        text.lines().next().unwrap_or(""),
+        saved.len()
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert_eq!(left, 0, "the interrupted run's command outlived latscope");
+    assert!(
+        text.contains("3 timed runs each") && text.contains("interrupted"),
+        "{text}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&saved).expect("a saved document");
+    assert_eq!(doc["commands"][0]["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(doc["interrupted"], true);
+}
+
+#[test]
+fn ignored_failures_are_counted_in_every_output_of_bench() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every other run exits 3.
+    let command = "n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; [ $((n % 2)) -eq 0 ] || exit 3";
+    let mut outputs = Vec::new();
+    for format in ["text", "json", "markdown", "csv"] {
+        let _ = std::fs::remove_file(dir.path().join("count"));
+        let (code, err, _) = row(
+            dir.path(),
+            &[
+                "bench",
+                "-i",
+                "--runs",
+                "4",
+                "--counters",
+                "none",
+                "--shell",
+                "--format",
+                format,
+                command,
+            ],
+        );
+        assert_eq!(code, Some(0), "{err}");
+        outputs.push((
+            format,
+            std::fs::read_to_string(dir.path().join("stdout.txt")).unwrap(),
+        ));
+    }
+    for (format, out) in &outputs {
+        let counted = match *format {
+            "json" => {
+                let doc: serde_json::Value = serde_json::from_str(out).unwrap();
+                doc["commands"][0]["failed_runs"] == 2
+            }
+            "csv" => {
+                let header: Vec<&str> = out.lines().next().unwrap().split(',').collect();
+                let col = header.iter().position(|h| *h == "failed");
+                col.is_some_and(|col| {
+                    out.lines()
+                        .skip(1)
+                        .filter(|l| l.split(',').nth(col) == Some("1"))
+                        .count()
+                        == 2
+                })
+            }
+            _ => out.contains("2 of 4 runs failed"),
+        };
+        assert!(
+            counted,
+            "{format}: the 2 failed runs are not counted in:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn spans_by_a_field_of_100000_values_keeps_10000_series_and_folds_the_rest_into_other() {
+    use std::fmt::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("t_us,event,id,client\n");
+    for i in 0..200_000u64 {
+        let _ = writeln!(csv, "{},request_start,{i},c{}", 3 * i, i % 100_000);
+        let _ = writeln!(csv, "{},request_done,{i},", 3 * i + 1);
+    }
+    std::fs::write(dir.path().join("by.csv"), csv).unwrap();
+    let (code, err, rss) = row(
+        dir.path(),
+        &[
+            "spans",
+            "--span",
+            "req=request_start..request_done",
+            "--key",
+            "id",
+            "--by",
+            "client",
+            "--time",
+            "t_us",
+            "--time-unit",
+            "us",
+            "--name",
+            "event",
+            "-f",
+            "json",
+            "by.csv",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let out = std::fs::read_to_string(dir.path().join("stdout.txt")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let spans = doc["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), 10_001);
+    let other = spans.iter().find(|s| s["group"] == "(other)").unwrap();
+    // 10,000 values keep their 2 spans each; the other 90,000 values' 180,000 spans fold.
+    assert_eq!(other["count"], 180_000);
+    assert!(
+        err.contains("more than 10000 distinct values: 180000 events of further values were folded into one '(other)' series"),
+        "{err}"
+    );
+    assert!(rss < 400 * 1024, "peak RSS {rss} KiB");
+}
+
+#[test]
+fn timeline_exports_of_400k_overlapping_spans_in_10000_series_take_linear_time() {
+    use std::fmt::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Span i starts at i µs and lasts 50 ms, in series c(i mod 10,000): five lanes a series.
+    let mut events: Vec<(u64, &str, u64)> = Vec::new();
+    for i in 0..400_000u64 {
+        events.push((i, "request_start", i));
+        events.push((i + 50_000, "request_done", i));
+    }
+    events.sort();
+    let mut csv = String::from("t_us,event,id,client\n");
+    for (t, name, i) in events {
+        let client = if name == "request_start" {
+            format!("c{}", i % 10_000)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(csv, "{t},{name},{i},{client}");
+    }
+    std::fs::write(d.join("spans.csv"), csv).unwrap();
+    let (code, err, _) = run_measured(
+        d,
+        &[
+            "spans",
+            "--span",
+            "req=request_start..request_done",
+            "--key",
+            "id",
+            "--by",
+            "client",
+            "--time",
+            "t_us",
+            "--time-unit",
+            "us",
+            "--name",
+            "event",
+            "-f",
+            "json",
+            "--max-spans",
+            "400000",
+            "spans.csv",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    std::fs::rename(d.join("stdout.txt"), d.join("spans.json")).unwrap();
+    for to in ["chrome-json", "perfetto"] {
+        let args = ["export", "spans.json", "--to", to, "-o", "out"];
+        let start = Instant::now();
+        let (code, err, rss, cpu) = run_usage(d, &args);
+        eprintln!(
+            "{code:?} {rss:>7} KiB {:>6.2} s ({cpu:.2} s CPU)  {args:?}: {}",
+            start.elapsed().as_secs_f64(),
+            err.lines().last().unwrap_or("")
+        );
+        assert_eq!(code, Some(0), "{to}: {err}");
+        // Most of it is reading the 39 MB document (about 6 s of CPU in a debug build); a
+        // linear search of series and lanes added 11 s more.
+        assert!(cpu < 12.0, "{to}: {cpu:.2} s of CPU");
+    }
+}
+
+/// The real `spans-live.json` (log-linear buckets) with `edit` applied to its first series.
+fn live_doc(edit: impl Fn(&mut serde_json::Value)) -> String {
+    let text =
+        std::fs::read_to_string(util::root().join("tests/data/docs/spans-live.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut doc["spans"][0]);
+    doc.to_string()
+}
+
+#[test]
+fn merge_refuses_totals_and_counters_beyond_64_bits_instead_of_writing_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Each input is readable; their buckets together hold more than 2^64 values.
+    for (file, bucket) in [("a.json", 0), ("b.json", 1)] {
+        let doc = live_doc(|s| s["histogram"]["buckets"][bucket]["count"] = (1u64 << 63).into());
+        std::fs::write(d.join(file), doc).unwrap();
+    }
+    let (code, err, _) = row(d, &["merge", "a.json", "b.json", "-o", "m.json"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("bucket counts overflow after merging: not written"),
+        "{err}"
+    );
+    assert!(
+        !d.join("m.json").exists(),
+        "a document its reader refuses was written"
+    );
+    // Counters were added with saturation while counts were checked.
+    let wayland = std::fs::read_to_string(util::root().join("tests/data/docs/spans-wayland.json"))
+        .unwrap()
+        .replacen(
+            "\"unmatched\":2",
+            &format!("\"unmatched\":{}", u64::MAX - 1),
+            1,
+        );
+    std::fs::write(d.join("w.json"), wayland).unwrap();
+    let (code, err, _) = row(d, &["merge", "w.json", "w.json", "-o", "m.json"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("its unmatched counter does not fit 64 bits after merging"),
+        "{err}"
+    );
+}
+
+#[test]
+fn compare_plot_and_report_refuse_an_hdr_inconsistent_with_its_count_as_merge_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("doubled.json"), with_hdr(|_| {}, Some(232))).unwrap();
+    std::fs::write(d.join("good.json"), with_hdr(|_| {}, None)).unwrap();
+    for args in [
+        &["compare", "good.json", "doubled.json"][..],
+        &["plot", "doubled.json", "-o", "p.svg"],
+        &["report", "doubled.json", "-o", "r.html"],
+        &["merge", "good.json", "doubled.json", "-o", "m.json"],
+    ] {
+        let (code, err, _) = row(d, args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("its HdrHistogram holds 116 values but its count is 232"),
+            "{args:?}: {err}"
+        );
+    }
 }

@@ -13,7 +13,7 @@ use crate::live::{live_available, probe, saved, target};
 use crate::util::{self, stderr};
 
 /// A child process killed (and reaped) on every exit path of a test.
-struct Guard(Child);
+pub(crate) struct Guard(pub(crate) Child);
 
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -46,7 +46,7 @@ fn free_port() -> u16 {
 }
 
 /// A plain HTTP/1.0 GET on loopback: status line and body.
-fn http_get(port: u16, path: &str, accept: &str) -> (String, Vec<u8>) {
+pub(crate) fn http_get(port: u16, path: &str, accept: &str) -> (String, Vec<u8>) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -95,7 +95,12 @@ fn promql(port: u16, query: &str) -> Option<f64> {
 
 /// Starts `latscope live --serve 127.0.0.1:0` on the target started with `target_args` (traced
 /// from its first instruction, so every request counts); returns it and the port it serves on.
-fn serve_live(t: &Path, target_args: &[&str], save: &Path, extra: &[&str]) -> (Guard, u16) {
+pub(crate) fn serve_live(
+    t: &Path,
+    target_args: &[&str],
+    save: &Path,
+    extra: &[&str],
+) -> (Guard, u16) {
     let span = format!(
         "req={}..{}",
         probe(t, "request_start"),

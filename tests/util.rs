@@ -31,8 +31,12 @@ pub fn real_logs() -> Vec<PathBuf> {
 }
 
 /// `latscope ARGS...`
+/// The binary under test: this build's, or `LATSCOPE_BIN` when set (an older build, to take
+/// the abuse suite's "before" column with the same tests).
 pub fn latscope() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_latscope"))
+    Command::new(
+        std::env::var_os("LATSCOPE_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_latscope").into()),
+    )
 }
 
 /// Runs latscope and returns its output.

@@ -12,7 +12,7 @@ use rand::seq::SliceRandom;
 use rand_pcg::Pcg64;
 
 use super::counters::Event;
-use super::spawn::{Io, Prepared, RunMeasure, SpawnError};
+use super::spawn::{Io, Prepared, RunMeasure, SpawnError, Stops};
 use crate::ingest::Cancel;
 
 /// One command to benchmark.
@@ -211,6 +211,14 @@ impl<'a> Runner<'a> {
         })
     }
 
+    /// A run's time limit, and the cancel flag that kills it.
+    fn stops(&self) -> Stops<'_> {
+        Stops {
+            timeout: self.s.timeout,
+            cancel: self.s.cancel.as_ref(),
+        }
+    }
+
     fn cancelled(&self) -> bool {
         self.s.cancel.as_ref().is_some_and(Cancel::is_raised)
     }
@@ -342,7 +350,13 @@ impl<'a> Runner<'a> {
         let Some(p) = &self.hooks[which] else {
             return Ok(());
         };
-        let (r, _) = p.run(&[], self.s.timeout)?;
+        // The cleanup runs after a Ctrl-C too: it is not cancelled (the signal watchdog still
+        // ends a cleanup that hangs).
+        let stops = Stops {
+            cancel: self.s.cancel.as_ref().filter(|_| which != CLEANUP),
+            ..self.stops()
+        };
+        let (r, _) = p.run(&[], stops)?;
         if r.exit_code != Some(0) && !self.s.ignore_failure {
             let argv = [
                 &self.s.setup,
@@ -372,8 +386,8 @@ impl<'a> Runner<'a> {
         self.hook(PREPARE)?;
         let (r, unsupported) = match counted {
             // Forked even when no event could be opened: peak RSS is read from these runs.
-            Counted::Yes(events) => self.prepared[c].counted(events, self.s.timeout)?,
-            Counted::No => self.prepared[c].run(&[], self.s.timeout)?,
+            Counted::Yes(events) => self.prepared[c].counted(events, self.stops())?,
+            Counted::No => self.prepared[c].run(&[], self.stops())?,
         };
         if matches!(counted, Counted::Yes(_)) && m.unsupported.is_empty() {
             m.unsupported = unsupported;

@@ -41,6 +41,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         Some(other) => bail!("--instructions takes 'callgrind', not '{other}'"),
         None => None,
     };
+    // A killed run's group may leave orphans: they come back here to be reaped.
+    latscope::bench::spawn::reap_orphans_here();
     let bar = progress(&schedule, commands.len());
     let (measured, error) = schedule::run(
         &commands,
@@ -135,7 +137,7 @@ fn output(
         file.write(json.as_bytes())?;
     }
     if let Some(file) = &files.markdown {
-        file.write(render::markdown(commands, &a).as_bytes())?;
+        file.write(render::markdown(commands, m, &a).as_bytes())?;
     }
     if let Some(file) = &files.csv {
         file.write(render::csv(commands, m).as_bytes())?;
@@ -143,7 +145,7 @@ fn output(
     let text = match args.format {
         Format::Text => render::text(commands, m, &a, rule.noise),
         Format::Json => doc::to_json(&doc, false),
-        Format::Markdown => render::markdown(commands, &a),
+        Format::Markdown => render::markdown(commands, m, &a),
         Format::Csv => render::csv(commands, m),
     };
     crate::commands::print(&text)
@@ -335,7 +337,7 @@ fn compare(
         };
         text.push_str(&match args.format {
             Format::Json => doc::to_json(&render::document(&commands, &m, &a, rule_doc), false),
-            Format::Markdown => render::markdown(&commands, &a),
+            Format::Markdown => render::markdown(&commands, &m, &a),
             Format::Csv => render::csv(&commands, &m),
             Format::Text => render::text(&commands, &m, &a, rule.noise),
         });

@@ -255,13 +255,17 @@ pub fn run(args: &SpansArgs) -> Result<()> {
         KeepArg::First => Repeat::KeepFirst,
     };
     let no_rules = rules.is_empty();
-    let mut pairer = Pairer::new(rules, names, args.by.clone(), repeat);
+    let mut pairer = Pairer::new(rules, names, args.by.clone(), repeat)
+        .with_max_series(args.max_series as usize);
     if args.output.format == Format::Csv {
         let files: Vec<String> = inputs.iter().map(Input::name).collect();
         let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), Vec::new(), files)
             .with_span_names(pairer.span_names())
             .with_labels(pairer.labels());
         let (_, error) = read_all(&inputs, &options, &mut pairer, &mut sink);
+        if let Some(note) = pairer.folded_note() {
+            eprintln!("latscope: warning: {note}");
+        }
         match sink.finish() {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
             other => other.context("writing CSV to standard output")?,
@@ -325,6 +329,10 @@ pub fn run(args: &SpansArgs) -> Result<()> {
         })
         .collect();
     let mut warnings = totals.notes.clone();
+    if let Some(note) = pairer.folded_note() {
+        eprintln!("latscope: warning: {note}");
+        warnings.push(note);
+    }
     warnings.extend(silent.into_iter().map(|l| format!("measured nothing: {l}")));
     if totals.stats.interrupted {
         warnings.push("interrupted: the spans read so far are reported".to_string());

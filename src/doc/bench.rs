@@ -64,6 +64,10 @@ pub struct Command {
     /// every timed run, in the order run (run `j` of every command ran in block `j`); nothing
     /// was attached to them
     pub runs: Vec<Run>,
+    /// how many of `runs` failed (non-zero exit, killed, timed out): measured and in the
+    /// statistics only with `--ignore-failure`
+    #[serde(default)]
+    pub failed_runs: u64,
     /// the counted runs (counters attached, so their wall time is not used)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counted_runs: Vec<Run>,

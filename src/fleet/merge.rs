@@ -160,8 +160,8 @@ pub fn merge(inputs: &[(String, Document)]) -> Result<SpansDoc, MergeError> {
             r
         })
         .collect();
-    out.spans = spans.finish();
-    out.values = values.finish();
+    out.spans = spans.finish()?;
+    out.values = values.finish()?;
     Ok(out)
 }
 
@@ -274,23 +274,46 @@ impl Merger {
                 }
                 Some((first, acc)) => {
                     add(acc, s).map_err(err)?;
-                    first.counters = add_counters(&first.counters, &s.counters);
+                    first.counters = add_counters(&first.counters, &s.counters).map_err(err)?;
                 }
             }
         }
         Ok(())
     }
 
-    fn finish(mut self) -> Vec<Series> {
+    /// The merged series, each checked as the document reader checks it: merge never writes a
+    /// document it would refuse to read.
+    fn finish(mut self) -> Result<Vec<Series>, MergeError> {
         self.order
             .iter()
             .filter_map(|k| self.series.remove(k))
             .map(|(mut s, acc)| {
-                s.latency = match acc {
-                    Acc::LogLinear(b) => Latency::of_bucketed(&b),
-                    Acc::Hdr(h) => h.latency(),
-                };
-                s
+                let checked = match acc {
+                    // The total first: percentiles are computed over it.
+                    Acc::LogLinear(b) => {
+                        match b.counts.iter().try_fold(0u64, |n, &c| n.checked_add(c)) {
+                            Some(_) => {
+                                s.latency = Latency::of_bucketed(&b);
+                                Ok(())
+                            }
+                            None => Err("bucket counts overflow".to_string()),
+                        }
+                    }
+                    Acc::Hdr(h) => {
+                        s.latency = h.latency();
+                        Ok(())
+                    }
+                }
+                .and_then(|()| s.latency.summary.check())
+                .and_then(|()| s.latency.histogram.check(s.latency.summary.count));
+                match checked {
+                    Ok(()) => Ok(s),
+                    Err(why) => Err(MergeError::Series {
+                        file: "the merged result".to_string(),
+                        series: crate::doc::label(&s.name, s.group.as_deref()),
+                        why: format!("{why} after merging: not written"),
+                    }),
+                }
             })
             .collect()
     }
@@ -380,18 +403,21 @@ fn add_bucketed(a: &mut Bucketed, b: &Bucketed) -> Result<(), String> {
     Ok(())
 }
 
-fn add_counters(a: &Counters, b: &Counters) -> Counters {
-    let add = |x: Option<u64>, y: Option<u64>| match (x, y) {
-        (None, None) => None,
-        (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
+/// The counters of two inputs added, checked as counts are (they saturated silently before).
+fn add_counters(a: &Counters, b: &Counters) -> Result<Counters, String> {
+    let add = |name: &str, x: Option<u64>, y: Option<u64>| match (x, y) {
+        (None, None) => Ok(None),
+        (x, y) => plus(x.unwrap_or(0), y.unwrap_or(0))
+            .map(Some)
+            .map_err(|_| format!("its {name} counter does not fit 64 bits after merging")),
     };
-    Counters {
-        unmatched: add(a.unmatched, b.unmatched),
-        superseded: add(a.superseded, b.superseded),
-        orphan_ends: add(a.orphan_ends, b.orphan_ends),
-        discarded: add(a.discarded, b.discarded),
-        backwards: add(a.backwards, b.backwards),
-    }
+    Ok(Counters {
+        unmatched: add("unmatched", a.unmatched, b.unmatched)?,
+        superseded: add("superseded", a.superseded, b.superseded)?,
+        orphan_ends: add("orphan_ends", a.orphan_ends, b.orphan_ends)?,
+        discarded: add("discarded", a.discarded, b.discarded)?,
+        backwards: add("backwards", a.backwards, b.backwards)?,
+    })
 }
 
 impl HdrAcc {

@@ -3,8 +3,9 @@
 //! A lab of test machines or a fleet of kiosks is not read histogram by histogram. [`native`]
 //! maps the kernel's log-linear buckets onto Prometheus native histograms (pure), [`metrics`]
 //! encodes a live session's latest snapshot with prometheus-client, and [`serve`] serves it on
-//! `/metrics` from its own thread (the only I/O here).
+//! `/metrics` from its own thread through the bounded server of [`http`] (the only I/O here).
 
+pub mod http;
 pub mod merge;
 pub mod metrics;
 pub mod native;

@@ -1,10 +1,10 @@
 //! Serving `/metrics` over HTTP on its own thread: the I/O edge of [`super::metrics`].
 //!
-//! Why tiny_http: one small, long-maintained crate (4 light dependencies, no async runtime)
-//! parses HTTP/1.1 (keep-alive, pipelining, bad requests) so that a hand-written parser does not
-//! have to; a Prometheus server is the only expected client. The thread only reads the shared
-//! snapshot; a scraper that disconnects mid-response, or any other HTTP failure, ends that one
-//! response and nothing else: the live session never waits on the server and loses nothing.
+//! The server is [`super::http`]: one thread, at most 64 connections, request heads of at most
+//! 8 KiB, read, idle and write timeouts (tiny_http, used before, could not be bounded: see
+//! there). The thread only reads the shared snapshot; a scraper that disconnects
+//! mid-response, or any other HTTP failure, ends that one connection and nothing else: the
+//! live session never waits on the server and loses nothing.
 //!
 //! Content negotiation, as Prometheus does it: a scraper that accepts
 //! `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily` (Prometheus with
@@ -13,12 +13,10 @@
 //! (and `HEAD`) is served; anything else is 404 or 405.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use prometheus_client::registry::Registry;
-use tiny_http::{Header, Method, Request, Response, Server};
 
+use super::http::{Limits, Request, Response, Server};
 use super::metrics;
 
 /// The content type of the protobuf exposition format.
@@ -37,20 +35,12 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     })
 }
 
-/// A running metrics server; dropping it stops the thread.
+/// A running metrics server; dropping it stops and joins its thread.
+#[derive(Debug)]
 pub struct MetricsServer {
-    server: Arc<Server>,
-    thread: Option<JoinHandle<()>>,
+    _server: Server,
     /// the address actually bound (the port is known even when 0 was asked)
     pub addr: SocketAddr,
-}
-
-impl std::fmt::Debug for MetricsServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MetricsServer")
-            .field("addr", &self.addr)
-            .finish()
-    }
 }
 
 /// Why the server could not start.
@@ -62,55 +52,31 @@ pub struct ServeError {
 }
 
 impl MetricsServer {
-    /// Binds `addr` and serves `registry` on a new thread.
+    /// Binds `addr` and serves `registry` on a new thread, within the default [`Limits`].
     pub fn start(addr: SocketAddr, registry: Registry) -> Result<MetricsServer, ServeError> {
-        let server = Server::http(addr).map_err(|e| ServeError {
+        let server = Server::start(addr, Limits::default(), move |r: &Request| {
+            respond(r, &registry)
+        })
+        .map_err(|e| ServeError {
             addr,
-            reason: bind_reason(e.as_ref()),
+            reason: bind_reason(&e),
         })?;
-        let bound = server.server_addr().to_ip().ok_or_else(|| ServeError {
-            addr,
-            reason: "not an IP socket".to_string(),
-        })?;
-        let server = Arc::new(server);
-        let serving = server.clone();
-        let thread = std::thread::Builder::new()
-            .name("latscope-metrics".into())
-            .spawn(move || {
-                for request in serving.incoming_requests() {
-                    respond(request, &registry);
-                }
-            })
-            .map_err(|e| ServeError {
-                addr,
-                reason: e.to_string(),
-            })?;
         Ok(MetricsServer {
-            server,
-            thread: Some(thread),
-            addr: bound,
+            addr: server.addr,
+            _server: server,
         })
     }
 }
 
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        // Not joined: the thread may be blocked writing to a scraper that stopped reading, and
-        // latscope must still exit; it ends with the process.
-        self.server.unblock();
-        drop(self.thread.take());
-    }
-}
-
-fn bind_reason(e: &(dyn std::error::Error + 'static)) -> String {
-    match e.downcast_ref::<std::io::Error>().map(std::io::Error::kind) {
-        Some(std::io::ErrorKind::AddrInUse) => {
+fn bind_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
             "the address is in use (another exporter or latscope?): choose another port".into()
         }
-        Some(std::io::ErrorKind::AddrNotAvailable) => {
+        std::io::ErrorKind::AddrNotAvailable => {
             "no interface has this address: use 127.0.0.1 or one of this machine's addresses".into()
         }
-        Some(std::io::ErrorKind::PermissionDenied) => {
+        std::io::ErrorKind::PermissionDenied => {
             "permission denied (ports below 1024 need privileges)".into()
         }
         _ => e.to_string(),
@@ -127,28 +93,15 @@ pub fn wants_protobuf(accept: &str) -> bool {
     })
 }
 
-fn respond(request: Request, registry: &Registry) {
-    let path = request.url().split('?').next().unwrap_or("");
-    let method = request.method().clone();
-    // A client gone mid-response is an error of that response only: ignored.
+fn respond(request: &Request, registry: &Registry) -> Response {
+    let path = request.path.split('?').next().unwrap_or("");
     if path != "/metrics" {
-        let _ = request.respond(
-            Response::from_string("not found: latscope serves /metrics\n").with_status_code(404),
-        );
-        return;
+        return Response::text(404, "not found: latscope serves /metrics\n");
     }
-    if method != Method::Get && method != Method::Head {
-        let _ = request.respond(Response::from_string("only GET\n").with_status_code(405));
-        return;
+    if request.method != "GET" && request.method != "HEAD" {
+        return Response::text(405, "only GET\n");
     }
-    let accept = request
-        .headers()
-        .iter()
-        .filter(|h| h.field.equiv("Accept"))
-        .map(|h| h.value.as_str().to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    let (body, content_type) = if wants_protobuf(&accept) {
+    let (body, content_type) = if wants_protobuf(&request.accept) {
         (metrics::protobuf(registry), PROTOBUF)
     } else {
         (
@@ -158,19 +111,14 @@ fn respond(request: Request, registry: &Registry) {
             OPENMETRICS,
         )
     };
-    let response = match body {
-        Ok(body) => {
-            let mut response = Response::from_data(body);
-            if let Ok(h) = Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes()) {
-                response.add_header(h);
-            }
-            response
-        }
-        Err(e) => {
-            Response::from_string(format!("cannot encode the metrics: {e}\n")).with_status_code(500)
-        }
-    };
-    let _ = request.respond(response);
+    match body {
+        Ok(body) => Response {
+            status: 200,
+            content_type,
+            body,
+        },
+        Err(e) => Response::text(500, &format!("cannot encode the metrics: {e}\n")),
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::bench::analysis::{Analysis, Kind, Summary, sentence};
 use crate::bench::schedule::{BenchCommand, Measured};
-use crate::bench::spawn::RunMeasure;
+use crate::bench::spawn::{RunMeasure, failures};
 use crate::doc::bench::{self as d, BenchDoc, MetricChange, MetricSummary, RuleDoc};
 use crate::stats::Unit;
 use crate::stats::change::Change;
@@ -82,6 +82,9 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
         }
         for line in parts.chunks(4) {
             let _ = writeln!(out, "  {}", line.join("   "));
+        }
+        if let Some(failed) = failures(&m.runs[c]) {
+            let _ = writeln!(out, "  {failed}: in the statistics (--ignore-failure)");
         }
     }
     for (c, comparisons) in &a.comparisons {
@@ -215,6 +218,7 @@ pub fn document(commands: &[BenchCommand], m: &Measured, a: &Analysis, rule: Rul
                 argv: cmd.argv.clone(),
                 parameters: cmd.parameters.iter().cloned().collect(),
                 runs: m.runs[c].clone(),
+                failed_runs: m.runs[c].iter().filter(|r| r.failed()).count() as u64,
                 counted_runs: m.counted.get(c).cloned().unwrap_or_default(),
                 wall: crate::doc::Summary::of_points(&crate::stats::ab::points(&walls)),
                 metrics: a
@@ -286,8 +290,9 @@ fn ratio_cell(x: &Change) -> String {
     })
 }
 
-/// A Markdown table of wall times and verdicts.
-pub fn markdown(commands: &[BenchCommand], a: &Analysis) -> String {
+/// A Markdown table of wall times and verdicts, and a line under it for each command with
+/// failed runs.
+pub fn markdown(commands: &[BenchCommand], m: &Measured, a: &Analysis) -> String {
     let mut out = String::from(
         "| command | wall median | 95% CI | vs baseline | p | verdict |\n|---|--:|--:|--:|--:|---|\n",
     );
@@ -313,6 +318,15 @@ pub fn markdown(commands: &[BenchCommand], a: &Analysis) -> String {
             show(Kind::Time, s.ci.1)
         );
     }
+    for (c, cmd) in commands.iter().enumerate() {
+        if let Some(failed) = m.runs.get(c).and_then(|runs| failures(runs)) {
+            let _ = write!(
+                out,
+                "\n{}: {failed}, in the statistics (--ignore-failure)\n",
+                super::format::markdown_code(&cmd.name)
+            );
+        }
+    }
     out
 }
 
@@ -327,7 +341,7 @@ pub fn csv(commands: &[BenchCommand], m: &Measured) -> String {
         .map(|r| r.counters.iter().map(|(n, _)| n.clone()).collect())
         .unwrap_or_default();
     let mut out = format!(
-        "command_index,command,run,wall_ns,user_ns,sys_ns,max_rss_kb,exit_code,counted,voluntary_cs,involuntary_cs,minor_faults{}\n",
+        "command_index,command,run,wall_ns,user_ns,sys_ns,max_rss_kb,exit_code,counted,voluntary_cs,involuntary_cs,minor_faults,failed{}\n",
         counters.iter().map(|c| format!(",{c}")).collect::<String>()
     );
     for (counted, runs) in [(0, &m.runs), (1, &m.counted)] {
@@ -344,14 +358,15 @@ pub fn csv(commands: &[BenchCommand], m: &Measured) -> String {
                 let code = r.exit_code.map_or(String::new(), |c| c.to_string());
                 let _ = writeln!(
                     out,
-                    "{c},{name},{i},{},{},{},{},{code},{counted},{},{},{}{values}",
+                    "{c},{name},{i},{},{},{},{},{code},{counted},{},{},{},{}{values}",
                     r.wall_ns,
                     r.user_ns,
                     r.sys_ns,
                     r.max_rss_kb,
                     r.voluntary_cs,
                     r.involuntary_cs,
-                    r.minor_faults
+                    r.minor_faults,
+                    u8::from(r.failed())
                 );
             }
         }

@@ -2,6 +2,7 @@
 //! per span) and bpftrace-style JSON (`{"type":"hist","data":{"@name":[{"min","max","count"}]}}`,
 //! log2 buckets), both read back by [`crate::doc::load`].
 
+use std::fmt::Write;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -107,47 +108,50 @@ pub fn chrome_json_of(spans: &[crate::doc::spans::SpanRecord], process: &str) ->
     let micros = |ns: u64| format!("{}.{:03}", ns / 1_000, ns % 1_000);
     let mut order: Vec<&crate::doc::spans::SpanRecord> = spans.iter().collect();
     order.sort_by_key(|s| (s.start_ns, s.latency_ns));
-    // Per series: its label, and per lane its thread id and the end of its last span.
-    let mut series: Vec<(String, Vec<(usize, u64)>)> = Vec::new();
+    // Per series (by label): its thread ids, one per lane, and its lanes.
+    let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
+    let mut series: Vec<(Vec<usize>, super::timeline::Lanes)> = Vec::new();
     let mut threads = 0;
     let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
     for s in order {
         let label = crate::doc::label(&s.span, s.group.as_deref());
-        let i = match series.iter().position(|(l, _)| *l == label) {
-            Some(i) => i,
-            None => {
-                series.push((label.clone(), Vec::new()));
-                series.len() - 1
-            }
-        };
+        let i = *index.entry(label.clone()).or_insert_with(|| {
+            series.push(Default::default());
+            series.len() - 1
+        });
         let end = s.start_ns.saturating_add(s.latency_ns);
-        let lanes = &mut series[i].1;
-        let tid = match lanes.iter().position(|&(_, e)| e <= s.start_ns) {
-            Some(lane) => {
-                lanes[lane].1 = end;
-                lanes[lane].0
-            }
-            None => {
+        let (tids, lanes) = &mut series[i];
+        let tid = match lanes.place(s.start_ns, end) {
+            (lane, false) => tids[lane],
+            (lane, true) => {
                 threads += 1;
-                let name = match lanes.len() {
+                let name = match lane {
                     0 => label.clone(),
                     n => format!("{label} (lane {})", n + 1),
                 };
-                lanes.push((threads, end));
+                tids.push(threads);
                 let meta = json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": threads, "args": {"name": name}});
                 out.push_str(&meta.to_string());
                 out.push_str(",\n");
                 threads
             }
         };
-        let args = json!({"latency_ns": s.latency_ns, "start_ns": s.start_ns, "group": s.group});
-        out.push_str(&format!(
-            "{{\"name\":{},\"cat\":\"latscope\",\"ph\":\"X\",\"pid\":1,\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{}}},\n",
-            Value::String(s.span.clone()),
+        // Written directly (keys in serde_json's order): a `json!` value per span cost more
+        // than the rest of the export.
+        let quoted = |text: &str| serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into());
+        let group = s
+            .group
+            .as_deref()
+            .map_or_else(|| "null".to_string(), quoted);
+        let _ = writeln!(
+            out,
+            "{{\"name\":{},\"cat\":\"latscope\",\"ph\":\"X\",\"pid\":1,\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{{\"group\":{group},\"latency_ns\":{},\"start_ns\":{}}}}},",
+            quoted(&s.span),
             micros(s.start_ns),
             micros(s.latency_ns),
-            args
-        ));
+            s.latency_ns,
+            s.start_ns
+        );
     }
     let process =
         json!({"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": process}});

@@ -126,12 +126,12 @@ fn descriptor(uuid: u64, name: String, parent: Option<u64>) -> TracePacket {
     }
 }
 
-/// A series' lanes: the end of the last span on each.
+/// A series' track and its lanes' tracks.
 #[derive(Debug, Default)]
 struct Series {
     label: String,
     uuid: u64,
-    lane_ends: Vec<u64>,
+    lanes: super::timeline::Lanes,
     lane_uuids: Vec<u64>,
 }
 
@@ -139,6 +139,7 @@ struct Series {
 pub fn trace(spans: &[SpanRecord]) -> Trace {
     let mut order: Vec<&SpanRecord> = spans.iter().collect();
     order.sort_by_key(|s| (s.start_ns, s.latency_ns));
+    let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
     let mut series: Vec<Series> = Vec::new();
     let mut tracks = Vec::new();
     let mut events: Vec<(u64, Type, u64, &SpanRecord)> = Vec::new();
@@ -149,11 +150,12 @@ pub fn trace(spans: &[SpanRecord]) -> Trace {
     };
     for s in order {
         let label = crate::doc::label(&s.span, s.group.as_deref());
-        let i = match series.iter().position(|x| x.label == label) {
-            Some(i) => i,
+        let i = match index.get(&label) {
+            Some(&i) => i,
             None => {
                 let id = uuid();
                 tracks.push(descriptor(id, label.clone(), None));
+                index.insert(label.clone(), series.len());
                 series.push(Series {
                     label,
                     uuid: id,
@@ -164,21 +166,16 @@ pub fn trace(spans: &[SpanRecord]) -> Trace {
         };
         let x = &mut series[i];
         let end = s.start_ns.saturating_add(s.latency_ns);
-        let lane = match x.lane_ends.iter().position(|&e| e <= s.start_ns) {
-            Some(lane) => lane,
-            None => {
-                let id = uuid();
-                let name = match x.lane_ends.len() {
-                    0 => x.label.clone(),
-                    n => format!("{} (overlapping, {})", x.label, n + 1),
-                };
-                tracks.push(descriptor(id, name, Some(x.uuid)));
-                x.lane_ends.push(0);
-                x.lane_uuids.push(id);
-                x.lane_ends.len() - 1
-            }
-        };
-        x.lane_ends[lane] = end;
+        let (lane, new) = x.lanes.place(s.start_ns, end);
+        if new {
+            let id = uuid();
+            let name = match lane {
+                0 => x.label.clone(),
+                n => format!("{} (overlapping, {})", x.label, n + 1),
+            };
+            tracks.push(descriptor(id, name, Some(x.uuid)));
+            x.lane_uuids.push(id);
+        }
         let track = x.lane_uuids[lane];
         events.push((s.start_ns, Type::SliceBegin, track, s));
         events.push((end, Type::SliceEnd, track, s));

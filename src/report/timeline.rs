@@ -3,6 +3,9 @@
 //! a `spans` document's records (else its slowest), and the labs' per-message records
 //! (`--max-spans N`), each lab row a group so that every row × series gets its own track.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use crate::doc::Document;
 use crate::doc::spans::{Source, SpanRecord, SpansDoc};
 
@@ -24,6 +27,50 @@ impl Timeline {
         doc.records = self.spans.clone();
         doc.records_dropped = self.dropped;
         doc
+    }
+}
+
+/// The lanes of one series in a timeline export: each span goes to the lowest-numbered lane
+/// free at its start (its last span ended by then), or to a new lane when none is. Spans must
+/// come in start order. A heap of busy lanes by their end and a heap of free lane numbers make
+/// it O(log lanes) a span: the linear search it replaces took 11 s for 400,000 spans over
+/// 2,000 lanes.
+#[derive(Debug, Default)]
+pub struct Lanes {
+    busy: BinaryHeap<Reverse<(u64, usize)>>,
+    free: BinaryHeap<Reverse<usize>>,
+    count: usize,
+}
+
+impl Lanes {
+    /// The lane of a span from `start` to `end`, and whether the lane is new.
+    pub fn place(&mut self, start: u64, end: u64) -> (usize, bool) {
+        while let Some(&Reverse((e, lane))) = self.busy.peek() {
+            if e > start {
+                break;
+            }
+            self.busy.pop();
+            self.free.push(Reverse(lane));
+        }
+        let (lane, new) = match self.free.pop() {
+            Some(Reverse(lane)) => (lane, false),
+            None => {
+                self.count += 1;
+                (self.count - 1, true)
+            }
+        };
+        self.busy.push(Reverse((end, lane)));
+        (lane, new)
+    }
+
+    /// How many lanes there are.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether no span was placed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
     }
 }
 
@@ -84,5 +131,32 @@ pub fn timeline(doc: &Document) -> Result<Timeline, String> {
             "a {} result has no individual spans; --to chrome-json and perfetto take a spans result (`latscope spans --max-spans N -f json`, `latscope live --save FILE --record-spans`) or a lab result made with --max-spans N (`latscope lab ipc`, `lab wayland`, `lab x11`, `lab queue`)",
             other.kind().name()
         )),
+    }
+}
+
+#[cfg(test)]
+mod lane_tests {
+    use super::Lanes;
+
+    #[test]
+    fn each_span_takes_the_lowest_lane_free_at_its_start() {
+        let mut lanes = Lanes::default();
+        // [0,10) [1,5) [2,3) [5,6) [6,20) [10,11)
+        let placed: Vec<(usize, bool)> = [(0, 10), (1, 5), (2, 3), (5, 6), (6, 20), (10, 11)]
+            .iter()
+            .map(|&(s, e)| lanes.place(s, e))
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                (0, true),
+                (1, true),
+                (2, true),
+                (1, false),
+                (1, false),
+                (0, false)
+            ]
+        );
+        assert_eq!(lanes.len(), 3);
     }
 }

@@ -128,6 +128,11 @@ pub struct Pairer {
     open: OpenSpans<(usize, Box<str>)>,
     labels: FxHashMap<String, u32>,
     label_names: crate::report::csv::Labels,
+    /// the most `--by` values with a series of their own; the rest go to [`OTHER`]
+    max_groups: usize,
+    /// the `(other)` group, once a value was folded into it, and how many times one was
+    other: Option<u32>,
+    folded: u64,
     key_buf: String,
     /// events with a missing key field, and the line of the first one
     pub missing_key: (u64, Option<u64>),
@@ -138,6 +143,13 @@ pub struct Pairer {
     /// distinct event names of the input (at most [`MAX_NAMES`]), for "did you mean"
     names_seen: rustc_hash::FxHashSet<Box<str>>,
 }
+
+/// The series that `--by` values beyond [`Pairer::with_max_series`] are folded into.
+pub const OTHER: &str = "(other)";
+
+/// The default of `spans --max-series`: each series costs about 21 KiB (100,000 values took
+/// 2.1 GB), so the default keeps them to about 210 MB.
+pub const DEFAULT_MAX_SERIES: usize = 10_000;
 
 /// Distinct event names kept for suggestions (memory follows the input only up to this).
 const MAX_NAMES: usize = 4096;
@@ -162,6 +174,9 @@ impl Pairer {
             open: OpenSpans::default(),
             labels: FxHashMap::default(),
             label_names: Default::default(),
+            max_groups: DEFAULT_MAX_SERIES,
+            other: None,
+            folded: 0,
             key_buf: String::new(),
             missing_key: (0, None),
             ends_seen: vec![false; spans],
@@ -278,9 +293,39 @@ impl Pairer {
         self.group_of(value)
     }
 
+    /// At most `n` groups (values of the `by` field) get a series of their own; further values
+    /// go to one [`OTHER`] series (memory follows the input's bytes, not its cardinality).
+    pub fn with_max_series(mut self, n: usize) -> Pairer {
+        self.max_groups = n.max(1);
+        self
+    }
+
+    /// What was folded into [`OTHER`], for a warning; `None` when nothing was.
+    pub fn folded_note(&self) -> Option<String> {
+        (self.folded > 0).then(|| {
+            format!(
+                "--by {}: more than {} distinct values: {} events of further values were folded into one '{OTHER}' series (--max-series raises the limit; each series costs about 21 KiB)",
+                self.by.as_deref().unwrap_or("?"),
+                self.max_groups,
+                self.folded
+            )
+        })
+    }
+
     /// The group of field value `value`.
     pub fn group_of(&mut self, value: &str) -> Group {
         if let Some(&id) = self.labels.get(value) {
+            return Group::Label(id);
+        }
+        if self.labels.len() >= self.max_groups {
+            self.folded += 1;
+            if let Some(id) = self.other {
+                return Group::Label(id);
+            }
+            let mut names = self.label_names.borrow_mut();
+            let id = names.len() as u32;
+            names.push(OTHER.to_string());
+            self.other = Some(id);
             return Group::Label(id);
         }
         let mut names = self.label_names.borrow_mut();
@@ -480,5 +525,29 @@ mod tests {
             why[1],
             "span 'run': its end event 'sched:sched_switch' appeared 1 time(s) but never with prev_state==X"
         );
+    }
+
+    #[test]
+    fn by_values_beyond_the_series_cap_fold_into_one_other_series_with_a_note() {
+        let mut p = Pairer::new(Vec::new(), Vec::new(), Some("tid".into()), Repeat::KeepLast)
+            .with_max_series(2);
+        let ids: Vec<Group> = ["a", "b", "c", "a", "d", "c"]
+            .iter()
+            .map(|v| p.group_of(v))
+            .collect();
+        assert_eq!(
+            ids,
+            [0, 1, 2, 0, 2, 2].map(Group::Label),
+            "a and b have their own series; c and d are (other)"
+        );
+        assert_eq!(*p.labels().borrow(), ["a", "b", OTHER]);
+        let note = p.folded_note().unwrap();
+        assert!(
+            note.contains("more than 2 distinct values: 3 events"),
+            "{note}"
+        );
+        let mut none = Pairer::new(Vec::new(), Vec::new(), None, Repeat::KeepLast);
+        none.group_of("x");
+        assert_eq!(none.folded_note(), None);
     }
 }
