@@ -15,6 +15,7 @@
 pub mod babeltrace;
 pub mod chrome;
 pub mod detect;
+pub mod json;
 pub mod read;
 pub mod rules;
 pub mod syscalls;
