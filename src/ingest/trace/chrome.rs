@@ -57,7 +57,12 @@ struct Id2<'a> {
 }
 
 /// Sets `slot` once: a member given twice makes the element invalid (as serde's derive does).
-fn once<T>(slot: &mut Option<T>, seen: &mut u16, bit: u16, value: Option<T>) -> Result<(), Invalid> {
+fn once<T>(
+    slot: &mut Option<T>,
+    seen: &mut u16,
+    bit: u16,
+    value: Option<T>,
+) -> Result<(), Invalid> {
     if *seen & bit != 0 {
         return Err(Invalid);
     }
@@ -104,7 +109,7 @@ impl<'a> Element<'a> {
     fn parse_prefix(b: &'a [u8], start: usize) -> Result<(Element<'a>, usize), Invalid> {
         let mut e = Element::default();
         let mut seen = 0u16;
-        let end = json::members(b, start, 0, |k, v| match k {
+        let end = json::members(b, start, 0, |k, v| match &*k {
             b"name" => once(&mut e.name, &mut seen, 1, opt_str(v)?),
             b"ph" => once(&mut e.ph, &mut seen, 2, opt_str(v)?),
             b"ts" => once(&mut e.ts, &mut seen, 4, opt_number(v)?),
@@ -136,7 +141,7 @@ impl<'a> Id2<'a> {
         }
         let mut id2 = Id2::default();
         let mut seen = 0u16;
-        json::members(raw, 0, 1, |k, v| match k {
+        json::members(raw, 0, 1, |k, v| match &*k {
             b"local" => once(&mut id2.local, &mut seen, 1, opt_raw(v)),
             b"global" => once(&mut id2.global, &mut seen, 2, opt_raw(v)),
             _ => Ok(()),
@@ -479,7 +484,9 @@ impl Chrome {
     }
 
     fn open(&mut self, c: u8) {
-        if self.mode == Mode::Seek && c == b'[' && (self.at_start || self.last_key == b"traceEvents")
+        if self.mode == Mode::Seek
+            && c == b'['
+            && (self.at_start || self.last_key == b"traceEvents")
         {
             self.mode = Mode::Array(self.depth);
         }
@@ -548,7 +555,8 @@ impl Chrome {
                 match self.stacks.get_mut(self.key.as_str()) {
                     Some(stack) => stack.push((span, ts, g)),
                     None => {
-                        self.stacks.insert(self.key.as_str().into(), vec![(span, ts, g)]);
+                        self.stacks
+                            .insert(self.key.as_str().into(), vec![(span, ts, g)]);
                     }
                 }
             }
@@ -797,7 +805,7 @@ fn field_of<'e>(e: &Element<'e>, by: &str) -> Cow<'e, str> {
             if let Some(raw) = e.args {
                 // The last member of that name, as a map keeps it.
                 let _ = json::members(raw, 0, 1, |k, v| {
-                    if k == other.as_bytes() {
+                    if *k == *other.as_bytes() {
                         found = Some(v);
                     }
                     Ok(())

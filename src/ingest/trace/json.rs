@@ -14,6 +14,8 @@
 //! `serde_json` refused is still refused here, and the rare text that must be decoded (a string
 //! with escapes, a number that is not a plain integer) is handed to `serde_json` itself.
 
+use std::borrow::Cow;
+
 /// How deep arrays and objects may nest (as `serde_json`'s recursion limit).
 pub const MAX_DEPTH: usize = 128;
 
@@ -54,7 +56,9 @@ pub fn string(b: &[u8], i: usize) -> Result<(usize, bool)> {
     let mut escaped = false;
     loop {
         // Most strings are short: a plain loop beats a memchr call until the first 16 bytes.
-        let stop = b[j.min(b.len())..].iter().position(|&c| STRING_STOP[c as usize]);
+        let stop = b[j.min(b.len())..]
+            .iter()
+            .position(|&c| STRING_STOP[c as usize]);
         let Some(p) = stop else {
             return Err(Invalid);
         };
@@ -230,13 +234,13 @@ fn skip_container(b: &[u8], i: usize, depth: usize) -> Result<usize> {
 }
 
 /// The members of the object at `b[i]` (`{`), checked: `on_member(key, value)` with the key's
-/// text (decoded when it holds escapes) and the raw text of its value. Returns the index past
+/// text (borrowed; decoded, so owned, when it holds escapes) and the raw text of its value. Returns the index past
 /// the closing brace. `depth` is how deep the object is (0 for a document's own).
 pub fn members<'a>(
     b: &'a [u8],
     i: usize,
     depth: usize,
-    mut on_member: impl FnMut(&[u8], &'a [u8]) -> Result<()>,
+    mut on_member: impl FnMut(Cow<'a, [u8]>, &'a [u8]) -> Result<()>,
 ) -> Result<usize> {
     if b.get(i) != Some(&b'{') || depth + 1 >= MAX_DEPTH {
         return Err(Invalid);
@@ -249,8 +253,8 @@ pub fn members<'a>(
         if b.get(j) != Some(&b'"') {
             return Err(Invalid);
         }
+        let key_start = j;
         let (key_end, escaped) = string(b, j)?;
-        let key = &b[j + 1..key_end - 1];
         j = skip_ws(b, key_end);
         if b.get(j) != Some(&b':') {
             return Err(Invalid);
@@ -258,11 +262,11 @@ pub fn members<'a>(
         let v = skip_ws(b, j + 1);
         let v_end = skip_value(b, v, depth + 1)?;
         if escaped {
-            let decoded: String = serde_json::from_slice(&b[j_key_start(b, key)..key_end])
-                .map_err(|_| Invalid)?;
-            on_member(decoded.as_bytes(), &b[v..v_end])?;
+            let decoded: String =
+                serde_json::from_slice(&b[key_start..key_end]).map_err(|_| Invalid)?;
+            on_member(Cow::Owned(decoded.into_bytes()), &b[v..v_end])?;
         } else {
-            on_member(key, &b[v..v_end])?;
+            on_member(Cow::Borrowed(&b[key_start + 1..key_end - 1]), &b[v..v_end])?;
         }
         j = skip_ws(b, v_end);
         match b.get(j) {
@@ -273,42 +277,37 @@ pub fn members<'a>(
     }
 }
 
-/// The index of the opening quote of `key`, a slice of `b` just after it.
-fn j_key_start(b: &[u8], key: &[u8]) -> usize {
-    key.as_ptr() as usize - b.as_ptr() as usize - 1
-}
-
 /// The text of a raw JSON string (with its quotes); `None` for any other value.
-pub fn str_of(raw: &[u8]) -> Option<Result<std::borrow::Cow<'_, str>>> {
+pub fn str_of(raw: &[u8]) -> Option<Result<Cow<'_, str>>> {
     let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
     if !inner.contains(&b'\\') {
         return Some(
             std::str::from_utf8(inner)
-                .map(std::borrow::Cow::Borrowed)
+                .map(Cow::Borrowed)
                 .map_err(|_| Invalid),
         );
     }
     Some(
         serde_json::from_slice::<String>(raw)
-            .map(std::borrow::Cow::Owned)
+            .map(Cow::Owned)
             .map_err(|_| Invalid),
     )
 }
 
 /// The text of a raw value as `serde_json` would show it: a string's own text, anything else
 /// written compactly (`7`, `1.5`, `[1,2]`, `{"a":1}`).
-pub fn text_of(raw: &[u8]) -> Result<std::borrow::Cow<'_, str>> {
+pub fn text_of(raw: &[u8]) -> Result<Cow<'_, str>> {
     if let Some(s) = str_of(raw) {
         return s;
     }
     if is_plain_integer(raw) {
         // ASCII digits: already what serde_json writes.
-        return Ok(std::borrow::Cow::Borrowed(
+        return Ok(Cow::Borrowed(
             std::str::from_utf8(raw).map_err(|_| Invalid)?,
         ));
     }
     let v: serde_json::Value = serde_json::from_slice(raw).map_err(|_| Invalid)?;
-    Ok(std::borrow::Cow::Owned(v.to_string()))
+    Ok(Cow::Owned(v.to_string()))
 }
 
 /// `-?[1-9][0-9]*` or `0` that fits in an `i64` or `u64`: written back unchanged by serde_json.
@@ -373,7 +372,7 @@ mod tests {
         let mut seen = Vec::new();
         let end = members(doc, 0, 0, |k, v| {
             seen.push((
-                String::from_utf8(k.to_vec()).unwrap(),
+                String::from_utf8(k.into_owned()).unwrap(),
                 String::from_utf8(v.to_vec()).unwrap(),
             ));
             Ok(())
@@ -393,7 +392,17 @@ mod tests {
     #[test]
     fn values_read_as_serde_json_shows_them() {
         assert_eq!(text_of(b"\"a\\tb\"").unwrap(), "a\tb");
-        for raw in ["25332", "-7", "0", "-0", "1.50", "1e3", "123456789012345678901", "{\"b\": 1, \"a\": [true]}", "null"] {
+        for raw in [
+            "25332",
+            "-7",
+            "0",
+            "-0",
+            "1.50",
+            "1e3",
+            "123456789012345678901",
+            "{\"b\": 1, \"a\": [true]}",
+            "null",
+        ] {
             let v: serde_json::Value = serde_json::from_str(raw).unwrap();
             assert_eq!(text_of(raw.as_bytes()).unwrap(), v.to_string(), "{raw}");
         }

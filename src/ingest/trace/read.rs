@@ -190,6 +190,7 @@ pub fn read(
         babeltrace: Babeltrace::default(),
         csv: Csv::default(),
         columns: &options.columns,
+        wanted: pairer.fields_read(),
         syscalls: Syscalls::default(),
         scratch: String::new(),
         ev: Event::default(),
@@ -317,6 +318,8 @@ struct LineState<'c> {
     babeltrace: Babeltrace,
     csv: Csv,
     columns: &'c Columns,
+    /// the fields rules read (JSON lines skip the others)
+    wanted: Vec<String>,
     syscalls: Syscalls,
     scratch: String,
     ev: Event,
@@ -328,7 +331,13 @@ impl LineState<'_> {
         match self.format {
             Format::Perf | Format::Ftrace => super::text::parse(text, &mut self.ev),
             Format::Babeltrace => self.babeltrace.parse(text, &mut self.ev),
-            Format::JsonLines => json_line(text, self.columns, &mut self.scratch, &mut self.ev),
+            Format::JsonLines => json_line(
+                text,
+                self.columns,
+                Some(&self.wanted),
+                &mut self.scratch,
+                &mut self.ev,
+            ),
             Format::Csv => self
                 .csv
                 .parse(text, self.columns, &mut self.scratch, &mut self.ev),
