@@ -102,19 +102,23 @@ def grow_jsonl(dst, mb):
 
 
 def measure(cmd):
-    """Wall seconds of one run, its output read from a pipe and dropped (GNU grep stops at the
-    first match when its output is /dev/null)."""
+    """Wall and CPU (user + system) seconds of one run, its output read from a pipe and dropped
+    (GNU grep stops at the first match when its output is /dev/null). On a loaded machine the
+    CPU time is the steadier of the two: a pinned run waiting for its CPU adds wall time only."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     while proc.stdout.read(1 << 16):
         pass
-    if proc.wait() not in (0, 1):  # grep -c exits 1 on no match
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):  # grep -c exits 1 on no match
         sys.exit(f"{cmd} failed")
-    return time.perf_counter() - t
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def timed(cmd, runs):
-    return statistics.median(measure(cmd) for _ in range(runs))
+    return statistics.median(measure(cmd)[0] for _ in range(runs))
 
 
 def grow_wayland(dst, mb):
@@ -169,9 +173,10 @@ def main():
     pin = ["taskset", "-c", a.cpu]
     print(f"{a.runs} runs each, medians; one core: pinned to CPU {a.cpu}; load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"| format | MB | events | latscope s | MB/s | Mevents/s | grep -c s | × grep -c |"
+    print(f"| format | MB | events | latscope s | MB/s | Mevents/s | grep -c s | × grep -c "
+          f"| CPU s | CPU MB/s | grep CPU s | CPU × grep |"
           + (f" {a.threads} threads s | MB/s | vs 1 core |" if a.threads else ""))
-    print("|---|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|" if a.threads else ""))
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|" if a.threads else ""))
     for name, file, make, rule, pattern in cases:
         events, path = cached(d, file, make)
         paths = [path]
@@ -188,11 +193,13 @@ def main():
                 grep.append(measure(pin + ["grep", "-c", pattern, path]))
                 if a.threads:
                     many.append(measure(cmd + ["--threads", str(a.threads)]))
-            t, g = statistics.median(ours), statistics.median(grep)
+            t, g = statistics.median(w for w, _ in ours), statistics.median(w for w, _ in grep)
+            tc, gc = statistics.median(c for _, c in ours), statistics.median(c for _, c in grep)
             label = name + ("" if path == paths[0] else f" .{a.compress}")
-            row = f"| {label} | {size:.0f} | {events} | {t:.3f} | {size / t:.0f} | {events / t / 1e6:.2f} | {g:.3f} | {t / g:.1f} |"
+            row = (f"| {label} | {size:.0f} | {events} | {t:.3f} | {size / t:.0f} | {events / t / 1e6:.2f} | {g:.3f} | {t / g:.1f} "
+                   f"| {tc:.3f} | {size / tc:.0f} | {gc:.3f} | {tc / gc:.1f} |")
             if a.threads:
-                m = statistics.median(many)
+                m = statistics.median(w for w, _ in many)
                 row += f" {m:.3f} | {size / m:.0f} | {t / m:.2f}× |"
             print(row, flush=True)
     print("Perfetto trace_processor, Chrome JSON: 177 MB/s (google/perfetto PR #1641)")

@@ -329,7 +329,7 @@ struct LineState<'c> {
 impl LineState<'_> {
     fn parse(&mut self, text: &str) -> Parsed {
         match self.format {
-            Format::Perf | Format::Ftrace => super::text::parse(text, &mut self.ev),
+            Format::Perf | Format::Ftrace => super::text::parse_lazy(text, &mut self.ev),
             Format::Babeltrace => self.babeltrace.parse(text, &mut self.ev),
             Format::JsonLines => json_line(
                 text,

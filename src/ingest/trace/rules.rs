@@ -111,9 +111,21 @@ pub enum Repeat {
 /// Writes span `span` and the values of `fields` of `ev` into `buf` (separated by U+001F), the
 /// key of an open span; `false` when the event lacks one.
 fn fill_key(buf: &mut String, span: usize, line: &str, ev: &Event, fields: &[String]) -> bool {
-    use std::fmt::Write;
     buf.clear();
-    let _ = write!(buf, "{span}\u{1f}");
+    // The span's index in decimal, without the formatting machinery (a key per event).
+    let mut digits = [0u8; 20];
+    let mut n = span;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend(digits[at..].iter().map(|&d| char::from(d)));
+    buf.push('\u{1f}');
     for f in fields {
         let Some(v) = ev.field(line, f) else {
             return false;
@@ -536,6 +548,7 @@ mod tests {
             name: 0..18,
             fields: vec![(19..29, 30..31)],
             common: Vec::new(),
+            lazy_payload: None,
         };
         let mut sink = crate::span::Kept::new(1);
         p.event(line, &ev, 1, &mut sink);
