@@ -161,7 +161,7 @@ fn gzip_zstd_and_xz_traces_give_the_documents_of_the_plain_ones_from_files_and_p
             assert_eq!(spans_json(&packed_args), expected, "{file} as .{kind}");
             // From a pipe: known by its first bytes, not by a name.
             let mut all = vec!["spans", "-f", "json"];
-            all.extend_from_slice(&rule[..]);
+            all.extend_from_slice(rule);
             all.push("-");
             let mut child = latscope()
                 .args(&all)

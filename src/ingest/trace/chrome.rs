@@ -858,6 +858,62 @@ mod tests {
         (spans, chrome.stats, outcomes)
     }
 
+    /// [`spans_of`] with the document fed in chunks of `size` bytes.
+    fn spans_of_chunked(doc: &[u8], size: usize) -> (Vec<(usize, u64, u64)>, ChromeStats) {
+        let mut pairer = Pairer::new(
+            Vec::new(),
+            Vec::new(),
+            None,
+            super::super::rules::Repeat::KeepLast,
+        );
+        let mut sink = Kept::new(1_000_000);
+        let mut chrome = Chrome::default();
+        for chunk in doc.chunks(size) {
+            chrome.feed(chunk, &mut pairer, &mut sink);
+        }
+        chrome.finish(&mut sink);
+        let spans = sink
+            .spans
+            .iter()
+            .map(|s| (s.key.span, s.start_ns, s.latency_ns))
+            .collect();
+        (spans, chrome.stats)
+    }
+
+    /// An element cut by a chunk's end (copied, then parsed) reads as one parsed where it lies,
+    /// at every cut: the committed Chromium trace, whole and in chunks of 1 to 4096 bytes,
+    /// and a document with escapes, an element too long and a malformed one.
+    #[test]
+    fn elements_cut_anywhere_by_chunks_read_as_whole_ones() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let trace = std::fs::read(format!("{root}/tests/data/traces/chromium-async.json")).unwrap();
+        let whole = spans_of_chunked(&trace, trace.len());
+        assert!(whole.0.len() > 1000, "{}", whole.0.len());
+        for size in [1, 2, 3, 7, 64, 4096] {
+            assert_eq!(spans_of_chunked(&trace, size), whole, "chunks of {size}");
+        }
+        let long = format!(
+            r#"{{"ph":"X","name":"big","ts":1,"dur":1,"args":{{"s":"{}"}}}}"#,
+            "x".repeat(MAX_ELEMENT)
+        );
+        let doc = format!(
+            r#"{{"traceEvents":[{{"ph":"X","name":"a\"}}{{[","ts":1,"dur":2}},{long},{{"ph":"X","ts":1,"dur":}},{{"ph":"X","name":"b\\","ts":3.5,"dur":1}}]}}"#
+        );
+        let whole = spans_of_chunked(doc.as_bytes(), doc.len());
+        assert_eq!(whole.0, [(0, 1_000, 2_000), (1, 3_500, 1_000)]);
+        assert_eq!(
+            (whole.1.elements, whole.1.too_long, whole.1.malformed),
+            (4, 1, 2)
+        );
+        for size in [1, 2, 5, 13, 1 << 16] {
+            assert_eq!(
+                spans_of_chunked(doc.as_bytes(), size),
+                whole,
+                "chunks of {size}"
+            );
+        }
+    }
+
     fn span(name: &str, start: u64, latency: u64) -> (String, u64, u64) {
         (name.to_string(), start, latency)
     }
