@@ -1097,7 +1097,9 @@ pub struct OutputArgs {
 /// `latscope wayland`
 #[derive(Debug, Args)]
 pub struct WaylandArgs {
-    /// WAYLAND_DEBUG logs; `-` reads standard input.
+    /// WAYLAND_DEBUG logs; `-` reads standard input. A gzip, zstd or xz file (or stream) is
+    /// decompressed as it is read, known by its first bytes, on a thread of its own (at most
+    /// 5 MiB decompressed ahead).
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
     /// Spans to compute (comma-separated or repeated; default: all that occur).
@@ -1278,7 +1280,9 @@ pub enum KeepArg {
 /// `latscope spans`
 #[derive(Debug, Args)]
 pub struct SpansArgs {
-    /// Traces; `-` reads standard input.
+    /// Traces; `-` reads standard input. A gzip, zstd or xz file (or stream) is decompressed
+    /// as it is read, known by its first bytes, on a thread of its own (at most 5 MiB
+    /// decompressed ahead).
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
     /// A span: NAME=START..END (repeatable).

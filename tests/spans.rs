@@ -102,6 +102,110 @@ fn committed_perf_and_ftrace_traces_pair_like_the_independent_reference() {
     assert_eq!(doc["source"], "trace");
 }
 
+/// `bytes` compressed as `kind` (gzip, zstd, xz).
+fn compress(bytes: &[u8], kind: &str) -> Vec<u8> {
+    use std::io::Write;
+    match kind {
+        "gz" => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(bytes).unwrap();
+            e.finish().unwrap()
+        }
+        "zst" => zstd::stream::encode_all(bytes, 3).unwrap(),
+        _ => {
+            let mut e = liblzma::write::XzEncoder::new(Vec::new(), 1);
+            e.write_all(bytes).unwrap();
+            e.finish().unwrap()
+        }
+    }
+}
+
+#[test]
+fn gzip_zstd_and_xz_traces_give_the_documents_of_the_plain_ones_from_files_and_pipes() {
+    let dir = tempfile::tempdir().unwrap();
+    let wake = [
+        "--start",
+        "sched:sched_wakeup",
+        "--end",
+        "sched:sched_switch",
+        "--key",
+        "pid=next_pid",
+    ];
+    let lttng = [
+        "--span",
+        "c=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit",
+        "--key",
+        "addr,vtid",
+    ];
+    let cases: [(&str, &[&str]); 5] = [
+        ("traces/sched.perf.txt", &wake),
+        ("traces/sched.ftrace.txt", &wake),
+        ("traces/cyg-profile.babeltrace.txt", &lttng),
+        ("traces/chromium-async.json", &[]),
+        (
+            "traces/requests.jsonl",
+            &["--span", "r=request_start..request_done", "--key", "id"],
+        ),
+    ];
+    for (file, rule) in cases {
+        let plain = std::fs::read(data(file)).unwrap();
+        let mut args = rule.to_vec();
+        let path = data(file);
+        args.push(path.to_str().unwrap());
+        let expected = spans_json(&args);
+        for kind in ["gz", "zst", "xz"] {
+            let packed = dir.path().join(format!("trace.{kind}"));
+            std::fs::write(&packed, compress(&plain, kind)).unwrap();
+            let mut packed_args = rule.to_vec();
+            packed_args.push(packed.to_str().unwrap());
+            assert_eq!(spans_json(&packed_args), expected, "{file} as .{kind}");
+            // From a pipe: known by its first bytes, not by a name.
+            let mut all = vec!["spans", "-f", "json"];
+            all.extend_from_slice(rule);
+            all.push("-");
+            let mut child = latscope()
+                .args(&all)
+                .stdin(std::fs::File::open(&packed).unwrap())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let out = {
+                let _ = child.stdin.take();
+                child.wait_with_output().unwrap()
+            };
+            assert!(out.status.success(), "{}", stderr(&out));
+            let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+            assert_eq!(doc, expected, "{file} as .{kind} on standard input");
+        }
+    }
+}
+
+#[test]
+fn a_truncated_compressed_trace_is_an_error_that_names_the_file_and_keeps_nothing_silent() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = std::fs::read(data("traces/sched.perf.txt")).unwrap();
+    let packed = compress(&plain, "zst");
+    let cut = dir.path().join("cut.zst");
+    std::fs::write(&cut, &packed[..packed.len() / 2]).unwrap();
+    let out = run(&[
+        "spans",
+        "--start",
+        "sched:sched_wakeup",
+        "--end",
+        "sched:sched_switch",
+        "--key",
+        "pid=next_pid",
+        cut.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cut.zst") && stderr(&out).contains("decompressing"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn a_committed_lttng_trace_times_each_function_call() {
     let p = data("traces/cyg-profile.babeltrace.txt");

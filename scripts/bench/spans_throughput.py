@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
 """Throughput of `latscope spans` per input format, beside the tools that make the text.
 
-    scripts/bench/spans_throughput.py BINARY [--mb 200] [--runs 3]
+    scripts/bench/spans_throughput.py BINARY [--mb 200] [--runs 5] [--cpu 1] [--threads 2]
+                                      [--only perf,chrome] [--compress zst]
 
-Inputs, made in a private temporary directory from the committed samples in tests/data/traces
-(their events repeated with shifted time stamps until each file has about --mb megabytes):
-perf script text, ftrace text, babeltrace2 text, Chrome JSON, JSON lines. Prints the median
-of --runs of each: MB/s and events/s of latscope, then what perf script and babeltrace2 take
-to write text of their own (when perf, lttng and babeltrace2 are installed and we are root).
+Inputs, made once under --dir (target/bench/spans/MB/) from the committed samples (their
+events repeated with shifted time stamps until each file has about --mb megabytes): perf
+script text, ftrace text, babeltrace2 text, Chrome JSON, JSON lines, and a WAYLAND_DEBUG log
+(mklog.py). Each is read --runs times by latscope pinned to one CPU, interleaved with
+`grep -c` on the same file pinned alike (the floor: one pass that finds lines), and, with
+--threads N, by latscope on all CPUs. Prints a Markdown table of medians: MB/s, events/s, the
+ratio to grep -c and the speed-up of N threads; then what perf script takes to write text of
+its own (when perf is installed and we are root). Machines are shared: compare medians of one
+run, and say the load.
 """
 import argparse
 import json
 import os
 import re
 import statistics
+import sys
 import subprocess
 import tempfile
 import time
@@ -95,37 +101,124 @@ def grow_jsonl(dst, mb):
     return n
 
 
+def measure(cmd):
+    """Wall and CPU (user + system) seconds of one run, its output read from a pipe and dropped
+    (GNU grep stops at the first match when its output is /dev/null). On a loaded machine the
+    CPU time is the steadier of the two: a pinned run waiting for its CPU adds wall time only."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    while proc.stdout.read(1 << 16):
+        pass
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):  # grep -c exits 1 on no match
+        sys.exit(f"{cmd} failed")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
 def timed(cmd, runs):
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return statistics.median(measure(cmd)[0] for _ in range(runs))
+
+
+def grow_wayland(dst, mb):
+    """A WAYLAND_DEBUG log of the real glmark2 client log, repeated (mklog.py)."""
+    src = os.path.join(ROOT, "tests", "data", "wayland", "weston-glmark2-build.client.log")
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench", "mklog.py"), src,
+                    str(round(mb * 1e6 / (1 << 20))), dst], check=True)
+    return sum(1 for _ in open(dst, "rb"))
+
+
+def cached(d, name, make):
+    """`make(path)` once: inputs are kept in --dir between runs (the generators take minutes)."""
+    path = os.path.join(d, name)
+    events_file = path + ".events"
+    if not os.path.exists(events_file):
+        n = make(path + ".tmp")
+        os.rename(path + ".tmp", path)
+        with open(events_file, "w") as f:
+            f.write(str(n))
+    return int(open(events_file).read()), path
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("binary")
     ap.add_argument("--mb", type=int, default=200)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--dir", default=os.path.join(ROOT, "target", "bench", "spans"),
+                    help="where the generated inputs are kept (made once per --mb)")
+    ap.add_argument("--cpu", default="1", help="the CPU every one-core run is pinned to (taskset -c)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="also run unpinned with --threads N (0: the one-core runs only)")
+    ap.add_argument("--only", help="comma-separated formats to run (perf,ftrace,babeltrace,chrome,jsonl,wayland)")
+    ap.add_argument("--compress", choices=["gz", "zst", "xz"],
+                    help="also read each input compressed so (pinned: the decoder thread shares the CPU; "
+                         "MB/s of the text it holds, grep -c on the plain text)")
+    ap.add_argument("--no-tools", action="store_true", help="skip perf script's own speed")
     a = ap.parse_args()
+    d = os.path.join(a.dir, f"{a.mb}MB")
+    os.makedirs(d, exist_ok=True)
     wake = ["--start", "sched:sched_wakeup", "--end", "sched:sched_switch", "--key", "pid=next_pid"]
-    with tempfile.TemporaryDirectory(prefix="latscope-bench-") as d:
-        cases = [
-            ("perf", grow_text(os.path.join(TRACES, "sched.perf.txt"), f"{d}/p.txt", a.mb), f"{d}/p.txt", wake),
-            ("ftrace", grow_text(os.path.join(TRACES, "sched.ftrace.txt"), f"{d}/f.txt", a.mb), f"{d}/f.txt", wake),
-            ("babeltrace", grow_babeltrace(os.path.join(TRACES, "cyg-profile.babeltrace.txt"), f"{d}/b.txt", a.mb), f"{d}/b.txt",
-             ["--span", "c=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit", "--key", "addr,vtid"]),
-            ("chrome", grow_chrome(os.path.join(TRACES, "chromium-startup.truncated.json"), f"{d}/c.json", a.mb), f"{d}/c.json", []),
-            ("jsonl", grow_jsonl(f"{d}/j.jsonl", a.mb), f"{d}/j.jsonl", ["--span", "r=request_start..request_done", "--key", "id"]),
-        ]
-        print(f"{'format':<11} {'MB':>6} {'events':>10} {'median s':>9} {'MB/s':>8} {'Mevents/s':>10}")
-        for name, events, path, rule in cases:
-            size = os.path.getsize(path) / 1e6
-            t = timed([a.binary, "spans", "-f", "json", *rule, path], a.runs)
-            print(f"{name:<11} {size:>6.0f} {events:>10} {t:>9.2f} {size / t:>8.0f} {events / t / 1e6:>10.2f}")
-        tools(d, a.runs)
+    cases = [
+        ("perf", "p.txt", lambda p: grow_text(os.path.join(TRACES, "sched.perf.txt"), p, a.mb), wake, "sched_wakeup"),
+        ("ftrace", "f.txt", lambda p: grow_text(os.path.join(TRACES, "sched.ftrace.txt"), p, a.mb), wake, "sched_wakeup"),
+        ("babeltrace", "b.txt", lambda p: grow_babeltrace(os.path.join(TRACES, "cyg-profile.babeltrace.txt"), p, a.mb),
+         ["--span", "c=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit", "--key", "addr,vtid"], "func_entry"),
+        ("chrome", "c.json", lambda p: grow_chrome(os.path.join(TRACES, "chromium-startup.truncated.json"), p, a.mb), [], '"ph"'),
+        ("jsonl", "j.jsonl", lambda p: grow_jsonl(p, a.mb), ["--span", "r=request_start..request_done", "--key", "id"], "request_done"),
+        ("wayland", "w.log", lambda p: grow_wayland(p, a.mb), None, "wl_buffer"),
+    ]
+    if a.only:
+        keep = set(a.only.split(","))
+        cases = [c for c in cases if c[0] in keep]
+    pin = ["taskset", "-c", a.cpu]
+    print(f"{a.runs} runs each, medians; one core: pinned to CPU {a.cpu}; load average before: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"| format | MB | events | latscope s | MB/s | Mevents/s | grep -c s | × grep -c "
+          f"| CPU s | CPU MB/s | grep CPU s | CPU × grep |"
+          + (f" {a.threads} threads s | MB/s | vs 1 core |" if a.threads else ""))
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|" if a.threads else ""))
+    for name, file, make, rule, pattern in cases:
+        events, path = cached(d, file, make)
+        paths = [path]
+        if a.compress:
+            paths.append(compressed(path, a.compress))
+        for path in paths:
+            size = os.path.getsize(paths[0]) / 1e6
+            cmd = [a.binary, "wayland", "--format", "json", path] if rule is None else \
+                [a.binary, "spans", "-f", "json", *rule, path]
+            subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # the page cache
+            ours, grep, many = [], [], []
+            for _ in range(a.runs):  # interleaved: a burst of load hits both alike
+                ours.append(measure(pin + cmd + (["--threads", "1"] if a.threads else [])))
+                # on the plain text (grep -c of the compressed bytes would say nothing)
+                grep.append(measure(pin + ["grep", "-c", pattern, paths[0]]))
+                if a.threads:
+                    many.append(measure(cmd + ["--threads", str(a.threads)]))
+            t, g = statistics.median(w for w, _ in ours), statistics.median(w for w, _ in grep)
+            tc, gc = statistics.median(c for _, c in ours), statistics.median(c for _, c in grep)
+            label = name + ("" if path == paths[0] else f" .{a.compress}")
+            row = (f"| {label} | {size:.0f} | {events} | {t:.3f} | {size / t:.0f} | {events / t / 1e6:.2f} | {g:.3f} | {t / g:.1f} "
+                   f"| {tc:.3f} | {size / tc:.0f} | {gc:.3f} | {tc / gc:.1f} |")
+            if a.threads:
+                m = statistics.median(w for w, _ in many)
+                row += f" {m:.3f} | {size / m:.0f} | {t / m:.2f}× |"
+            print(row, flush=True)
+    print("Perfetto trace_processor, Chrome JSON: 177 MB/s (google/perfetto PR #1641)")
+    if not a.no_tools:
+        with tempfile.TemporaryDirectory(prefix="latscope-bench-") as tmp:
+            tools(tmp, a.runs)
+
+
+def compressed(path, kind):
+    out = f"{path}.{kind}"
+    if not os.path.exists(out):
+        tool = {"gz": ["gzip", "-c", "-6"], "zst": ["zstd", "-c", "-q", "-3"], "xz": ["xz", "-c", "-1", "-T0"]}[kind]
+        with open(out + ".tmp", "wb") as f:
+            subprocess.run(tool + [path], stdout=f, check=True)
+        os.rename(out + ".tmp", out)
+    return out
 
 
 def tools(d, runs):

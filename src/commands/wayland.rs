@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::{Format, OutputArgs, WaylandArgs};
 use crate::signals;
+use latscope::ingest::compressed;
 use latscope::ingest::wayland::{self, InputStats, ReadOptions, SpanKind, SpanOptions};
 use latscope::report::csv::CsvSink;
 use latscope::report::json::Json;
@@ -47,23 +48,28 @@ impl Input {
         }
     }
 
+    /// The input, opened and decompressed when its first bytes say it is gzip, zstd or xz
+    /// (on a thread of its own), with its size when it is a plain file (for the progress bar).
     pub fn open(&self) -> Result<(Box<dyn Read>, Option<u64>), latscope::Error> {
-        match self {
+        let open_error = |source| latscope::Error::Open {
+            file: self.name(),
+            source,
+        };
+        let (raw, size): (Box<dyn Read + Send>, _) = match self {
             Input::Path(p) => {
-                let open_error = |source| latscope::Error::Open {
-                    file: self.name(),
-                    source,
-                };
                 let file = File::open(p).map_err(open_error)?;
                 let meta = file.metadata().map_err(open_error)?;
                 if meta.is_dir() {
                     return Err(open_error(io::Error::other("is a directory")));
                 }
-                Ok((Box::new(file), Some(meta.len())))
+                (Box::new(file), Some(meta.len()))
             }
-            Input::Stdin => Ok((Box::new(io::stdin().lock()), None)),
-            Input::Embedded(_, bytes) => Ok((Box::new(*bytes), None)),
-        }
+            Input::Stdin => (Box::new(io::stdin()), None),
+            Input::Embedded(_, bytes) => return Ok((Box::new(*bytes), None)),
+        };
+        let (reader, compression) = compressed::open(raw).map_err(open_error)?;
+        // The bar counts bytes after decompression: a compressed file's size says nothing.
+        Ok((reader, size.filter(|_| compression.is_none())))
     }
 }
 

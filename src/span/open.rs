@@ -43,7 +43,11 @@ impl<K: Hash + Eq> OpenSpans<K> {
     /// Ends the span open under `key` at `end_ns`, recording its sample (or
     /// [`Outcome::Backwards`] if the end is stamped before the start). Returns `false` when no
     /// span was open under `key`; the caller decides which series the orphan end belongs to.
-    pub fn end(&mut self, key: &K, end_ns: u64, sink: &mut impl SpanSink) -> bool {
+    pub fn end<Q>(&mut self, key: &Q, end_ns: u64, sink: &mut impl SpanSink) -> bool
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let Some(open) = self.open.remove(key) else {
             return false;
         };
@@ -75,7 +79,11 @@ impl<K: Hash + Eq> OpenSpans<K> {
     }
 
     /// Whether `key` has an open span.
-    pub fn contains(&self, key: &K) -> bool {
+    pub fn contains<Q>(&self, key: &Q) -> bool
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.open.contains_key(key)
     }
 

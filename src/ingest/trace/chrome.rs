@@ -22,52 +22,149 @@
 //! Chromium writes (checked on its startup traces: `tests/independent/chrome_trace.py` sorts
 //! and agrees).
 
+use std::borrow::Cow;
+
 use rustc_hash::FxHashMap;
-use serde::Deserialize;
-use serde_json::Value;
 
 use super::Event;
+use super::json::{self, Invalid};
 use super::rules::Pairer;
 use crate::span::{Open, OpenSpans, Outcome, SeriesKey, SpanSink};
 
-/// One element of the events array (missing members are `None`; others are ignored).
-#[derive(Debug, Default, Deserialize)]
-struct Element {
-    name: Option<String>,
-    ph: Option<String>,
-    ts: Option<serde_json::Number>,
-    dur: Option<serde_json::Number>,
-    pid: Option<Value>,
-    tid: Option<Value>,
-    id: Option<Value>,
-    id2: Option<Id2>,
-    scope: Option<String>,
-    cat: Option<String>,
-    args: Option<serde_json::Map<String, Value>>,
+/// One element of the events array, read in place: strings as text (decoded only when they
+/// hold escapes), the others as their raw JSON (missing or `null` members are `None`; members
+/// nobody reads are checked and skipped).
+#[derive(Debug, Default)]
+struct Element<'a> {
+    name: Option<Cow<'a, str>>,
+    ph: Option<Cow<'a, str>>,
+    ts: Option<&'a [u8]>,
+    dur: Option<&'a [u8]>,
+    pid: Option<&'a [u8]>,
+    tid: Option<&'a [u8]>,
+    id: Option<&'a [u8]>,
+    id2: Option<Id2<'a>>,
+    scope: Option<Cow<'a, str>>,
+    cat: Option<Cow<'a, str>>,
+    args: Option<&'a [u8]>,
 }
 
-/// `id2`: an id scoped to the process (`local`) or to the whole trace (`global`).
-#[derive(Debug, Default, Deserialize)]
-struct Id2 {
-    local: Option<Value>,
-    global: Option<Value>,
+/// `id2`: an id scoped to the process (`local`) or to the whole trace (`global`), raw.
+#[derive(Debug, Default)]
+struct Id2<'a> {
+    local: Option<&'a [u8]>,
+    global: Option<&'a [u8]>,
 }
 
-/// The async tree an event belongs to: `cat`, `scope` and its id, with the process when the
-/// id is local (U+001F between the parts). `None` when it has no id.
-fn tree_key(e: &Element) -> Option<String> {
+/// Sets `slot` once: a member given twice makes the element invalid (as serde's derive does).
+fn once<T>(
+    slot: &mut Option<T>,
+    seen: &mut u16,
+    bit: u16,
+    value: Option<T>,
+) -> Result<(), Invalid> {
+    if *seen & bit != 0 {
+        return Err(Invalid);
+    }
+    *seen |= bit;
+    *slot = value;
+    Ok(())
+}
+
+/// `null` (None) or a string.
+fn opt_str(raw: &[u8]) -> Result<Option<Cow<'_, str>>, Invalid> {
+    if raw == b"null" {
+        return Ok(None);
+    }
+    json::str_of(raw).ok_or(Invalid)?.map(Some)
+}
+
+/// `null` (None) or any value, raw.
+fn opt_raw(raw: &[u8]) -> Option<&[u8]> {
+    (raw != b"null").then_some(raw)
+}
+
+/// `null` (None) or a number, raw.
+fn opt_number(raw: &[u8]) -> Result<Option<&[u8]>, Invalid> {
+    match raw.first() {
+        _ if raw == b"null" => Ok(None),
+        Some(b'-' | b'0'..=b'9') => Ok(Some(raw)),
+        _ => Err(Invalid),
+    }
+}
+
+impl<'a> Element<'a> {
+    /// Reads an element (`{...}`, checked whole); `Err` when it is not valid JSON or a member
+    /// has the wrong type.
+    fn parse(b: &'a [u8]) -> Result<Element<'a>, Invalid> {
+        let start = json::skip_ws(b, 0);
+        let (e, end) = Element::parse_prefix(b, start)?;
+        if json::skip_ws(b, end) != b.len() {
+            return Err(Invalid);
+        }
+        Ok(e)
+    }
+
+    /// Reads the element that opens at `b[start]`: it and the index past its closing brace.
+    fn parse_prefix(b: &'a [u8], start: usize) -> Result<(Element<'a>, usize), Invalid> {
+        let mut e = Element::default();
+        let mut seen = 0u16;
+        let end = json::members(b, start, 0, |k, v| match &*k {
+            b"name" => once(&mut e.name, &mut seen, 1, opt_str(v)?),
+            b"ph" => once(&mut e.ph, &mut seen, 2, opt_str(v)?),
+            b"ts" => once(&mut e.ts, &mut seen, 4, opt_number(v)?),
+            b"dur" => once(&mut e.dur, &mut seen, 8, opt_number(v)?),
+            b"pid" => once(&mut e.pid, &mut seen, 16, opt_raw(v)),
+            b"tid" => once(&mut e.tid, &mut seen, 32, opt_raw(v)),
+            b"id" => once(&mut e.id, &mut seen, 64, opt_raw(v)),
+            b"id2" => once(&mut e.id2, &mut seen, 128, Id2::parse(v)?),
+            b"scope" => once(&mut e.scope, &mut seen, 256, opt_str(v)?),
+            b"cat" => once(&mut e.cat, &mut seen, 512, opt_str(v)?),
+            b"args" => {
+                let args = match v.first() {
+                    _ if v == b"null" => None,
+                    Some(b'{') => Some(v),
+                    _ => return Err(Invalid),
+                };
+                once(&mut e.args, &mut seen, 1024, args)
+            }
+            _ => Ok(()),
+        })?;
+        Ok((e, end))
+    }
+}
+
+impl<'a> Id2<'a> {
+    fn parse(raw: &'a [u8]) -> Result<Option<Id2<'a>>, Invalid> {
+        if raw == b"null" {
+            return Ok(None);
+        }
+        let mut id2 = Id2::default();
+        let mut seen = 0u16;
+        json::members(raw, 0, 1, |k, v| match &*k {
+            b"local" => once(&mut id2.local, &mut seen, 1, opt_raw(v)),
+            b"global" => once(&mut id2.global, &mut seen, 2, opt_raw(v)),
+            _ => Ok(()),
+        })?;
+        Ok(Some(id2))
+    }
+}
+
+/// Writes into `key` the async tree an event belongs to: `cat`, `scope` and its id, with the
+/// process when the id is local (U+001F between the parts). `false` when it has no id.
+fn tree_key(e: &Element, key: &mut String) -> bool {
     let (id, pid) = match (&e.id2, &e.id) {
-        (Some(Id2 { local: Some(l), .. }), _) => (value_text(l), Some(text(&e.pid))),
+        (Some(Id2 { local: Some(l), .. }), _) => (*l, Some(text(e.pid))),
         (
             Some(Id2 {
                 global: Some(g), ..
             }),
             _,
-        ) => (value_text(g), None),
-        (_, Some(id)) => (value_text(id), None),
-        _ => return None,
+        ) => (*g, None),
+        (_, Some(id)) => (*id, None),
+        _ => return false,
     };
-    let mut key = String::with_capacity(id.len() + 32);
+    key.clear();
     for part in [
         e.cat.as_deref().unwrap_or(""),
         e.scope.as_deref().unwrap_or(""),
@@ -77,40 +174,41 @@ fn tree_key(e: &Element) -> Option<String> {
     }
     key.push_str(if pid.is_some() { "local" } else { "global" });
     key.push('\u{1f}');
-    key.push_str(&id);
+    key.push_str(&value_text(id));
     if let Some(pid) = pid {
         key.push('\u{1f}');
         key.push_str(&pid);
     }
-    Some(key)
+    true
 }
 
-fn value_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+/// A raw value as text: a string's own text, anything else as serde_json writes it.
+fn value_text(raw: &[u8]) -> Cow<'_, str> {
+    // The element was checked whole, so this cannot fail; an empty text if it did.
+    json::text_of(raw).unwrap_or_default()
 }
 
-fn text(v: &Option<Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-        None => String::new(),
-    }
+fn text(v: Option<&[u8]>) -> Cow<'_, str> {
+    v.map(value_text).unwrap_or_default()
 }
 
-/// Microseconds as written → ns: exact for decimals, rounded otherwise.
-fn micros(n: &serde_json::Number) -> Option<u64> {
-    let t = n.to_string();
-    super::decimal_to_ns(&t, 1_000).or_else(|| {
-        let v = n.as_f64()?;
+/// Microseconds as written → ns: exact for decimals, rounded otherwise (an exponent, more
+/// digits than a `u64` holds).
+fn micros(raw: &[u8]) -> Option<u64> {
+    super::decimal_bytes_to_ns(raw, 1_000).or_else(|| {
+        let v: f64 = std::str::from_utf8(raw).ok()?.parse().ok()?;
         (v >= 0.0 && v.is_finite()).then(|| (v * 1_000.0).round() as u64)
     })
 }
 
-/// `(pid, tid)` as written.
-type Thread = (String, String);
+/// The key of a thread's `B`/`E` stack, `(pid, tid)` as written, into `key`.
+fn thread_key(e: &Element, key: &mut String) {
+    use std::fmt::Write;
+    let (pid, tid) = (text(e.pid), text(e.tid));
+    key.clear();
+    let _ = write!(key, "{}:{pid}{tid}", pid.len());
+}
+
 /// A `B` (or `b`) event waiting for its `E` (`e`): span, start, group.
 type Begun = (usize, u64, crate::span::Group);
 
@@ -165,13 +263,19 @@ pub struct Chrome {
     escape: bool,
     last_key: Vec<u8>,
     key_open: bool,
+    /// the part of an element that began in an earlier chunk
     element: Vec<u8>,
     in_element: bool,
+    /// brackets open inside the element in progress
+    element_depth: usize,
     /// the element in progress passed [`MAX_ELEMENT`]
     oversized: bool,
     at_start: bool,
-    stacks: FxHashMap<Thread, Vec<Begun>>,
-    trees: FxHashMap<String, Vec<Begun>>,
+    /// open `B` events per thread ([`thread_key`])
+    stacks: FxHashMap<Box<str>, Vec<Begun>>,
+    /// open `b` events per async tree ([`tree_key`])
+    trees: FxHashMap<Box<str>, Vec<Begun>>,
+    key: String,
     legacy: OpenSpans<(usize, String)>,
     scratch: String,
     ev: Event,
@@ -190,10 +294,12 @@ impl Default for Chrome {
             key_open: false,
             element: Vec::new(),
             in_element: false,
+            element_depth: 0,
             oversized: false,
             at_start: true,
             stacks: FxHashMap::default(),
             trees: FxHashMap::default(),
+            key: String::new(),
             legacy: OpenSpans::default(),
             scratch: String::new(),
             ev: Event::default(),
@@ -204,21 +310,147 @@ impl Default for Chrome {
 
 impl Chrome {
     /// Feeds the next bytes of the document.
+    ///
+    /// Between the elements of the events array, an element's end is found by a scan that
+    /// crosses strings with `memchr` and counts brackets; a whole element in `chunk` is parsed
+    /// where it lies, and only one that straddles two chunks is copied. The rest of the
+    /// document (before the array) goes byte by byte through [`Chrome::byte`].
     pub fn feed(&mut self, chunk: &[u8], pairer: &mut Pairer, sink: &mut impl SpanSink) {
-        for &c in chunk {
-            self.byte(c, pairer, sink);
+        let mut i = 0;
+        if self.in_element {
+            i = self.element_bytes(chunk, 0, 0, pairer, sink);
+        }
+        while i < chunk.len() {
+            match self.mode {
+                Mode::Done => return, // nothing after the events array is read
+                Mode::Array(d) if self.depth == d + 1 && !self.in_string => {
+                    i = json::skip_ws(chunk, i);
+                    match chunk.get(i) {
+                        Some(b',') => i += 1,
+                        Some(b'{') => {
+                            // Most elements are whole and valid: read in one pass where they
+                            // lie. Any other (cut by the chunk's end, or malformed) is found by
+                            // the splitter first.
+                            if let Ok((e, end)) = Element::parse_prefix(chunk, i)
+                                && end - i <= MAX_ELEMENT
+                            {
+                                self.stats.elements += 1;
+                                let n = self.stats.elements;
+                                if !self.event(e, n, pairer, sink) {
+                                    self.stats.malformed += 1;
+                                    self.stats.first_malformed.get_or_insert(n);
+                                }
+                                i = end;
+                                continue;
+                            }
+                            self.in_element = true;
+                            self.element_depth = 1;
+                            self.oversized = false;
+                            self.depth += 1;
+                            i = self.element_bytes(chunk, i, i + 1, pairer, sink);
+                        }
+                        Some(&c) => {
+                            self.byte(c);
+                            i += 1;
+                        }
+                        None => {}
+                    }
+                }
+                _ => {
+                    self.byte(chunk[i]);
+                    i += 1;
+                }
+            }
         }
     }
 
-    fn byte(&mut self, c: u8, pairer: &mut Pairer, sink: &mut impl SpanSink) {
-        if self.in_element && !self.oversized {
-            if self.element.len() < MAX_ELEMENT {
-                self.element.push(c);
-            } else {
-                self.oversized = true;
-                self.element = Vec::new();
+    /// The element in progress, from `chunk[start..]` (scanning from `from`): parsed when it
+    /// ends here, kept (up to [`MAX_ELEMENT`]) when it goes on. Returns where it ended.
+    fn element_bytes(
+        &mut self,
+        chunk: &[u8],
+        start: usize,
+        from: usize,
+        pairer: &mut Pairer,
+        sink: &mut impl SpanSink,
+    ) -> usize {
+        let end = self.element_end(chunk, from);
+        let part = &chunk[start..end.unwrap_or(chunk.len())];
+        if !self.oversized && self.element.len() + part.len() > MAX_ELEMENT {
+            self.oversized = true;
+            self.element = Vec::new();
+        }
+        let Some(end) = end else {
+            if !self.oversized {
+                self.element.extend_from_slice(part);
+            }
+            return chunk.len();
+        };
+        self.in_element = false;
+        self.depth -= 1;
+        if self.oversized {
+            self.stats.elements += 1;
+            self.stats.too_long += 1;
+            self.stats.malformed += 1;
+            self.stats
+                .first_malformed
+                .get_or_insert(self.stats.elements);
+        } else if self.element.is_empty() {
+            self.element_done(part, pairer, sink);
+        } else {
+            let mut element = std::mem::take(&mut self.element);
+            element.extend_from_slice(part);
+            self.element_done(&element, pairer, sink);
+            element.clear();
+            self.element = element;
+        }
+        end
+    }
+
+    /// The index past the closing brace of the element in progress, if it is in `b` (from
+    /// `i`); the scan's state (brackets, strings, an escape cut by the chunk's end) is kept.
+    fn element_end(&mut self, b: &[u8], mut i: usize) -> Option<usize> {
+        loop {
+            if self.in_string {
+                if self.escape {
+                    if i >= b.len() {
+                        return None;
+                    }
+                    self.escape = false;
+                    i += 1;
+                }
+                let j = i + memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+                if b[j] == b'\\' {
+                    self.escape = true;
+                } else {
+                    self.in_string = false;
+                }
+                i = j + 1;
+                continue;
+            }
+            loop {
+                match *b.get(i)? {
+                    b'"' => {
+                        self.in_string = true;
+                        i += 1;
+                        break;
+                    }
+                    b'{' | b'[' => self.element_depth += 1,
+                    b'}' | b']' => {
+                        self.element_depth -= 1;
+                        if self.element_depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
             }
         }
+    }
+
+    /// One byte of the document outside the events' elements.
+    fn byte(&mut self, c: u8) {
         if self.in_string {
             if self.escape {
                 self.escape = false;
@@ -244,7 +476,7 @@ impl Chrome {
                 }
             }
             b'{' | b'[' => self.open(c),
-            b'}' | b']' => self.close(c, pairer, sink),
+            b'}' | b']' => self.close(c),
             b':' => self.key_open = false,
             c if !c.is_ascii_whitespace() => self.at_start = false,
             _ => {}
@@ -252,51 +484,31 @@ impl Chrome {
     }
 
     fn open(&mut self, c: u8) {
-        match self.mode {
-            Mode::Seek if c == b'[' && (self.at_start || self.last_key == b"traceEvents") => {
-                self.mode = Mode::Array(self.depth);
-            }
-            Mode::Array(d) if c == b'{' && self.depth == d + 1 => {
-                self.in_element = true;
-                self.oversized = false;
-                self.element.clear();
-                self.element.push(c);
-            }
-            _ => {}
+        if self.mode == Mode::Seek
+            && c == b'['
+            && (self.at_start || self.last_key == b"traceEvents")
+        {
+            self.mode = Mode::Array(self.depth);
         }
         self.at_start = false;
         self.key_open = false;
         self.depth += 1;
     }
 
-    fn close(&mut self, c: u8, pairer: &mut Pairer, sink: &mut impl SpanSink) {
+    fn close(&mut self, c: u8) {
         self.depth = self.depth.saturating_sub(1);
-        match self.mode {
-            Mode::Array(d) if c == b'}' && self.depth == d + 1 && self.in_element => {
-                self.in_element = false;
-                if self.oversized {
-                    self.stats.elements += 1;
-                    self.stats.too_long += 1;
-                    self.stats.malformed += 1;
-                    self.stats
-                        .first_malformed
-                        .get_or_insert(self.stats.elements);
-                    return;
-                }
-                let element = std::mem::take(&mut self.element);
-                self.element_done(&element, pairer, sink);
-                self.element = element;
-            }
-            Mode::Array(d) if c == b']' && self.depth == d => self.mode = Mode::Done,
-            _ => {}
+        if let Mode::Array(d) = self.mode
+            && c == b']'
+            && self.depth == d
+        {
+            self.mode = Mode::Done;
         }
     }
 
     fn element_done(&mut self, bytes: &[u8], pairer: &mut Pairer, sink: &mut impl SpanSink) {
         self.stats.elements += 1;
         let n = self.stats.elements;
-        let parsed: Result<Element, _> = serde_json::from_slice(bytes);
-        let ok = match parsed {
+        let ok = match Element::parse(bytes) {
             Ok(e) => self.event(e, n, pairer, sink),
             Err(_) => false,
         };
@@ -308,13 +520,13 @@ impl Chrome {
 
     /// One element; `false` if it is not a usable event.
     fn event(&mut self, e: Element, n: u64, pairer: &mut Pairer, sink: &mut impl SpanSink) -> bool {
-        let (Some(ph), Some(ts)) = (e.ph.as_deref(), e.ts.as_ref().and_then(micros)) else {
+        let (Some(ph), Some(ts)) = (e.ph.as_deref(), e.ts.and_then(micros)) else {
             // Metadata (`M`) carries no time; anything else without one is malformed.
             return e.ph.as_deref() == Some("M");
         };
-        let name = e.name.clone().unwrap_or_default();
+        let name = e.name.as_deref().unwrap_or_default();
         if pairer.has_rules() {
-            pairer.note_name(&name);
+            pairer.note_name(name);
         }
         let group = |p: &mut Pairer, e: &Element| match p.by() {
             Some(by) => {
@@ -325,11 +537,11 @@ impl Chrome {
         };
         match ph {
             "X" => {
-                let Some(dur) = e.dur.as_ref().and_then(micros) else {
+                let Some(dur) = e.dur.and_then(micros) else {
                     return false;
                 };
                 let series = SeriesKey {
-                    span: pairer.span_id(&name),
+                    span: pairer.span_id(name),
                     side: None,
                     group: group(pairer, &e),
                 };
@@ -337,14 +549,20 @@ impl Chrome {
                 self.stats.spans += 1;
             }
             "B" => {
-                let span = pairer.span_id(&name);
+                let span = pairer.span_id(name);
                 let g = group(pairer, &e);
-                let thread = (text(&e.pid), text(&e.tid));
-                self.stacks.entry(thread).or_default().push((span, ts, g));
+                thread_key(&e, &mut self.key);
+                match self.stacks.get_mut(self.key.as_str()) {
+                    Some(stack) => stack.push((span, ts, g)),
+                    None => {
+                        self.stacks
+                            .insert(self.key.as_str().into(), vec![(span, ts, g)]);
+                    }
+                }
             }
             "E" => {
-                let thread = (text(&e.pid), text(&e.tid));
-                match self.stacks.get_mut(&thread).and_then(Vec::pop) {
+                thread_key(&e, &mut self.key);
+                match self.stacks.get_mut(self.key.as_str()).and_then(Vec::pop) {
                     Some((span, start, group)) => {
                         let series = SeriesKey {
                             span,
@@ -361,7 +579,7 @@ impl Chrome {
                     }
                     None => {
                         let series = SeriesKey {
-                            span: pairer.span_id(&name),
+                            span: pairer.span_id(name),
                             side: None,
                             group: crate::span::Group::All,
                         };
@@ -370,24 +588,31 @@ impl Chrome {
                 }
             }
             "b" => {
-                let Some(tree) = tree_key(&e) else {
+                if !tree_key(&e, &mut self.key) {
                     return false;
-                };
-                let begun = (pairer.span_id(&name), ts, group(pairer, &e));
-                self.trees.entry(tree).or_default().push(begun);
+                }
+                let begun = (pairer.span_id(name), ts, group(pairer, &e));
+                match self.trees.get_mut(self.key.as_str()) {
+                    Some(stack) => stack.push(begun),
+                    None => {
+                        self.trees.insert(self.key.as_str().into(), vec![begun]);
+                    }
+                }
             }
             "e" => {
-                let Some(tree) = tree_key(&e) else {
+                if !tree_key(&e, &mut self.key) {
                     return false;
-                };
+                }
+                let tree = std::mem::take(&mut self.key);
                 self.async_end(&tree, e.name.as_deref(), ts, pairer, sink);
+                self.key = tree;
             }
             "S" | "F" => {
-                let Some(tree) = tree_key(&e) else {
+                if !tree_key(&e, &mut self.key) {
                     return false;
-                };
-                let span = pairer.span_id(&name);
-                let key = (span, tree);
+                }
+                let span = pairer.span_id(name);
+                let key = (span, self.key.clone());
                 if ph == "S" {
                     let series = SeriesKey {
                         span,
@@ -411,6 +636,10 @@ impl Chrome {
                     "i" | "I" | "n" => self.stats.instants += 1,
                     "T" | "p" => self.stats.steps += 1,
                     _ => {}
+                }
+                if !pairer.has_rules() {
+                    // Only a rule reads an instant's fields.
+                    return true;
                 }
                 self.instant(&e, ph, ts);
                 let (scratch, ev) = (
@@ -486,7 +715,7 @@ impl Chrome {
         let name = e.name.as_deref().unwrap_or("");
         push("name", name, &mut self.scratch, &mut self.ev, true);
         push("ph", ph, &mut self.scratch, &mut self.ev, false);
-        for (k, v) in [("pid", &e.pid), ("tid", &e.tid), ("id", &e.id)] {
+        for (k, v) in [("pid", e.pid), ("tid", e.tid), ("id", e.id)] {
             if v.is_some() {
                 push(k, &text(v), &mut self.scratch, &mut self.ev, false);
             }
@@ -506,9 +735,9 @@ impl Chrome {
         if let Some(cat) = &e.cat {
             push("cat", cat, &mut self.scratch, &mut self.ev, false);
         }
-        for (k, v) in e.args.iter().flatten() {
+        for (k, v) in &args_of(e) {
             let v = match v {
-                Value::String(s) => s.clone(),
+                serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
             push(k, &v, &mut self.scratch, &mut self.ev, false);
@@ -556,22 +785,34 @@ fn all(span: usize) -> SeriesKey {
     }
 }
 
-fn field_of(e: &Element, by: &str) -> String {
+/// The members of `args`, in the order serde_json's map keeps them (by key; the last of a key
+/// given twice).
+fn args_of(e: &Element) -> serde_json::Map<String, serde_json::Value> {
+    e.args
+        .and_then(|raw| serde_json::from_slice(raw).ok())
+        .unwrap_or_default()
+}
+
+fn field_of<'e>(e: &Element<'e>, by: &str) -> Cow<'e, str> {
     match by {
-        "pid" => text(&e.pid),
-        "tid" => text(&e.tid),
+        "pid" => text(e.pid),
+        "tid" => text(e.tid),
         "cat" => e.cat.clone().unwrap_or_default(),
-        "id" => text(&e.id),
+        "id" => text(e.id),
         "name" => e.name.clone().unwrap_or_default(),
-        other => e
-            .args
-            .as_ref()
-            .and_then(|a| a.get(other))
-            .map(|v| match v {
-                Value::String(s) => s.clone(),
-                v => v.to_string(),
-            })
-            .unwrap_or_else(|| "?".to_string()),
+        other => {
+            let mut found = None;
+            if let Some(raw) = e.args {
+                // The last member of that name, as a map keeps it.
+                let _ = json::members(raw, 0, 1, |k, v| {
+                    if *k == *other.as_bytes() {
+                        found = Some(v);
+                    }
+                    Ok(())
+                });
+            }
+            found.map_or(Cow::Borrowed("?"), value_text)
+        }
     }
 }
 
@@ -615,6 +856,62 @@ mod tests {
             .map(|&(s, o)| (names[s].clone(), o))
             .collect();
         (spans, chrome.stats, outcomes)
+    }
+
+    /// [`spans_of`] with the document fed in chunks of `size` bytes.
+    fn spans_of_chunked(doc: &[u8], size: usize) -> (Vec<(usize, u64, u64)>, ChromeStats) {
+        let mut pairer = Pairer::new(
+            Vec::new(),
+            Vec::new(),
+            None,
+            super::super::rules::Repeat::KeepLast,
+        );
+        let mut sink = Kept::new(1_000_000);
+        let mut chrome = Chrome::default();
+        for chunk in doc.chunks(size) {
+            chrome.feed(chunk, &mut pairer, &mut sink);
+        }
+        chrome.finish(&mut sink);
+        let spans = sink
+            .spans
+            .iter()
+            .map(|s| (s.key.span, s.start_ns, s.latency_ns))
+            .collect();
+        (spans, chrome.stats)
+    }
+
+    /// An element cut by a chunk's end (copied, then parsed) reads as one parsed where it lies,
+    /// at every cut: the committed Chromium trace, whole and in chunks of 1 to 4096 bytes,
+    /// and a document with escapes, an element too long and a malformed one.
+    #[test]
+    fn elements_cut_anywhere_by_chunks_read_as_whole_ones() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let trace = std::fs::read(format!("{root}/tests/data/traces/chromium-async.json")).unwrap();
+        let whole = spans_of_chunked(&trace, trace.len());
+        assert!(whole.0.len() > 1000, "{}", whole.0.len());
+        for size in [1, 2, 3, 7, 64, 4096] {
+            assert_eq!(spans_of_chunked(&trace, size), whole, "chunks of {size}");
+        }
+        let long = format!(
+            r#"{{"ph":"X","name":"big","ts":1,"dur":1,"args":{{"s":"{}"}}}}"#,
+            "x".repeat(MAX_ELEMENT)
+        );
+        let doc = format!(
+            r#"{{"traceEvents":[{{"ph":"X","name":"a\"}}{{[","ts":1,"dur":2}},{long},{{"ph":"X","ts":1,"dur":}},{{"ph":"X","name":"b\\","ts":3.5,"dur":1}}]}}"#
+        );
+        let whole = spans_of_chunked(doc.as_bytes(), doc.len());
+        assert_eq!(whole.0, [(0, 1_000, 2_000), (1, 3_500, 1_000)]);
+        assert_eq!(
+            (whole.1.elements, whole.1.too_long, whole.1.malformed),
+            (4, 1, 2)
+        );
+        for size in [1, 2, 5, 13, 1 << 16] {
+            assert_eq!(
+                spans_of_chunked(doc.as_bytes(), size),
+                whole,
+                "chunks of {size}"
+            );
+        }
     }
 
     fn span(name: &str, start: u64, latency: u64) -> (String, u64, u64) {

@@ -15,6 +15,7 @@
 pub mod babeltrace;
 pub mod chrome;
 pub mod detect;
+pub mod json;
 pub mod read;
 pub mod rules;
 pub mod syscalls;
@@ -36,6 +37,9 @@ pub struct Event {
     pub fields: Vec<(Range<usize>, Range<usize>)>,
     /// fields whose names are not in the line (perf's and ftrace's prefix: `common_pid`, ...)
     pub common: Vec<(&'static str, Range<usize>)>,
+    /// where a `NAME=VALUE ...` payload begins when it was left unparsed
+    /// ([`text::parse_lazy`]): a field is then found in the line when it is asked for
+    pub lazy_payload: Option<usize>,
 }
 
 impl Event {
@@ -45,6 +49,7 @@ impl Event {
         self.name = 0..0;
         self.fields.clear();
         self.common.clear();
+        self.lazy_payload = None;
     }
 
     /// The value of field `name` in `line` (the first one, if repeated).
@@ -53,6 +58,12 @@ impl Event {
             .fields
             .iter()
             .find(|(k, _)| line.get(k.clone()) == Some(name));
+        if named.is_none()
+            && let Some(from) = self.lazy_payload
+            && let Some(v) = text::equals_field(line, from, name)
+        {
+            return line.get(v);
+        }
         let value = match named {
             Some((_, v)) => v,
             None => &self.common.iter().find(|(k, _)| *k == name)?.1,

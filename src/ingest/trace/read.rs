@@ -190,6 +190,7 @@ pub fn read(
         babeltrace: Babeltrace::default(),
         csv: Csv::default(),
         columns: &options.columns,
+        wanted: pairer.fields_read(),
         syscalls: Syscalls::default(),
         scratch: String::new(),
         ev: Event::default(),
@@ -317,6 +318,8 @@ struct LineState<'c> {
     babeltrace: Babeltrace,
     csv: Csv,
     columns: &'c Columns,
+    /// the fields rules read (JSON lines skip the others)
+    wanted: Vec<String>,
     syscalls: Syscalls,
     scratch: String,
     ev: Event,
@@ -326,9 +329,15 @@ struct LineState<'c> {
 impl LineState<'_> {
     fn parse(&mut self, text: &str) -> Parsed {
         match self.format {
-            Format::Perf | Format::Ftrace => super::text::parse(text, &mut self.ev),
+            Format::Perf | Format::Ftrace => super::text::parse_lazy(text, &mut self.ev),
             Format::Babeltrace => self.babeltrace.parse(text, &mut self.ev),
-            Format::JsonLines => json_line(text, self.columns, &mut self.scratch, &mut self.ev),
+            Format::JsonLines => json_line(
+                text,
+                self.columns,
+                Some(&self.wanted),
+                &mut self.scratch,
+                &mut self.ev,
+            ),
             Format::Csv => self
                 .csv
                 .parse(text, self.columns, &mut self.scratch, &mut self.ev),

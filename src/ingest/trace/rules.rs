@@ -51,15 +51,19 @@ impl Endpoint {
 
     /// Whether the event named `name` with these fields passes.
     pub fn matches(&self, name: &str, line: &str, ev: &Event) -> bool {
-        names_match(&self.event, name)
-            && self.filters.iter().all(|f| {
-                let v = ev.field(line, &f.field);
-                match f.op {
-                    Op::Eq => v == Some(f.value.as_str()),
-                    Op::Ne => v != Some(f.value.as_str()),
-                    Op::Prefix => v.is_some_and(|v| v.starts_with(&f.value)),
-                }
-            })
+        names_match(&self.event, name) && self.passes(line, ev)
+    }
+
+    /// Whether an event of this endpoint's name with these fields passes the filters.
+    pub fn passes(&self, line: &str, ev: &Event) -> bool {
+        self.filters.iter().all(|f| {
+            let v = ev.field(line, &f.field);
+            match f.op {
+                Op::Eq => v == Some(f.value.as_str()),
+                Op::Ne => v != Some(f.value.as_str()),
+                Op::Prefix => v.is_some_and(|v| v.starts_with(&f.value)),
+            }
+        })
     }
 }
 
@@ -69,7 +73,9 @@ pub fn names_match(spec: &str, name: &str) -> bool {
     if spec == name {
         return true;
     }
-    let last = |s: &str| s.rsplit_once(':').map_or(s, |(_, n)| n).to_string();
+    fn last(s: &str) -> &str {
+        s.rsplit_once(':').map_or(s, |(_, n)| n)
+    }
     (spec.contains(':') != name.contains(':')) && last(spec) == last(name)
 }
 
@@ -102,10 +108,24 @@ pub enum Repeat {
     KeepFirst,
 }
 
-/// Writes the values of `fields` of `ev` into `buf` (separated by U+001F); `false` when the
-/// event lacks one.
-fn fill_key(buf: &mut String, line: &str, ev: &Event, fields: &[String]) -> bool {
+/// Writes span `span` and the values of `fields` of `ev` into `buf` (separated by U+001F), the
+/// key of an open span; `false` when the event lacks one.
+fn fill_key(buf: &mut String, span: usize, line: &str, ev: &Event, fields: &[String]) -> bool {
     buf.clear();
+    // The span's index in decimal, without the formatting machinery (a key per event).
+    let mut digits = [0u8; 20];
+    let mut n = span;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend(digits[at..].iter().map(|&d| char::from(d)));
+    buf.push('\u{1f}');
     for f in fields {
         let Some(v) = ev.field(line, f) else {
             return false;
@@ -125,7 +145,8 @@ pub struct Pairer {
     span_ids: FxHashMap<String, usize>,
     by: Option<String>,
     repeat: Repeat,
-    open: OpenSpans<(usize, Box<str>)>,
+    /// open spans by their span and key ([`fill_key`])
+    open: OpenSpans<Box<str>>,
     labels: FxHashMap<String, u32>,
     label_names: crate::report::csv::Labels,
     /// the most `--by` values with a series of their own; the rest go to [`OTHER`]
@@ -140,8 +161,9 @@ pub struct Pairer {
     closed: Vec<bool>,
     /// per rule: events named like its start, like its end, passing the start's filters, the end's
     seen: Vec<[u64; 4]>,
-    /// distinct event names of the input (at most [`MAX_NAMES`]), for "did you mean"
-    names_seen: rustc_hash::FxHashSet<Box<str>>,
+    /// distinct event names of the input (at most [`MAX_NAMES`]), for "did you mean", each
+    /// with the rule endpoints its name matches ([`Pairer::name_mask`])
+    names_seen: FxHashMap<Box<str>, u64>,
 }
 
 /// The series that `--by` values beyond [`Pairer::with_max_series`] are folded into.
@@ -188,9 +210,31 @@ impl Pairer {
 
     /// Notes an event name of the input, for suggestions when a rule matches nothing.
     pub fn note_name(&mut self, name: &str) {
-        if self.names_seen.len() < MAX_NAMES && !self.names_seen.contains(name) {
-            self.names_seen.insert(name.into());
+        self.name_mask(name);
+    }
+
+    /// Which rule endpoints are named like `name`: bit 2i for rule i's start, 2i+1 for its end
+    /// (every bit set beyond 32 rules: the names are then compared event by event). Kept per
+    /// name, as the name is noted: an event costs one look-up instead of a comparison with
+    /// each endpoint.
+    fn name_mask(&mut self, name: &str) -> u64 {
+        if let Some(&mask) = self.names_seen.get(name) {
+            return mask;
         }
+        let mask = if self.rules.len() > 32 {
+            u64::MAX
+        } else {
+            let mut mask = 0;
+            for (i, rule) in self.rules.iter().enumerate() {
+                mask |= u64::from(names_match(&rule.start.event, name)) << (2 * i);
+                mask |= u64::from(names_match(&rule.end.event, name)) << (2 * i + 1);
+            }
+            mask
+        };
+        if self.names_seen.len() < MAX_NAMES {
+            self.names_seen.insert(name.into(), mask);
+        }
+        mask
     }
 
     /// Why the rules measured nothing: one sentence per rule endpoint that never matched, with
@@ -232,7 +276,7 @@ impl Pairer {
         let last = |s: &str| s.rsplit(':').next().unwrap_or(s).to_string();
         let mut scored: Vec<(f64, &str)> = self
             .names_seen
-            .iter()
+            .keys()
             .map(|n| {
                 let whole = strsim::normalized_levenshtein(event, n);
                 let tail = strsim::normalized_levenshtein(&last(event), &last(n));
@@ -246,6 +290,24 @@ impl Pairer {
         } else {
             format!(" (nearest names in the input: {})", best.join(", "))
         }
+    }
+
+    /// Every field a rule's filters, its key or `--by` reads: the only fields a reader that
+    /// can skip the others (JSON lines) must parse.
+    pub fn fields_read(&self) -> Vec<String> {
+        let mut fields: Vec<String> = Vec::new();
+        for rule in &self.rules {
+            let filters = rule.start.filters.iter().chain(&rule.end.filters);
+            let names = filters
+                .map(|f| &f.field)
+                .chain(&rule.key.start)
+                .chain(&rule.key.end);
+            fields.extend(names.cloned());
+        }
+        fields.extend(self.by.clone());
+        fields.sort();
+        fields.dedup();
+        fields
     }
 
     /// Whether any rule exists.
@@ -338,29 +400,53 @@ impl Pairer {
     /// Feeds one event (line number `line_no`) through every rule.
     pub fn event(&mut self, line: &str, ev: &Event, line_no: u64, sink: &mut impl SpanSink) {
         let name = ev.name(line);
-        self.note_name(name);
-        self.ends_seen.iter_mut().for_each(|b| *b = false);
-        self.closed.iter_mut().for_each(|b| *b = false);
+        let mask = self.name_mask(name);
+        if mask == 0 {
+            return; // no rule names this event
+        }
+        let exact = self.rules.len() <= 32;
+        let named = |i: usize, side: usize, end: &Endpoint| {
+            if exact {
+                mask >> (2 * i + side) & 1 == 1
+            } else {
+                names_match(&end.event, name)
+            }
+        };
         if self.seen.len() != self.rules.len() {
             self.seen = vec![[0; 4]; self.rules.len()];
         }
+        // What each endpoint of each rule makes of the event: [start, end] passes.
+        let mut passes = [[false; 2]; 32];
+        let mut passes_more = Vec::new();
         for (i, rule) in self.rules.iter().enumerate() {
             let seen = &mut self.seen[i];
+            let mut p = [false; 2];
             for (k, end) in [&rule.start, &rule.end].into_iter().enumerate() {
-                if names_match(&end.event, name) {
+                if named(i, k, end) {
                     seen[k] += 1;
-                    if end.matches(name, line, ev) {
+                    if end.passes(line, ev) {
                         seen[k + 2] += 1;
+                        p[k] = true;
                     }
                 }
             }
+            match passes.get_mut(i) {
+                Some(slot) => *slot = p,
+                None => passes_more.push(p),
+            }
         }
+        let passed = |i: usize, k: usize| match passes.get(i) {
+            Some(p) => p[k],
+            None => passes_more[i - 32][k],
+        };
+        self.ends_seen.iter_mut().for_each(|b| *b = false);
+        self.closed.iter_mut().for_each(|b| *b = false);
         for i in 0..self.rules.len() {
-            if !self.rules[i].end.matches(name, line, ev) {
+            if !passed(i, 1) {
                 continue;
             }
             let span = self.rules[i].span;
-            if !fill_key(&mut self.key_buf, line, ev, &self.rules[i].key.end) {
+            if !fill_key(&mut self.key_buf, span, line, ev, &self.rules[i].key.end) {
                 self.note_missing_key(line_no);
                 continue;
             }
@@ -368,8 +454,7 @@ impl Pairer {
                 continue;
             }
             self.ends_seen[span] = true;
-            let key = (span, Box::from(self.key_buf.as_str()));
-            self.closed[span] = self.open.end(&key, ev.ts_ns, sink);
+            self.closed[span] = self.open.end(self.key_buf.as_str(), ev.ts_ns, sink);
         }
         for span in 0..self.spans {
             if self.ends_seen[span] && !self.closed[span] {
@@ -382,11 +467,11 @@ impl Pairer {
             }
         }
         for i in 0..self.rules.len() {
-            if !self.rules[i].start.matches(name, line, ev) {
+            if !passed(i, 0) {
                 continue;
             }
             let span = self.rules[i].span;
-            if !fill_key(&mut self.key_buf, line, ev, &self.rules[i].key.start) {
+            if !fill_key(&mut self.key_buf, span, line, ev, &self.rules[i].key.start) {
                 self.note_missing_key(line_no);
                 continue;
             }
@@ -395,8 +480,7 @@ impl Pairer {
                 side: None,
                 group: self.group(line, ev),
             };
-            let key = (span, Box::from(self.key_buf.as_str()));
-            if self.repeat == Repeat::KeepFirst && self.open.contains(&key) {
+            if self.repeat == Repeat::KeepFirst && self.open.contains(self.key_buf.as_str()) {
                 sink.outcome(&series, Outcome::Superseded);
                 continue;
             }
@@ -404,6 +488,7 @@ impl Pairer {
                 start_ns: ev.ts_ns,
                 series,
             };
+            let key = Box::from(self.key_buf.as_str());
             self.open.start(key, open, Outcome::Superseded, sink);
         }
     }
@@ -508,6 +593,7 @@ mod tests {
             name: 0..18,
             fields: vec![(19..29, 30..31)],
             common: Vec::new(),
+            lazy_payload: None,
         };
         let mut sink = crate::span::Kept::new(1);
         p.event(line, &ev, 1, &mut sink);

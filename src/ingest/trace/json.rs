@@ -1,0 +1,411 @@
+//! A validating JSON scanner that skips what nobody asked for.
+//!
+//! Chrome JSON and JSON lines are read object by object, and of each object only a few members
+//! matter (`ph`, `ts`, `name`, ... or the columns a rule names). Building a `serde_json::Value`
+//! of every object allocates a map, a string per key and a string per value, and that was most
+//! of the reading time (a profile of `latscope spans` on Chrome JSON: 105 MB/s, the allocator
+//! and `serde_json`'s map at the top). Here an object's members are visited in place: a key is a
+//! byte range, a value is the raw text of it (checked, not decoded), and only what the caller
+//! keeps is decoded. Strings are crossed with `memchr` (the bytes that end or escape a string
+//! are rare), so the scanner runs near the speed of memory.
+//!
+//! What the scanner accepts is what `serde_json` accepts (RFC 8259: no trailing commas,
+//! control characters only escaped, nesting at most 128 deep), so that an element that
+//! `serde_json` refused is still refused here, and the rare text that must be decoded (a string
+//! with escapes, a number that is not a plain integer) is handed to `serde_json` itself.
+
+use std::borrow::Cow;
+
+/// How deep arrays and objects may nest (as `serde_json`'s recursion limit).
+pub const MAX_DEPTH: usize = 128;
+
+/// The JSON is not valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Invalid;
+
+type Result<T> = std::result::Result<T, Invalid>;
+
+/// Bytes that stop a scan inside a string: the quote, the backslash and control characters.
+static STRING_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// The index just past the whitespace at `i`.
+#[inline]
+pub fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\n' | b'\r' | b'\t') {
+        i += 1;
+    }
+    i
+}
+
+/// A string starting at its opening quote `b[i]`: the index past its closing quote, and whether
+/// it holds an escape.
+#[inline]
+pub fn string(b: &[u8], i: usize) -> Result<(usize, bool)> {
+    debug_assert_eq!(b.get(i), Some(&b'"'));
+    let mut j = i + 1;
+    let mut escaped = false;
+    loop {
+        // Most strings are short: a plain loop beats a memchr call until the first 16 bytes.
+        let stop = b[j.min(b.len())..]
+            .iter()
+            .position(|&c| STRING_STOP[c as usize]);
+        let Some(p) = stop else {
+            return Err(Invalid);
+        };
+        j += p;
+        match b[j] {
+            b'"' => return Ok((j + 1, escaped)),
+            b'\\' => {
+                escaped = true;
+                j = escape(b, j)?;
+            }
+            _ => return Err(Invalid), // a raw control character
+        }
+    }
+}
+
+/// An escape at `b[i] == '\\'`: the index past it.
+fn escape(b: &[u8], i: usize) -> Result<usize> {
+    match b.get(i + 1) {
+        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(i + 2),
+        Some(b'u') => {
+            let hex = b.get(i + 2..i + 6).ok_or(Invalid)?;
+            if hex.iter().all(u8::is_ascii_hexdigit) {
+                Ok(i + 6)
+            } else {
+                Err(Invalid)
+            }
+        }
+        _ => Err(Invalid),
+    }
+}
+
+/// A number starting at `b[i]`: the index past it.
+#[inline]
+pub fn number(b: &[u8], i: usize) -> Result<usize> {
+    let mut j = i;
+    if b.get(j) == Some(&b'-') {
+        j += 1;
+    }
+    match b.get(j) {
+        Some(b'0') => j += 1,
+        Some(b'1'..=b'9') => j = digits(b, j),
+        _ => return Err(Invalid),
+    }
+    if b.get(j) == Some(&b'.') {
+        let k = digits(b, j + 1);
+        if k == j + 1 {
+            return Err(Invalid);
+        }
+        j = k;
+    }
+    if matches!(b.get(j), Some(b'e' | b'E')) {
+        j += 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        let k = digits(b, j);
+        if k == j {
+            return Err(Invalid);
+        }
+        j = k;
+    }
+    Ok(j)
+}
+
+fn digits(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    i
+}
+
+/// One value starting at `b[i]` (no whitespace before it), checked: the index past it.
+/// Containers are crossed without recursion; `depth` is how deep the value already is.
+pub fn skip_value(b: &[u8], i: usize, depth: usize) -> Result<usize> {
+    match b.get(i) {
+        Some(b'"') => string(b, i).map(|(e, _)| e),
+        Some(b'{' | b'[') => skip_container(b, i, depth),
+        Some(b't') => literal(b, i, b"true"),
+        Some(b'f') => literal(b, i, b"false"),
+        Some(b'n') => literal(b, i, b"null"),
+        Some(_) => number(b, i),
+        None => Err(Invalid),
+    }
+}
+
+fn literal(b: &[u8], i: usize, word: &[u8]) -> Result<usize> {
+    if b[i..].starts_with(word) {
+        Ok(i + word.len())
+    } else {
+        Err(Invalid)
+    }
+}
+
+/// An array or object at `b[i]`, with everything in it, checked: the index past it. The kinds of
+/// the open containers are the bits of a `u128` (1: object), as deep as [`MAX_DEPTH`] allows.
+fn skip_container(b: &[u8], i: usize, depth: usize) -> Result<usize> {
+    enum At {
+        /// an opening bracket
+        Open,
+        /// past a value inside the container on top
+        AfterValue,
+        /// past the closing bracket of the container on top
+        Closed,
+    }
+    let mut kinds: u128 = 0;
+    let mut open = 0usize;
+    let mut j = i;
+    let mut at = At::Open;
+    let close = |kinds: u128| if kinds & 1 == 1 { b'}' } else { b']' };
+    loop {
+        at = match at {
+            At::Open => {
+                // serde_json refuses the 128th level
+                if depth + open + 1 >= MAX_DEPTH {
+                    return Err(Invalid);
+                }
+                kinds = (kinds << 1) | u128::from(b[j] == b'{');
+                open += 1;
+                j = skip_ws(b, j + 1);
+                if b.get(j) == Some(&close(kinds)) {
+                    j += 1;
+                    At::Closed
+                } else {
+                    let (k, step) = element(b, j, kinds & 1 == 1)?;
+                    j = k;
+                    step
+                }
+            }
+            At::Closed => {
+                open -= 1;
+                kinds >>= 1;
+                if open == 0 {
+                    return Ok(j);
+                }
+                At::AfterValue
+            }
+            At::AfterValue => {
+                j = skip_ws(b, j);
+                match b.get(j) {
+                    Some(b',') => {
+                        let (k, step) = element(b, skip_ws(b, j + 1), kinds & 1 == 1)?;
+                        j = k;
+                        step
+                    }
+                    Some(&c) if c == close(kinds) => {
+                        j += 1;
+                        At::Closed
+                    }
+                    _ => return Err(Invalid),
+                }
+            }
+        };
+    }
+
+    /// A member (`"key": value`, in an object) or a value (in an array) at `b[j]`; a container
+    /// value is not crossed: its index is returned with [`At::Open`].
+    fn element(b: &[u8], mut j: usize, object: bool) -> Result<(usize, At)> {
+        if object {
+            if b.get(j) != Some(&b'"') {
+                return Err(Invalid);
+            }
+            j = skip_ws(b, string(b, j)?.0);
+            if b.get(j) != Some(&b':') {
+                return Err(Invalid);
+            }
+            j = skip_ws(b, j + 1);
+        }
+        match b.get(j) {
+            Some(b'{' | b'[') => Ok((j, At::Open)),
+            _ => Ok((skip_value(b, j, 0)?, At::AfterValue)),
+        }
+    }
+}
+
+/// The members of the object at `b[i]` (`{`), checked: `on_member(key, value)` with the key's
+/// text (borrowed; decoded, so owned, when it holds escapes) and the raw text of its value. Returns the index past
+/// the closing brace. `depth` is how deep the object is (0 for a document's own).
+pub fn members<'a>(
+    b: &'a [u8],
+    i: usize,
+    depth: usize,
+    mut on_member: impl FnMut(Cow<'a, [u8]>, &'a [u8]) -> Result<()>,
+) -> Result<usize> {
+    if b.get(i) != Some(&b'{') || depth + 1 >= MAX_DEPTH {
+        return Err(Invalid);
+    }
+    let mut j = skip_ws(b, i + 1);
+    if b.get(j) == Some(&b'}') {
+        return Ok(j + 1);
+    }
+    loop {
+        if b.get(j) != Some(&b'"') {
+            return Err(Invalid);
+        }
+        let key_start = j;
+        let (key_end, escaped) = string(b, j)?;
+        j = skip_ws(b, key_end);
+        if b.get(j) != Some(&b':') {
+            return Err(Invalid);
+        }
+        let v = skip_ws(b, j + 1);
+        let v_end = skip_value(b, v, depth + 1)?;
+        if escaped {
+            let decoded: String =
+                serde_json::from_slice(&b[key_start..key_end]).map_err(|_| Invalid)?;
+            on_member(Cow::Owned(decoded.into_bytes()), &b[v..v_end])?;
+        } else {
+            on_member(Cow::Borrowed(&b[key_start + 1..key_end - 1]), &b[v..v_end])?;
+        }
+        j = skip_ws(b, v_end);
+        match b.get(j) {
+            Some(b',') => j = skip_ws(b, j + 1),
+            Some(b'}') => return Ok(j + 1),
+            _ => return Err(Invalid),
+        }
+    }
+}
+
+/// The text of a raw JSON string (with its quotes); `None` for any other value.
+pub fn str_of(raw: &[u8]) -> Option<Result<Cow<'_, str>>> {
+    let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if !inner.contains(&b'\\') {
+        return Some(
+            std::str::from_utf8(inner)
+                .map(Cow::Borrowed)
+                .map_err(|_| Invalid),
+        );
+    }
+    Some(
+        serde_json::from_slice::<String>(raw)
+            .map(Cow::Owned)
+            .map_err(|_| Invalid),
+    )
+}
+
+/// The text of a raw value as `serde_json` would show it: a string's own text, anything else
+/// written compactly (`7`, `1.5`, `[1,2]`, `{"a":1}`).
+pub fn text_of(raw: &[u8]) -> Result<Cow<'_, str>> {
+    if let Some(s) = str_of(raw) {
+        return s;
+    }
+    if is_plain_integer(raw) {
+        // ASCII digits: already what serde_json writes.
+        return Ok(Cow::Borrowed(
+            std::str::from_utf8(raw).map_err(|_| Invalid)?,
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(raw).map_err(|_| Invalid)?;
+    Ok(Cow::Owned(v.to_string()))
+}
+
+/// `-?[1-9][0-9]*` or `0` that fits in an `i64` or `u64`: written back unchanged by serde_json.
+fn is_plain_integer(raw: &[u8]) -> bool {
+    let digits = raw.strip_prefix(b"-").unwrap_or(raw);
+    !digits.is_empty()
+        && digits.len() <= 18
+        && digits.iter().all(u8::is_ascii_digit)
+        && (digits[0] != b'0' || digits.len() == 1)
+        && raw != b"-0"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scanner accepts exactly what serde_json accepts, on every value of a list of valid
+    /// and broken ones.
+    #[test]
+    fn the_scanner_agrees_with_serde_json() {
+        let deep_ok = "[".repeat(127) + &"]".repeat(127);
+        let deep_bad = "[".repeat(128) + &"]".repeat(128);
+        let cases = [
+            r#"{}"#,
+            r#"[]"#,
+            r#"{"a":1,"b":[1,2,{"c":"d\"e\\"}],"e":null,"f":true,"g":false}"#,
+            r#"{"a":-0.5e+7,"b":1E3,"c":0}"#,
+            r#"{"a":"\u00e9\n"}"#,
+            r#"{"a":01}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":.5}"#,
+            r#"{"a":1e}"#,
+            r#"{"a":+1}"#,
+            r#"{"a":1,}"#,
+            r#"[1,]"#,
+            r#"[1 2]"#,
+            r#"{"a" 1}"#,
+            r#"{a:1}"#,
+            r#"{"a":tru}"#,
+            r#"{"a":"\x"}"#,
+            r#"{"a":"\u12"}"#,
+            "{\"a\":\"tab\there\"}",
+            r#"{"a":[}"#,
+            r#"{"a":{]}"#,
+            r#"["#,
+            r#"{"a":"#,
+            r#""open"#,
+            deep_ok.as_str(),
+            deep_bad.as_str(),
+        ];
+        for case in cases {
+            let b = case.as_bytes();
+            let ours = skip_value(b, 0, 0).is_ok_and(|e| e == b.len());
+            let theirs = serde_json::from_slice::<serde_json::Value>(b).is_ok();
+            assert_eq!(ours, theirs, "{case}");
+        }
+    }
+
+    #[test]
+    fn members_are_visited_with_decoded_keys_and_raw_values() {
+        let doc = br#"{ "ph" : "X", "ts":12.5, "a\u0062": {"x": [1]} }"#;
+        let mut seen = Vec::new();
+        let end = members(doc, 0, 0, |k, v| {
+            seen.push((
+                String::from_utf8(k.into_owned()).unwrap(),
+                String::from_utf8(v.to_vec()).unwrap(),
+            ));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(end, doc.len());
+        assert_eq!(
+            seen,
+            [
+                ("ph".to_string(), "\"X\"".to_string()),
+                ("ts".to_string(), "12.5".to_string()),
+                ("ab".to_string(), "{\"x\": [1]}".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn values_read_as_serde_json_shows_them() {
+        assert_eq!(text_of(b"\"a\\tb\"").unwrap(), "a\tb");
+        for raw in [
+            "25332",
+            "-7",
+            "0",
+            "-0",
+            "1.50",
+            "1e3",
+            "123456789012345678901",
+            "{\"b\": 1, \"a\": [true]}",
+            "null",
+        ] {
+            let v: serde_json::Value = serde_json::from_str(raw).unwrap();
+            assert_eq!(text_of(raw.as_bytes()).unwrap(), v.to_string(), "{raw}");
+        }
+        assert!(str_of(b"7").is_none());
+    }
+}
