@@ -21,9 +21,11 @@ import glob
 import os
 import statistics
 import subprocess
-import tempfile
-import threading
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import live_overhead  # noqa: E402  (the shared target and one-liner)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -79,17 +81,8 @@ def main():
     ap.add_argument('--runs', type=int, default=3)
     args = ap.parse_args()
     subprocess.run(['sysctl', '-q', '-w', 'kernel.bpf_stats_enabled=1'], check=True)
-    latscope = os.path.join(ROOT, 'target/release/latscope')
-    if not os.path.exists(latscope):
-        subprocess.run(['cargo', 'build', '--release', '--quiet'], cwd=ROOT, check=True)
-    tmp = tempfile.mkdtemp()
-    t = os.path.join(tmp, 'usdt_target')
-    subprocess.run(['cc', '-O2', '-o', t, os.path.join(ROOT, 'tests/targets/usdt_target.c')], check=True)
-    p = lambda name: f'usdt:{t}:latscope_test:{name}'
+    latscope, t, p, one_liner = live_overhead.setup()
     target = [t, str(args.iterations), '0', '1', '300']
-    one_liner = (f'{p("request_start")} /pid == cpid/ {{ @s[arg0] = nsecs; }} '
-                 f'{p("request_end")} /pid == cpid && @s[arg0]/ {{ @h = hist(nsecs - @s[arg0]); delete(@s[arg0]); }} '
-                 f'{p("tick")} /pid == cpid/ {{ @n = count(); }}')
     loop = f'i=0; while [ $i -lt {args.forks} ]; do /bin/true; i=$((i+1)); done'
     rate = ['--rate', 'tracepoint:sched:sched_process_exec']
     cases = {

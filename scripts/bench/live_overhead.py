@@ -83,6 +83,25 @@ def timed_served(cmd):
     return int(m.group(1)) / 1e9
 
 
+def latscope_binary():
+    """The release binary, built when missing."""
+    latscope = os.path.join(ROOT, 'target/release/latscope')
+    if not os.path.exists(latscope):
+        subprocess.run(['cargo', 'build', '--release', '--quiet'], cwd=ROOT, check=True)
+    return latscope
+
+
+def setup():
+    """latscope, the compiled USDT target, its probe specs and the equivalent bpftrace one-liner."""
+    t = os.path.join(tempfile.mkdtemp(), 'usdt_target')
+    subprocess.run(['cc', '-O2', '-o', t, os.path.join(ROOT, 'tests/targets/usdt_target.c')], check=True)
+    p = lambda name: f'usdt:{t}:latscope_test:{name}'
+    one_liner = (f'{p("request_start")} /pid == cpid/ {{ @s[arg0] = nsecs; }} '
+                 f'{p("request_end")} /pid == cpid && @s[arg0]/ {{ @h = hist(nsecs - @s[arg0]); delete(@s[arg0]); }} '
+                 f'{p("tick")} /pid == cpid/ {{ @n = count(); }}')
+    return latscope_binary(), t, p, one_liner
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--iterations', type=int, default=200000)
@@ -92,17 +111,9 @@ def main():
     args = ap.parse_args()
     if args.fork_heavy:
         return fork_heavy(args.fork_heavy, args.runs)
-    latscope = os.path.join(ROOT, 'target/release/latscope')
-    if not os.path.exists(latscope):
-        subprocess.run(['cargo', 'build', '--release', '--quiet'], cwd=ROOT, check=True)
-    tmp = tempfile.mkdtemp()
-    t = os.path.join(tmp, 'usdt_target')
-    subprocess.run(['cc', '-O2', '-o', t, os.path.join(ROOT, 'tests/targets/usdt_target.c')], check=True)
-    p = lambda name: f'usdt:{t}:latscope_test:{name}'
+    latscope, t, p, one_liner = setup()
+    tmp = os.path.dirname(t)
     target = [t, str(args.iterations), '0', '1']
-    one_liner = (f'{p("request_start")} /pid == cpid/ {{ @s[arg0] = nsecs; }} '
-                 f'{p("request_end")} /pid == cpid && @s[arg0]/ {{ @h = hist(nsecs - @s[arg0]); delete(@s[arg0]); }} '
-                 f'{p("tick")} /pid == cpid/ {{ @n = count(); }}')
     commands = {
         'untraced': target,
         'bpftrace one-liner (hist + count)': ['bpftrace', '-c', ' '.join(target), '-e', one_liner],
@@ -151,9 +162,7 @@ def main():
 
 def fork_heavy(n, runs):
     """Following a process tree: a shell loop of N /bin/true, untraced and traced."""
-    latscope = os.path.join(ROOT, 'target/release/latscope')
-    if not os.path.exists(latscope):
-        subprocess.run(['cargo', 'build', '--release', '--quiet'], cwd=ROOT, check=True)
+    latscope = latscope_binary()
     loop = (f's=$(date +%s%N); i=0; while [ $i -lt {n} ]; do /bin/true; i=$((i+1)); done; '
             f'e=$(date +%s%N); echo loop_ns=$((e-s))')
     target = ['/bin/sh', '-c', loop]

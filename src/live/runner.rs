@@ -80,8 +80,6 @@ pub struct Outcome {
     pub record: Option<Recorder>,
     /// whether the map of traced processes filled up
     pub pids_full: bool,
-    /// the command's exit status, if it ran and ended
-    pub command_status: Option<i32>,
     /// why the command could not start (execve failed, or the probes were never confirmed)
     pub launch_error: Option<String>,
 }
@@ -164,7 +162,7 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
         // bpftrace ended before its probes were in place: the command never runs.
         h.abandon();
     }
-    let command_status = end_command(&shared);
+    end_command(&shared);
     let error_text = errors.join().unwrap_or_default();
     let failed = !status.success() && !state.finished;
     let pid_gone = opts.pid.is_some_and(|p| !alive(p));
@@ -192,7 +190,6 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
         stopped_by,
         record: state.record,
         pids_full: state.pids_full,
-        command_status,
         launch_error,
     })
 }
@@ -212,9 +209,11 @@ fn start(held: Held, shared: &Arc<Shared>) -> Result<(), launch::LaunchError> {
     Ok(())
 }
 
-/// Ends what is left of the command's process group and waits (briefly) for its exit status.
-fn end_command(shared: &Shared) -> Option<i32> {
-    let pid = (*shared.command.lock().unwrap())?;
+/// Ends what is left of the command's process group and waits (briefly) for it to be reaped.
+fn end_command(shared: &Shared) {
+    let Some(pid) = *shared.command.lock().unwrap() else {
+        return;
+    };
     launch::signal_group(pid, libc::SIGTERM);
     for _ in 0..50 {
         if shared.exited.load(Ordering::Relaxed) {
@@ -225,7 +224,6 @@ fn end_command(shared: &Shared) -> Option<i32> {
     if !shared.exited.load(Ordering::Relaxed) {
         launch::signal_group(pid, libc::SIGKILL);
     }
-    *shared.status.lock().unwrap()
 }
 
 /// latscope's own USDT probe, which the program's marker answers once attached.
