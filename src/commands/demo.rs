@@ -14,6 +14,34 @@ use latscope::files;
 use latscope::ingest::wayland::SpanOptions;
 use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport};
 
+/// The parts of the demo, in the order they run; each is a section of its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// `lab ipc` on a short matrix
+    Ipc,
+    /// `lab x11` upload and config on `$DISPLAY` or a private Xvfb
+    X11,
+    /// `lab wayland` on a private weston
+    WaylandLab,
+    /// `wayland` on the bundled log
+    Log,
+}
+
+impl Part {
+    /// Every part, in order.
+    pub const ALL: [Part; 4] = [Part::Ipc, Part::X11, Part::WaylandLab, Part::Log];
+
+    /// What it shows, as the command's summary says it.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Part::Ipc => "an IPC matrix measured here",
+            Part::X11 => "X11 uploads and the screen query",
+            Part::WaylandLab => "a native Wayland client",
+            Part::Log => "a bundled WAYLAND_DEBUG log",
+        }
+    }
+}
+
 /// glmark2-es2-wayland --benchmark=build:use-vbo=true on weston headless, client side
 /// (see tests/data/wayland/README.md for how it was captured).
 const DEMO_LOG: &[u8] = include_bytes!("../../tests/data/wayland/weston-glmark2-build.client.log");

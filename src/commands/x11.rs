@@ -1,10 +1,9 @@
 //! `latscope lab x11`: build the configurations, find or start the server, run, print.
 
 use anyhow::{Context, Result, bail};
-use clap::CommandFactory;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::{Cli, Format, X11Args, X11BackendArgs};
+use crate::cli::{Format, X11Args, X11BackendArgs};
 use latscope::doc::lab::Timer;
 use latscope::lab::ipc::clock::{Monotonic, timer_overhead};
 use latscope::lab::x11::report::{self, X11Report};
@@ -14,9 +13,7 @@ use latscope::lab::x11::{Method, Pattern, Settings, Upload, Via, x11perf};
 
 /// A usage error: printed by clap, exit status 2.
 fn usage(message: impl std::fmt::Display) -> ! {
-    Cli::command()
-        .error(clap::error::ErrorKind::ValueValidation, message)
-        .exit()
+    super::usage_error("lab x11", clap::error::ErrorKind::ValueValidation, message)
 }
 
 const PATTERNS: [&str; 3] = ["round-trip", "upload", "config"];
