@@ -226,20 +226,24 @@ pub fn execute(mut plan: Plan) -> Result<Ran> {
 
 /// Renders a run in `format`.
 pub fn render(ran: &Ran, settings: &Settings, format: Format, detail: bool) -> String {
-    let report = LabReport {
-        outcomes: &ran.outcomes,
-        timer: ran.timer,
-        settings,
-        skipped: &ran.skipped,
-        interrupted: ran.interrupted,
-    };
-    let doc = report::document(&report);
+    let doc = document(ran, settings);
     match format {
         Format::Text => report::text(&doc, detail),
         Format::Json => latscope::doc::to_json(&doc, false),
         Format::Markdown => report::markdown(&doc),
         Format::Csv => crate::commands::unsupported("lab ipc", format),
     }
+}
+
+/// The `lab-ipc` document of a run.
+pub fn document(ran: &Ran, settings: &Settings) -> latscope::doc::lab::LabIpcDoc {
+    report::document(&LabReport {
+        outcomes: &ran.outcomes,
+        timer: ran.timer,
+        settings,
+        skipped: &ran.skipped,
+        interrupted: ran.interrupted,
+    })
 }
 
 /// Runs `latscope lab ipc`.

@@ -314,7 +314,7 @@ pub fn run(args: &X11Args) -> Result<()> {
 
 /// The demo's X11 part: the Java2D and libkscreen questions on `$DISPLAY` or a private Xvfb,
 /// as text; `None` when there is no X server to be had.
-pub fn demo() -> Result<Option<String>> {
+pub fn demo() -> Result<Option<latscope::doc::x11::LabX11Doc>> {
     use latscope::lab::x11::server::find_xvfb;
     let have_display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
     if !have_display && find_xvfb().is_none() {
@@ -349,8 +349,7 @@ pub fn demo() -> Result<Option<String>> {
     let cancel = crate::signals::cancel_on_interrupt();
     let server = Server::open(None, &[], &cancel)?;
     let ran = execute(&server, &patterns, &settings);
-    let doc = document(&server, &settings, &ran, 10_000);
-    Ok(Some(report::text(&doc)))
+    Ok(Some(document(&server, &settings, &ran, 10_000)))
 }
 
 /// Runs the hidden `latscope lab x11-backend`.

@@ -6,7 +6,10 @@
 //! `/metrics` from its own thread (the only I/O here).
 
 pub mod merge;
+#[cfg(feature = "prometheus")]
 pub mod metrics;
 pub mod native;
+#[cfg(feature = "parquet")]
 pub mod parquet;
+#[cfg(feature = "prometheus")]
 pub mod serve;
