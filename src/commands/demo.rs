@@ -238,10 +238,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
                 path
             }
         };
-        eprintln!(
-            "latscope: report of the whole demo written to {}",
-            path.display()
-        );
+        eprintln!("latscope: report written to {}", path.display());
         Ok(())
     };
     analyse_and_print(
