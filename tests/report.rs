@@ -288,7 +288,7 @@ fn the_demos_report_holds_every_part_and_chromium_draws_each_plot_at_800_to_1600
                 // Measured here whatever is installed: a chart, or a histogram and a percentile
                 // plot per span.
                 "ipc" => assert_eq!(sizes.len(), 1, "{part}"),
-                "log" => assert!(sizes.len() >= 2 && sizes.len() % 2 == 0, "{part}"),
+                "log" => assert!(sizes.len() >= 2 && sizes.len().is_multiple_of(2), "{part}"),
                 // The labs: a chart when they ran, else what to install.
                 _ => {
                     assert!(sizes.len() == 1 || rest.contains(" missing"), "{part}");
