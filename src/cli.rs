@@ -12,6 +12,17 @@ use crate::values::{
 use latscope::ingest::wayland::{GroupBy, SpanKind, SpanOptions};
 use latscope::stats::{LinearSpec, Unit};
 
+/// What `compare`, `plot`, `report` and `export` read, for their help: every document kind
+/// with latencies ([`latscope::doc::Kind::has_latency`]) and the imported formats
+/// ([`latscope::doc::IMPORTED`]); a test checks that it names them all.
+macro_rules! reads {
+    () => {
+        "any latscope JSON result (spans of wayland, spans and live; bench; lab-ipc; lab-queue; \
+         lab-x11; lab-wayland; compare), bpftrace -f json output or an HdrHistogram interval log \
+         (hlog)."
+    };
+}
+
 /// Latency and performance analysis for the Linux display, graphics and IPC stack.
 #[derive(Debug, Parser)]
 #[command(name = "latscope", version, about, long_about = None, propagate_version = true)]
@@ -31,8 +42,9 @@ pub enum Command {
     /// JSON, JSON lines, CSV: a start event and an end event paired by a key.
     #[command(long_about = SPANS_ABOUT, after_help = format!("{SPANS_EXAMPLES}\n\n{}", latscope::rule::GRAMMAR_HELP))]
     Spans(SpansArgs),
-    /// A first look, no setup: a short IPC matrix, a bundled real WAYLAND_DEBUG log (glmark2
-    /// on weston headless) and the coalescing-queue lesson, each with the command for your own.
+    /// A first look, no setup: an IPC matrix measured here, X11 uploads and the screen
+    /// query (on Xvfb), a native Wayland client (on weston) and a bundled WAYLAND_DEBUG log, in
+    /// one HTML report, each part with the command for your own system.
     Demo(DemoArgs),
     /// List the USDT probes of executables and libraries, or of everything a process has mapped.
     #[command(after_help = PROBES_EXAMPLES)]
@@ -47,15 +59,18 @@ pub enum Command {
     /// A/B benchmark: run commands interleaved, with CPU counters and a verdict you can trust.
     #[command(long_about = BENCH_ABOUT, after_help = BENCH_EXAMPLES)]
     Bench(BenchArgs),
-    /// Compare two saved results (wayland, live or bench JSON): what got faster, slower, or
-    /// moved in opposite directions in the body and the tail.
+    /// Compare two saved results of any kind: what got faster, slower, or moved in opposite
+    /// directions in the body and the tail, with a verdict.
     #[command(after_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
-    /// Plot saved results as SVG: a histogram on a log latency axis, or a percentile plot.
+    /// Plot saved results as SVG: a histogram on a log latency axis, or percentiles (latency
+    /// against percentile, 50 to 99.99).
     Plot(PlotArgs),
-    /// One self-contained HTML report of saved results (stats, plots, and the comparison of two).
+    /// One self-contained HTML report of saved results of any kind (stats, plots, and the
+    /// comparison of two).
     Report(ReportArgs),
-    /// Export a saved latency result as an HdrHistogram interval log or bpftrace-style JSON.
+    /// Export a saved result for other tools: hlog (HdrHistogram interval log), bpftrace JSON,
+    /// chrome-json and perfetto (kept spans on a timeline), parquet (rows for SQL).
     #[command(after_help = EXPORT_EXAMPLES)]
     Export(ExportArgs),
     /// Merge spans results of many machines or runs into one (exactly: kernel log-linear
@@ -87,7 +102,7 @@ count) for kernel buckets (live); the schema is in the README.";
 /// `latscope merge`
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// Saved spans results (wayland, spans, live JSON) of one kind and source.
+    /// Saved `spans` results (of `latscope wayland`, `spans` or `live`) of one source.
     #[arg(required = true, num_args = 2.., value_name = "RESULT")]
     pub results: Vec<PathBuf>,
     /// The merged result (`-`: standard output).
@@ -98,7 +113,7 @@ pub struct MergeArgs {
 /// `latscope export`
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// A saved result (wayland, live, bench JSON; bpftrace JSON; .hlog).
+    #[arg(help = concat!("A saved result: ", reads!()))]
     pub result: PathBuf,
     /// The format to write.
     #[arg(long, value_enum)]
@@ -139,8 +154,7 @@ pub enum ExportFormat {
 /// `latscope plot`
 #[derive(Debug, Args)]
 pub struct PlotArgs {
-    /// Saved results (wayland, live or bench JSON), overlaid.
-    #[arg(required = true, value_name = "RESULT")]
+    #[arg(required = true, value_name = "RESULT", help = concat!("Saved results, overlaid: ", reads!()))]
     pub results: Vec<PathBuf>,
     /// The SVG file to write.
     #[arg(long, short = 'o')]
@@ -165,8 +179,7 @@ pub enum PlotKind {
 /// `latscope report`
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Saved results (wayland, live or bench JSON); two of one kind are also compared.
-    #[arg(required = true, value_name = "RESULT")]
+    #[arg(required = true, value_name = "RESULT", help = concat!("Saved results (two of one kind are also compared): ", reads!()))]
     pub results: Vec<PathBuf>,
     /// The HTML file to write.
     #[arg(long, short = 'o', default_value = "report.html")]
@@ -207,9 +220,9 @@ Examples:
 /// `latscope compare`
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The earlier result.
+    #[arg(help = concat!("The earlier result: ", reads!()))]
     pub before: PathBuf,
-    /// The later result.
+    /// The later result, of the same kind.
     pub after: PathBuf,
     /// The band within which a change counts as no change: 1%, 0.5% or 0.01.
     #[arg(long, default_value = "1%", value_parser = percent)]
@@ -924,7 +937,12 @@ pub struct LiveArgs {
     /// Write the final totals as JSON (the `spans` document, plus rates and values).
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
-    /// Unit for the text output.
+    /// Output format of the final totals: text (every interval, then the totals), json (the
+    /// `spans` document --save writes; intervals go to stderr) or markdown (a table per kind;
+    /// intervals go to stderr).
+    #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Unit for the text and markdown output.
     #[arg(long, value_enum, default_value_t = UnitArg::Us)]
     pub unit: UnitArg,
     /// Print only the final totals, not every interval.
@@ -1072,7 +1090,8 @@ pub enum UnitArg {
 /// Options shared by everything that reports spans.
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
-    /// Output format.
+    /// Output format: text, json (the `spans` document, ns), markdown or csv (one line per
+    /// sample, ns).
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Unit for text and Markdown (JSON and CSV are always in ns).
@@ -1185,6 +1204,138 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// The built command of `latscope WORDS`.
+    fn sub(words: &str) -> clap::Command {
+        crate::commands::subcommand(words)
+    }
+
+    /// The help text of `latscope WORDS`' argument `id`, long form when there is one.
+    fn arg_help(words: &str, id: &str) -> String {
+        let cmd = sub(words);
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == id)
+            .unwrap_or_else(|| panic!("latscope {words} has no {id}"));
+        arg.get_long_help()
+            .or(arg.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default()
+    }
+
+    /// Whether `text` holds `word` as a whole word (`json` not inside `chrome-json`).
+    fn names(text: &str, word: &str) -> bool {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '-'))
+            .any(|w| w == word)
+    }
+
+    #[test]
+    fn every_reader_names_every_kind_it_reads_in_its_help() {
+        let kinds: Vec<&str> = latscope::doc::Kind::ALL
+            .into_iter()
+            .filter(|k| k.has_latency())
+            .map(|k| k.name())
+            .chain(latscope::doc::IMPORTED)
+            .collect();
+        for (words, id) in [
+            ("compare", "before"),
+            ("plot", "results"),
+            ("report", "results"),
+            ("export", "result"),
+        ] {
+            let help = arg_help(words, id);
+            for kind in &kinds {
+                assert!(
+                    names(&help, kind),
+                    "latscope {words} {id}: no '{kind}' in {help:?}"
+                );
+            }
+            assert!(
+                !names(&help, "probes"),
+                "{words} does not read probes: {help:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_writer_names_every_format_it_writes_and_no_other() {
+        for (words, writes) in crate::commands::WRITES {
+            let help = arg_help(words, "format");
+            for format in [Format::Text, Format::Json, Format::Markdown, Format::Csv] {
+                assert_eq!(
+                    names(&help, format.name()),
+                    writes.contains(&format),
+                    "latscope {words} --format {}: help {help:?}",
+                    format.name()
+                );
+            }
+        }
+        let with_format: Vec<String> = Cli::command()
+            .get_subcommands()
+            .flat_map(|c| {
+                let name = c.get_name().to_string();
+                let nested: Vec<String> = c
+                    .get_subcommands()
+                    .filter(|s| !s.is_hide_set())
+                    .map(|s| format!("{name} {}", s.get_name()))
+                    .collect();
+                if nested.is_empty() {
+                    vec![name]
+                } else {
+                    nested
+                }
+            })
+            .filter(|w| sub(w).get_arguments().any(|a| a.get_id() == "format"))
+            .collect();
+        let listed: Vec<&str> = crate::commands::WRITES.iter().map(|(w, _)| *w).collect();
+        for words in &with_format {
+            assert!(
+                listed.contains(&words.as_str()),
+                "{words} is not in commands::WRITES"
+            );
+        }
+    }
+
+    #[test]
+    fn summaries_name_every_export_format_plot_kind_and_demo_part() {
+        let about = |words: &str| {
+            sub(words)
+                .get_about()
+                .map(|a| a.to_string())
+                .unwrap_or_default()
+        };
+        for format in ExportFormat::value_variants() {
+            let name = format.to_possible_value().unwrap().get_name().to_string();
+            assert!(
+                names(&about("export"), &name),
+                "export's summary lacks {name}"
+            );
+        }
+        for kind in PlotKind::value_variants() {
+            let name = kind.to_possible_value().unwrap().get_name().to_string();
+            assert!(names(&about("plot"), &name), "plot's summary lacks {name}");
+        }
+        for part in crate::commands::demo::Part::ALL {
+            assert!(
+                about("demo").contains(part.summary()),
+                "demo's summary lacks {:?}",
+                part.summary()
+            );
+        }
+    }
+
+    #[test]
+    fn a_subcommands_usage_error_shows_that_subcommands_usage() {
+        for words in ["live", "lab x11", "export", "compare"] {
+            let text = sub(words)
+                .error(clap::error::ErrorKind::ValueValidation, "bad")
+                .to_string();
+            assert!(
+                text.contains(&format!("Usage: latscope {words} ")),
+                "{text}"
+            );
+        }
     }
 
     #[test]

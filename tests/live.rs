@@ -538,3 +538,60 @@ fn a_duration_ends_the_session_with_its_totals() {
     assert!(doc["rates"][0]["count"].as_u64().unwrap() > 0, "{doc}");
     assert!(stdout(&out).contains("── totals"), "{}", stdout(&out));
 }
+
+#[test]
+fn format_json_prints_the_saved_document_and_markdown_a_table_of_the_totals() {
+    let Some(f) = fixture() else { return };
+    let (t, save) = (&f.target, &f.save);
+    let span = format!(
+        "req={}..{}",
+        probe(t, "request_start"),
+        probe(t, "request_end")
+    );
+    let live = |format: &str| {
+        let out = run(&[
+            "live",
+            "--format",
+            format,
+            "--save",
+            save.to_str().unwrap(),
+            "--span",
+            &span,
+            "--rate",
+            &probe(t, "tick"),
+            "--",
+            t.to_str().unwrap(),
+            "100",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let out = live("json");
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(printed, saved(save), "stdout and --save differ");
+    assert_eq!(printed["spans"][0]["count"], 100);
+    let out = live("markdown");
+    let text = stdout(&out);
+    assert!(text.contains("| series | count | min (µs) |"), "{text}");
+    assert!(text.contains("| req | 100 |"), "{text}");
+    assert!(text.contains("| probe | group | events |"), "{text}");
+    assert!(!text.contains("── totals"), "{text}");
+}
+
+#[test]
+fn a_format_live_does_not_write_is_a_usage_error_with_lives_usage() {
+    let out = run(&[
+        "live",
+        "--format",
+        "csv",
+        "--rate",
+        "tracepoint:sched:sched_switch",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("does not write --format csv: it writes text, json, markdown"),
+        "{err}"
+    );
+    assert!(err.contains("Usage: latscope live "), "{err}");
+}

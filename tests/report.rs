@@ -187,3 +187,142 @@ fn the_report_renders_its_plots_in_headless_chromium() {
         "the screenshot looks empty"
     );
 }
+
+/// How Chromium lays out the demo's report in an iframe `width` px wide: per section, its id,
+/// its SVGs' rendered sizes, whether it says what did not run, and whether any SVG is wider
+/// than its section.
+const DEMO_HARNESS: &str = "<!DOCTYPE html><html><body><iframe id=f src=\"demo.html\" width=WIDTH height=4000></iframe><pre id=out>pending</pre><script>\
+    document.getElementById('f').onload=function(){var d=this.contentDocument,r=[];\
+    d.querySelectorAll('section.part').forEach(function(s){var w=s.getBoundingClientRect().width,v=[],cut=0;\
+    s.querySelectorAll('svg').forEach(function(g){var b=g.getBoundingClientRect();v.push(Math.round(b.width)+'x'+Math.round(b.height));if(b.width>w+1)cut++;});\
+    r.push(s.id+'='+v.join('/')+(s.querySelector('.missing')?' missing':'')+(s.querySelector('.cmd')?' cmd':'')+(cut?' cut':''));});\
+    document.getElementById('out').textContent='parts:'+r.join(';')+':end';};</script></body></html>";
+
+#[test]
+fn the_demos_report_holds_every_part_and_chromium_draws_each_plot_at_800_to_1600_px() {
+    let Some(chromium) = ["chromium", "chromium-browser"].into_iter().find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        assert!(
+            std::env::var_os("LATSCOPE_REQUIRE_STACK").is_none(),
+            "chromium is missing but LATSCOPE_REQUIRE_STACK is set"
+        );
+        eprintln!("skipping: chromium is not installed");
+        return;
+    };
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("demo.html");
+    let out = util::latscope()
+        .args(["demo", "--report", html.to_str().unwrap()])
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let profile = dir.path().join("profile");
+    let chrome = |args: &[String]| {
+        Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+            ])
+            .args([
+                "--disable-background-networking",
+                "--disable-component-update",
+            ])
+            .args([
+                "--allow-file-access-from-files",
+                "--virtual-time-budget=5000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for width in [800, 1200, 1600] {
+        let harness = write(
+            dir.path(),
+            "harness.html",
+            DEMO_HARNESS.replace("WIDTH", &width.to_string()),
+        );
+        let out = chrome(&["--dump-dom".into(), format!("file://{}", harness.display())]);
+        let dom = String::from_utf8_lossy(&out.stdout);
+        let parts = dom
+            .split("parts:")
+            .nth(1)
+            .and_then(|r| r.split(":end").next())
+            .unwrap_or_else(|| panic!("no layout in {dom}"));
+        let parts: Vec<&str> = parts.split(';').collect();
+        let ids: Vec<&str> = parts.iter().map(|p| p.split('=').next().unwrap()).collect();
+        assert_eq!(ids, ["ipc", "x11", "wayland-lab", "log"], "{parts:?}");
+        for part in &parts {
+            let (id, rest) = part.split_once('=').unwrap();
+            assert!(
+                rest.contains(" cmd"),
+                "{id} has no command to reproduce it: {part}"
+            );
+            assert!(
+                !rest.contains(" cut"),
+                "{id}: a plot is wider than the page at {width} px"
+            );
+            let sizes: Vec<&str> = rest
+                .split(' ')
+                .next()
+                .unwrap()
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .collect();
+            assert!(
+                sizes
+                    .iter()
+                    .all(|s| !s.starts_with("0x") && !s.ends_with("x0")),
+                "{id}: an SVG drawn with zero size at {width} px: {part}"
+            );
+            match id {
+                // Measured here whatever is installed: a chart, or a histogram and a percentile
+                // plot per span.
+                "ipc" => assert_eq!(sizes.len(), 1, "{part}"),
+                "log" => assert!(sizes.len() >= 2 && sizes.len().is_multiple_of(2), "{part}"),
+                // The labs: a chart when they ran, else what to install.
+                _ => {
+                    assert!(sizes.len() == 1 || rest.contains(" missing"), "{part}");
+                    if rest.contains(" missing") {
+                        assert!(
+                            page.contains("apt-get install"),
+                            "{id} says not what to install"
+                        );
+                    }
+                }
+            }
+        }
+        if std::env::var_os("LATSCOPE_REQUIRE_STACK").is_some() {
+            for id in ["x11", "wayland-lab"] {
+                assert!(
+                    !parts
+                        .iter()
+                        .any(|p| p.starts_with(id) && p.contains(" missing")),
+                    "{id} did not run: {parts:?}"
+                );
+            }
+        }
+    }
+    // The picture, kept beside the test binaries for a person to look at.
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("demo-report.png");
+    let out = chrome(&[
+        format!("--screenshot={}", shot.display()),
+        "--window-size=1200,5000".into(),
+        format!("file://{}", html.display()),
+    ]);
+    assert!(shot.exists(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        std::fs::metadata(&shot).unwrap().len() > 50_000,
+        "the screenshot looks empty"
+    );
+    eprintln!("the demo's report: {}", shot.display());
+}

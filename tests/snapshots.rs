@@ -167,3 +167,43 @@ fn saved_live_spans_report_as_expected() {
     let out = latscope_in(dir.path(), &["export", "live.json", "--to", "bpftrace"]);
     check("live-export.bpftrace.json", &out);
 }
+
+#[test]
+fn plots_render_as_expected_svg() {
+    let dir = docs();
+    for (kind, name) in [
+        ("histogram", "plot-histogram.svg"),
+        ("percentiles", "plot-percentiles.svg"),
+    ] {
+        let svg = latscope_in(
+            &dir,
+            &[
+                "plot",
+                "spans-wayland.json",
+                "spans-live.json",
+                "--kind",
+                kind,
+                "-o",
+                "/dev/stdout",
+            ],
+        );
+        check(name, &svg);
+    }
+    let text = std::fs::read_to_string(dir.join("lab-ipc.json")).unwrap();
+    let d = doc::read("lab-ipc.json", &text).unwrap();
+    let rows: Vec<latscope::report::plot::MatrixRow> = doc::items("lab-ipc.json", &d)
+        .unwrap()
+        .iter()
+        .filter_map(|i| {
+            Some(latscope::report::plot::MatrixRow {
+                label: i.label(),
+                p50: i.summary.p50?,
+                p99: i.summary.p99?,
+            })
+        })
+        .collect();
+    check(
+        "plot-matrix-lab-ipc.svg",
+        &latscope::report::plot::matrix_svg("lab ipc", &rows),
+    );
+}

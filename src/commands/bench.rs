@@ -82,10 +82,7 @@ fn check_size(args: &BenchArgs, lists: &[(String, Vec<String>)]) {
 }
 
 fn usage(message: &str) -> ! {
-    use clap::CommandFactory;
-    crate::cli::Cli::command()
-        .error(clap::error::ErrorKind::ValueValidation, message)
-        .exit()
+    super::usage_error("bench", clap::error::ErrorKind::ValueValidation, message)
 }
 
 /// The files a run writes, checked before it starts.

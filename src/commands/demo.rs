@@ -1,6 +1,8 @@
 //! `latscope demo`: the main jobs on embedded defaults, so a first run needs nothing: a short
-//! IPC matrix measured on this machine, then a bundled real WAYLAND_DEBUG log. Each part names
-//! the command that does it on the user's own system.
+//! IPC matrix measured on this machine, the X11 and Wayland labs when a server can be had, and
+//! a bundled real WAYLAND_DEBUG log. Each part names the command that does it on the user's own
+//! system, and one HTML page holds them all (what a newcomer just watched is what the page
+//! shows).
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -8,11 +10,41 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use super::ipc::{Plan, execute, render};
-use super::wayland::{Input, analyse_and_print};
+use super::wayland::{Input, ReportTo, analyse_and_print};
 use crate::cli::{DemoArgs, Format};
+use latscope::doc::Document;
 use latscope::files;
 use latscope::ingest::wayland::SpanOptions;
 use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport};
+use latscope::report::html::{self, Body, Section};
+
+/// The parts of the demo, in the order they run; each is a section of its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// `lab ipc` on a short matrix
+    Ipc,
+    /// `lab x11` upload and config on `$DISPLAY` or a private Xvfb
+    X11,
+    /// `lab wayland` on a private weston
+    WaylandLab,
+    /// `wayland` on the bundled log
+    Log,
+}
+
+impl Part {
+    /// Every part, in order.
+    pub const ALL: [Part; 4] = [Part::Ipc, Part::X11, Part::WaylandLab, Part::Log];
+
+    /// What it shows, as the command's summary says it.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Part::Ipc => "an IPC matrix measured here",
+            Part::X11 => "X11 uploads and the screen query",
+            Part::WaylandLab => "a native Wayland client",
+            Part::Log => "a bundled WAYLAND_DEBUG log",
+        }
+    }
+}
 
 /// glmark2-es2-wayland --benchmark=build:use-vbo=true on weston headless, client side
 /// (see tests/data/wayland/README.md for how it was captured).
@@ -73,73 +105,178 @@ fn ipc_plan() -> Plan {
     }
 }
 
+impl Part {
+    /// The section's anchor, heading and what it measures.
+    fn heading(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Part::Ipc => (
+                "ipc",
+                "IPC: what a message costs per transport",
+                "A ping-pong of 8 B and 1 KiB messages between threads and processes over each transport, then a 1 KiB stream with a 4 KiB and a 16 KiB writer buffer and shared-memory segments (Java2D's pipeline): the median and the p99 of each, on this machine.",
+            ),
+            Part::X11 => (
+                "x11",
+                "X11: uploads and the screen query",
+                "A 32x32 mask uploaded over the X socket against MIT-SHM with 1, 4 and 16 segments (Java2D's mask upload), and the RandR screen-configuration query in-process against over D-Bus (libkscreen), on a real X server.",
+            ),
+            Part::WaylandLab => (
+                "wayland-lab",
+                "Wayland: a native client timing itself",
+                "Round trips, 256x256 frames paced by frame callbacks (commit to release, frame to done) and output queries of a native client on a private weston headless.",
+            ),
+            Part::Log => (
+                "log",
+                "A WAYLAND_DEBUG log: spans of a real client",
+                "glmark2-es2-wayland's build benchmark on weston headless, logged with WAYLAND_DEBUG=1 and bundled with latscope: every span it pairs (commit to release, frame to done, ...).",
+            ),
+        }
+    }
+
+    /// The commands that do it on the user's system.
+    fn commands(self) -> &'static [&'static str] {
+        match self {
+            Part::Ipc => &[
+                "latscope lab ipc      # every transport, thread and process peers, 8 B / 1 KiB / 64 KiB",
+                "latscope lab ipc --pattern all --verify",
+            ],
+            Part::X11 => &[
+                "latscope lab x11 upload --method put,shm --segments 1,4,16,64   # Java2D's mask upload",
+                "latscope lab x11 config --via inproc,dbus --cache off,on        # libkscreen's query",
+            ],
+            Part::WaylandLab => &[
+                "latscope lab wayland round-trip frames outputs --buffers 1,2,3 --via inproc,dbus",
+            ],
+            Part::Log => &[
+                "WAYLAND_DEBUG=1 your-client 2> client.log",
+                "latscope wayland client.log --report client.html",
+            ],
+        }
+    }
+
+    /// Says on stderr that the part starts: `latscope demo 2/4: SUMMARY: DETAIL`.
+    fn starts(self, detail: &str) {
+        let n = Part::ALL.iter().position(|p| *p == self).unwrap_or(0) + 1;
+        eprintln!(
+            "latscope demo {n}/{}: {}: {detail}",
+            Part::ALL.len(),
+            self.summary()
+        );
+    }
+
+    /// Its section of the report.
+    fn section(self, body: Body) -> Section {
+        let (id, title, about) = self.heading();
+        Section {
+            id: id.to_string(),
+            title: title.to_string(),
+            about: about.to_string(),
+            commands: self.commands().iter().map(|c| c.to_string()).collect(),
+            body,
+        }
+    }
+}
+
+/// The section of a lab's document.
+fn lab_section(part: Part, doc: Document) -> Result<Section> {
+    Ok(part.section(Body::Matrix(latscope::doc::items("demo", &doc)?)))
+}
+
 /// Runs `latscope demo`.
 pub fn run(args: &DemoArgs) -> Result<()> {
     let text = args.output.format == Format::Text;
-    if !args.no_ipc {
-        eprintln!(
-            "latscope demo 1/4: what each IPC transport costs per message on this machine (a few seconds)"
-        );
+    // --report FILE: the user's own choice of file, checked before anything runs.
+    let report = super::output_opt("--report", args.output.report.as_deref())?;
+    let mut sections = Vec::new();
+    if args.no_ipc {
+        sections.push(Part::Ipc.section(Body::Missing("skipped (--no-ipc)".into())));
+    } else {
+        Part::Ipc.starts("what each transport costs per message (a few seconds)");
         let plan = ipc_plan();
         let settings = plan.settings.clone();
         let ran = execute(plan)?;
         if text {
             super::print(&render(&ran, &settings, Format::Text, false))?;
-            super::print(
-                "\non your system: latscope lab ipc                      (every transport, thread and process peers, 8 B / 1 KiB / 64 KiB)\n\
-                 \x20               latscope lab ipc --pattern all --verify\n\n",
-            )?;
+            super::print(&on_your_system(Part::Ipc))?;
         }
+        let doc = Document::LabIpc(super::ipc::document(&ran, &settings));
+        sections.push(lab_section(Part::Ipc, doc)?);
     }
-    if !args.no_x11 {
-        x11_part(text)?;
-    }
-    if text && !args.no_wayland_lab && !crate::signals::cancel_on_interrupt().is_raised() {
-        wayland_lab_part()?;
-    }
-    eprintln!(
-        "latscope demo 4/4: WAYLAND_DEBUG log of glmark2-es2-wayland (build benchmark) on weston \
-         headless, bundled with latscope"
-    );
+    sections.push(if args.no_x11 {
+        Part::X11.section(Body::Missing("skipped (--no-x11)".into()))
+    } else {
+        x11_part(text)?
+    });
+    let cancel = crate::signals::cancel_on_interrupt();
+    sections.push(if args.no_wayland_lab {
+        Part::WaylandLab.section(Body::Missing("skipped (--no-wayland-lab)".into()))
+    } else if !text || cancel.is_raised() {
+        Part::WaylandLab.section(Body::Missing(
+            "runs with --format text only (it prints as it goes)".into(),
+        ))
+    } else {
+        wayland_lab_part()?
+    });
+    Part::Log.starts("glmark2-es2-wayland (build benchmark) on weston headless");
     if text {
-        super::print(
-            "on your system: WAYLAND_DEBUG=1 your-client 2> client.log; latscope wayland client.log\n\n",
-        )?;
+        super::print(&on_your_system(Part::Log))?;
     }
     let input = Input::Embedded("glmark2-weston.client.log (bundled)", DEMO_LOG);
-    if args.output.report.is_some() {
-        // --report FILE: the user's own choice of file, written as given.
-        return analyse_and_print(&[input], SpanOptions::default(), false, &args.output, None);
-    }
-    let (file, path) = new_report_file()?;
-    let result = analyse_and_print(
+    let unit = args.output.unit.unit();
+    let page = move |doc: latscope::doc::spans::SpansDoc| -> Result<()> {
+        let items = latscope::doc::items("demo", &Document::Spans(doc))?;
+        sections.push(Part::Log.section(Body::Spans(items)));
+        let page = html::page("latscope demo", &sections, unit);
+        let path = match report {
+            Some(out) => {
+                out.write(page.as_bytes())?;
+                out.path().to_path_buf()
+            }
+            None => {
+                let (mut file, path) = new_report_file()?;
+                std::io::Write::write_all(&mut file, page.as_bytes())
+                    .with_context(|| format!("writing {}", path.display()))?;
+                path
+            }
+        };
+        eprintln!("latscope: report written to {}", path.display());
+        Ok(())
+    };
+    analyse_and_print(
         &[input],
         SpanOptions::default(),
         false,
         &args.output,
-        Some((file, path.clone())),
-    );
-    // Nothing was written into it (CSV output, or a failure first): leave no empty file behind.
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0) {
-        let _ = std::fs::remove_file(&path);
+        Some(ReportTo::Page(Box::new(page))),
+    )
+}
+
+/// The lines that tell the text reader how to measure a part on their own system.
+fn on_your_system(part: Part) -> String {
+    let mut out = String::from("\non your system: ");
+    for (i, c) in part.commands().iter().enumerate() {
+        if i > 0 {
+            out.push_str("\n                ");
+        }
+        out.push_str(c);
     }
-    result
+    out.push_str("\n\n");
+    out
 }
 
 /// The Wayland lab on a private weston headless, when weston is installed; how to get it when
 /// not. A failure here is a warning: the rest of the demo still runs.
-fn wayland_lab_part() -> Result<()> {
+fn wayland_lab_part() -> Result<Section> {
     use latscope::lab::wayland::{Config, Damage, FrameParams, Pace, Via};
     use latscope::lab::wayland::{compositor, report, run::Lab, run::describe};
     if compositor::find_program("weston").is_none() {
-        return super::print(
-            "The Wayland lab (a native client timing its own frames) needs weston to start a private \
-             compositor: apt-get install weston, then latscope lab wayland round-trip frames outputs\n\n",
-        );
+        let why =
+            "the Wayland lab needs weston to start a private compositor: apt-get install weston";
+        super::print(&format!(
+            "{why}, then latscope lab wayland round-trip frames outputs\n\n"
+        ))?;
+        return Ok(Part::WaylandLab.section(Body::Missing(why.into())));
     }
-    eprintln!(
-        "latscope demo 3/4: a native Wayland client on a private weston headless (a few seconds)"
-    );
+    Part::WaylandLab.starts("on a private weston headless (a few seconds)");
     let cancel = crate::signals::cancel_on_interrupt();
     let configs = [
         Config::RoundTrip { count: 200 },
@@ -177,36 +314,37 @@ fn wayland_lab_part() -> Result<()> {
     match started {
         Ok(doc) => {
             super::print(&report::text(&doc))?;
-            super::print(
-                "\non your system: latscope lab wayland round-trip frames outputs --buffers 1,2,3 --via inproc,dbus\n\n",
-            )
+            super::print(&on_your_system(Part::WaylandLab))?;
+            lab_section(Part::WaylandLab, Document::LabWayland(doc))
         }
         Err(e) => {
             eprintln!("latscope: warning: the Wayland lab part could not run: {e}");
-            Ok(())
+            Ok(Part::WaylandLab.section(Body::Missing(format!("it failed: {e}"))))
         }
     }
 }
 
 /// The X11 part: on `$DISPLAY` or a private Xvfb, or how to get one.
-fn x11_part(text: bool) -> Result<()> {
-    eprintln!(
-        "latscope demo 2/4: a 32x32 mask upload over the X socket vs MIT-SHM, and the screen-configuration query in-process vs over D-Bus, on a real X server"
+fn x11_part(text: bool) -> Result<Section> {
+    Part::X11.starts(
+        "a 32x32 mask over the X socket vs MIT-SHM, the screen query in-process vs over D-Bus",
     );
     match super::x11::demo() {
-        Ok(Some(table)) if text => super::print(&format!(
-            "{table}\non your system: latscope lab x11 upload --method put,shm --segments 1,4,16,64   (Java2D's mask upload)\n                latscope lab x11 config --via inproc,dbus --cache off,on        (libkscreen's query)\n\n"
-        )),
-        Ok(Some(_)) => Ok(()),
+        Ok(Some(doc)) => {
+            if text {
+                let table = latscope::lab::x11::report::text(&doc);
+                super::print(&format!("{table}{}", on_your_system(Part::X11)))?;
+            }
+            lab_section(Part::X11, Document::LabX11(doc))
+        }
         Ok(None) => {
-            eprintln!(
-                "latscope demo: no X server here: set $DISPLAY, or install Xvfb (Debian: apt-get install xvfb) and latscope starts a private one"
-            );
-            Ok(())
+            let why = "no X server here: set $DISPLAY, or install Xvfb (Debian: apt-get install xvfb) and latscope starts a private one";
+            eprintln!("latscope demo: {why}");
+            Ok(Part::X11.section(Body::Missing(why.into())))
         }
         Err(e) => {
             eprintln!("latscope demo: the X11 part could not run: {e:#}");
-            Ok(())
+            Ok(Part::X11.section(Body::Missing(format!("it could not run: {e:#}"))))
         }
     }
 }

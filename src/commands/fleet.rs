@@ -76,13 +76,11 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
 /// Runs `latscope export --to parquet`.
 pub fn export_parquet(args: &ExportArgs) -> Result<()> {
     if args.output.as_os_str() == "-" {
-        use clap::CommandFactory;
-        crate::cli::Cli::command()
-            .error(
-                clap::error::ErrorKind::ValueValidation,
-                "--to parquet writes a binary file: give -o FILE.parquet",
-            )
-            .exit();
+        super::usage_error(
+            "export",
+            clap::error::ErrorKind::ValueValidation,
+            "--to parquet writes a binary file: give -o FILE.parquet",
+        );
     }
     let output = super::output("-o", &args.output)?;
     let path = &args.result;

@@ -1,10 +1,9 @@
 //! `latscope lab ipc`: build the matrix of configurations, run it, print it.
 
 use anyhow::{Context, Result};
-use clap::CommandFactory;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::{Cli, Format, IpcArgs, IpcPeerArgs};
+use crate::cli::{Format, IpcArgs, IpcPeerArgs};
 use latscope::lab::ipc::clock::{Monotonic, TimerOverhead, timer_overhead};
 use latscope::lab::ipc::report::{self, LabReport};
 use latscope::lab::ipc::run::{Lab, Outcome, RunError, dbus_peer_main};
@@ -12,9 +11,7 @@ use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport, validate};
 
 /// A usage error: printed by clap, exit status 2.
 fn usage(message: impl std::fmt::Display) -> ! {
-    Cli::command()
-        .error(clap::error::ErrorKind::ValueValidation, message)
-        .exit()
+    super::usage_error("lab ipc", clap::error::ErrorKind::ValueValidation, message)
 }
 
 /// The matrix: what runs, and what was asked for but cannot run here (with the reason).
@@ -229,20 +226,24 @@ pub fn execute(mut plan: Plan) -> Result<Ran> {
 
 /// Renders a run in `format`.
 pub fn render(ran: &Ran, settings: &Settings, format: Format, detail: bool) -> String {
-    let report = LabReport {
-        outcomes: &ran.outcomes,
-        timer: ran.timer,
-        settings,
-        skipped: &ran.skipped,
-        interrupted: ran.interrupted,
-    };
-    let doc = report::document(&report);
+    let doc = document(ran, settings);
     match format {
         Format::Text => report::text(&doc, detail),
         Format::Json => latscope::doc::to_json(&doc, false),
         Format::Markdown => report::markdown(&doc),
         Format::Csv => crate::commands::unsupported("lab ipc", format),
     }
+}
+
+/// The `lab-ipc` document of a run.
+pub fn document(ran: &Ran, settings: &Settings) -> latscope::doc::lab::LabIpcDoc {
+    report::document(&LabReport {
+        outcomes: &ran.outcomes,
+        timer: ran.timer,
+        settings,
+        skipped: &ran.skipped,
+        interrupted: ran.interrupted,
+    })
 }
 
 /// Runs `latscope lab ipc`.

@@ -14,10 +14,11 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
     let base = base_params(args)?;
     // A mistake in --sweep is a usage error, like any other option's (exit 2).
     let configs = sweep_configs(base, &args.sweep).unwrap_or_else(|e| {
-        use clap::CommandFactory;
-        crate::cli::Cli::command()
-            .error(clap::error::ErrorKind::ValueValidation, format!("{e:#}"))
-            .exit()
+        super::usage_error(
+            "lab queue",
+            clap::error::ErrorKind::ValueValidation,
+            format!("{e:#}"),
+        )
     });
     check_memory(&configs, args.max_spans);
     let cancel = crate::signals::cancel_on_interrupt();
@@ -85,20 +86,18 @@ fn check_memory(configs: &[Config], max_spans: usize) {
         return;
     };
     if need > total / 2 {
-        use clap::CommandFactory;
         let gib = |b: u128| b as f64 / f64::from(1u32 << 30);
-        crate::cli::Cli::command()
-            .error(
-                clap::error::ErrorKind::ValueValidation,
-                format!(
-                    "--batches {batches} with --max-spans {max_spans} over {} configuration(s) keeps every request of a run and the kept spans of every row: about {:.1} GiB, more than half of this machine's {:.1} GiB (at most {} batches a run here; fewer --max-spans or --sweep values need less)",
-                    configs.len(),
-                    gib(need),
-                    gib(total),
-                    total / 2 / per_request
-                ),
-            )
-            .exit()
+        super::usage_error(
+            "lab queue",
+            clap::error::ErrorKind::ValueValidation,
+            format!(
+                "--batches {batches} with --max-spans {max_spans} over {} configuration(s) keeps every request of a run and the kept spans of every row: about {:.1} GiB, more than half of this machine's {:.1} GiB (at most {} batches a run here; fewer --max-spans or --sweep values need less)",
+                configs.len(),
+                gib(need),
+                gib(total),
+                total / 2 / per_request
+            ),
+        )
     }
 }
 

@@ -1,10 +1,9 @@
 //! `latscope live`: build the plan, check everything that can be checked, run bpftrace, print.
 
 use anyhow::{Context, Result, bail};
-use clap::CommandFactory;
 
 use super::fleet::publish;
-use crate::cli::{Cli, LiveArgs};
+use crate::cli::{Format, LiveArgs};
 use crate::signals;
 use latscope::doc::spans::{LiveRun, ProbeHits};
 use latscope::live::compile::{Request, compile};
@@ -15,10 +14,15 @@ use latscope::live::record::Recorder;
 use latscope::live::runner::{self, Event, RunOptions};
 use latscope::live::spec::{Key, Probe, SpecError, ValueSpec, parse_endpoint, parse_span};
 use latscope::live::{check, tracefs};
-use latscope::report::live::{Names, document as live_document, interval_text, series_text};
+use latscope::report::live::{
+    Names, document as live_document, interval_text, markdown, series_text,
+};
 
 /// Runs `latscope live`.
 pub fn run(args: &LiveArgs) -> Result<()> {
+    if args.format == Format::Csv {
+        super::unsupported("live", args.format);
+    }
     let mut request = request(args).unwrap_or_else(|e| usage(&e.to_string()));
     if request.spans.is_empty() && request.rates.is_empty() && request.values.is_empty() {
         usage("nothing to trace: give at least one --span, --rate or --value");
@@ -98,7 +102,11 @@ pub fn run(args: &LiveArgs) -> Result<()> {
                 args.cumulative,
                 unit,
             );
-            let _ = crate::commands::print(&text);
+            // Standard output holds only the document in json and markdown.
+            match args.format {
+                Format::Text => drop(crate::commands::print(&text)),
+                _ => eprint!("{text}"),
+            }
         }
         Event::Interval { .. } => {}
     })
@@ -119,18 +127,12 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     if outcome.finished {
         warnings.extend(latscope::live::diagnose::silent(&plan, &outcome.last));
     }
-    crate::commands::print(&totals_text(
-        &names,
-        &outcome.last,
-        &outcome.stopped_by,
-        unit,
-    ))?;
     let measured = latscope::live::diagnose::measured(&outcome.last);
     for w in &warnings {
         eprintln!("latscope: warning: {w}");
     }
     // What was measured is saved even when bpftrace failed later; nothing measured saves nothing.
-    if let (Some(save), true) = (&save, measured) {
+    let doc = measured.then(|| {
         let run = LiveRun {
             intervals: outcome.rate_history.len() as u64,
             interval_s: args.interval,
@@ -146,7 +148,21 @@ pub fn run(args: &LiveArgs) -> Result<()> {
             }
             doc.warnings.clone_from(&warnings);
         }
-        let text = latscope::doc::to_json(&doc, false);
+        doc
+    });
+    match (args.format, &doc) {
+        (Format::Json, Some(doc)) => crate::commands::print(&latscope::doc::to_json(doc, false))?,
+        (Format::Markdown, Some(doc)) => crate::commands::print(&markdown(doc, unit))?,
+        (Format::Text | Format::Csv, _) => crate::commands::print(&totals_text(
+            &names,
+            &outcome.last,
+            &outcome.stopped_by,
+            unit,
+        ))?,
+        (_, None) => {}
+    }
+    if let (Some(save), Some(doc)) = (&save, &doc) {
+        let text = latscope::doc::to_json(doc, false);
         crate::commands::save_run(save, text.as_bytes(), true)?;
     }
     if let Some(error) = outcome.launch_error {
@@ -168,12 +184,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
 }
 
 pub(crate) fn usage(message: &str) -> ! {
-    let mut cmd = Cli::command();
-    cmd.build();
-    let live = cmd.find_subcommand("live").cloned();
-    live.unwrap_or(cmd)
-        .error(clap::error::ErrorKind::ValueValidation, message)
-        .exit()
+    super::usage_error("live", clap::error::ErrorKind::ValueValidation, message)
 }
 
 /// What the command line asks for (the target is set once the command runs).

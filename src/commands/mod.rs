@@ -19,6 +19,8 @@ use std::path::Path;
 
 use latscope::files::Output;
 
+use crate::cli::Format;
+
 /// Checks an output path given to `option` before any work: a directory, a block device or a
 /// directory that takes no new file is refused now rather than after the run.
 pub fn output(option: &str, path: &Path) -> anyhow::Result<Output> {
@@ -61,18 +63,80 @@ pub fn save_run(output: &Output, bytes: &[u8], measured: bool) -> anyhow::Result
     Ok(())
 }
 
+/// The formats each command writes with `--format` (by the command's words after `latscope`);
+/// its `--format` help names exactly these (a test checks it), and asking for another is a
+/// usage error naming them.
+pub const WRITES: &[(&str, &[Format])] = &[
+    (
+        "wayland",
+        &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
+    ),
+    (
+        "spans",
+        &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
+    ),
+    (
+        "demo",
+        &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
+    ),
+    ("live", &[Format::Text, Format::Json, Format::Markdown]),
+    (
+        "bench",
+        &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
+    ),
+    ("compare", &[Format::Text, Format::Json, Format::Markdown]),
+    ("probes", &[Format::Text, Format::Json]),
+    ("lab queue", &[Format::Text, Format::Json, Format::Markdown]),
+    ("lab ipc", &[Format::Text, Format::Json, Format::Markdown]),
+    ("lab x11", &[Format::Text, Format::Json, Format::Markdown]),
+    (
+        "lab wayland",
+        &[Format::Text, Format::Json, Format::Markdown],
+    ),
+];
+
 /// A format this command does not write: a usage error (exit 2) naming what it does write.
-pub fn unsupported(command: &str, format: crate::cli::Format) -> ! {
+pub fn unsupported(command: &str, format: Format) -> ! {
+    let writes = WRITES
+        .iter()
+        .find(|(c, _)| *c == command)
+        .map_or(&[][..], |(_, w)| w);
+    let names: Vec<&str> = writes.iter().map(|f| f.name()).collect();
+    usage_error(
+        command,
+        clap::error::ErrorKind::InvalidValue,
+        format!(
+            "latscope {command} does not write --format {}: it writes {}",
+            format.name(),
+            names.join(", ")
+        ),
+    )
+}
+
+/// The `clap` command of `latscope COMMAND` (`"lab x11"`: its words), with its full name
+/// (`latscope lab x11`) for the usage line; the top-level command when there is none.
+pub fn subcommand(command: &str) -> clap::Command {
     use clap::CommandFactory;
-    crate::cli::Cli::command()
-        .error(
-            clap::error::ErrorKind::InvalidValue,
-            format!(
-                "latscope {command} does not write --format {}: it writes text, json and markdown",
-                format.name()
-            ),
-        )
-        .exit()
+    let mut cmd = crate::cli::Cli::command();
+    cmd.build();
+    let mut current = cmd;
+    for word in command.split_whitespace() {
+        match current.find_subcommand(word) {
+            Some(sub) => current = sub.clone(),
+            None => break,
+        }
+    }
+    current
+}
+
+/// A usage error (exit 2) of `latscope COMMAND`: the message and that subcommand's usage line,
+/// not the top-level one.
+pub fn usage_error(
+    command: &str,
+    kind: clap::error::ErrorKind,
+    message: impl std::fmt::Display,
+) -> ! {
+    subcommand(command).error(kind, message).exit()
 }
 
 /// How a lab run ends: an error when configurations failed (what they measured is printed

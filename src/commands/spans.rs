@@ -3,10 +3,9 @@
 use std::io;
 
 use anyhow::{Context, Result};
-use clap::CommandFactory;
 
 use super::wayland::{Input, ReportTo, progress_bar, render, write_html};
-use crate::cli::{Cli, Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
+use crate::cli::{Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
 use crate::signals;
 use latscope::doc::spans::{Source, SpanRecord};
 use latscope::ingest::trace::read::{TraceOptions, TraceStats, read};
@@ -19,9 +18,7 @@ use latscope::report::format::human;
 use latscope::span::{Aggregator, Group, Kept, Slow, Slowest, SpanSink};
 
 fn usage(message: impl std::fmt::Display) -> ! {
-    Cli::command()
-        .error(clap::error::ErrorKind::ValueValidation, message)
-        .exit()
+    super::usage_error("spans", clap::error::ErrorKind::ValueValidation, message)
 }
 
 /// The rules and span names of the command line; mistakes are usage errors.

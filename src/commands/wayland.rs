@@ -87,18 +87,18 @@ pub fn run(args: &WaylandArgs) -> Result<()> {
 
 /// Analyses `inputs` and prints the report in the requested format. Shared with `demo`.
 ///
-/// The HTML report goes into `created_report`, a file the caller already created (the demo's,
-/// under a new name in the temporary directory), or else to `--report`.
+/// The HTML report goes to `report_to` when given (the demo makes its own page), else to
+/// `--report`.
 pub fn analyse_and_print(
     inputs: &[Input],
     spans: SpanOptions,
     strict: bool,
     output: &OutputArgs,
-    created_report: Option<(File, PathBuf)>,
+    report_to: Option<ReportTo>,
 ) -> Result<()> {
     let linear = output.linear_spec()?;
-    let report_to = match created_report {
-        Some((file, path)) => Some(ReportTo::Created(file, path)),
+    let report_to = match report_to {
+        Some(to) => Some(to),
         None => super::output_opt("--report", output.report.as_deref())?.map(ReportTo::Output),
     };
     let names = SpanKind::result_names();
@@ -137,16 +137,19 @@ pub fn analyse_and_print(
 
 /// Where an HTML report goes.
 pub enum ReportTo {
-    /// A file the caller created and opened already (the demo's), with its name.
-    Created(File, PathBuf),
     /// `--report FILE`, checked before the run.
     Output(latscope::files::Output),
+    /// The caller makes the page of the document (the demo's, of all its parts).
+    Page(Box<dyn FnOnce(latscope::doc::spans::SpansDoc) -> Result<()>>),
 }
 
 /// Writes the HTML report of `report` (stats and plots).
 fn write_report(report: &SpansReport<'_>, to: ReportTo) -> Result<()> {
     let doc = latscope::report::json::document(report);
-    write_html(&doc, to, report.unit)
+    match to {
+        ReportTo::Page(page) => page(doc),
+        to => write_html(&doc, to, report.unit),
+    }
 }
 
 /// Writes the HTML report of a `spans` document: statistics and plots per series, and latency
@@ -160,15 +163,11 @@ pub fn write_html(
     let page = latscope::report::html::report(&[("this run".to_string(), items)], None, unit);
     let page = latscope::report::html::with_time_views(page, doc);
     let path = match to {
-        ReportTo::Created(mut file, path) => {
-            io::Write::write_all(&mut file, page.as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?;
-            path
-        }
         ReportTo::Output(out) => {
             out.write(page.as_bytes())?;
             out.path().to_path_buf()
         }
+        ReportTo::Page(make) => return make(doc.clone()),
     };
     eprintln!("latscope: report written to {}", path.display());
     Ok(())

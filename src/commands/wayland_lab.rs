@@ -2,10 +2,9 @@
 //! print and save the `lab-wayland` document.
 
 use anyhow::{Context, Result, bail};
-use clap::CommandFactory;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::{Cli, Format, IpcPeerArgs, WaylandLabArgs};
+use crate::cli::{Format, IpcPeerArgs, WaylandLabArgs};
 use latscope::doc::lab_wayland::LabWaylandDoc;
 use latscope::lab::wayland::run::{Lab, Outcome, describe, unsupported};
 use latscope::lab::wayland::{
@@ -14,9 +13,11 @@ use latscope::lab::wayland::{
 
 /// A usage error: printed by clap, exit status 2.
 fn usage(message: impl std::fmt::Display) -> ! {
-    Cli::command()
-        .error(clap::error::ErrorKind::ValueValidation, message)
-        .exit()
+    super::usage_error(
+        "lab wayland",
+        clap::error::ErrorKind::ValueValidation,
+        message,
+    )
 }
 
 fn parse_list<T>(

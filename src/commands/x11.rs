@@ -1,10 +1,9 @@
 //! `latscope lab x11`: build the configurations, find or start the server, run, print.
 
 use anyhow::{Context, Result, bail};
-use clap::CommandFactory;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::{Cli, Format, X11Args, X11BackendArgs};
+use crate::cli::{Format, X11Args, X11BackendArgs};
 use latscope::doc::lab::Timer;
 use latscope::lab::ipc::clock::{Monotonic, timer_overhead};
 use latscope::lab::x11::report::{self, X11Report};
@@ -14,9 +13,7 @@ use latscope::lab::x11::{Method, Pattern, Settings, Upload, Via, x11perf};
 
 /// A usage error: printed by clap, exit status 2.
 fn usage(message: impl std::fmt::Display) -> ! {
-    Cli::command()
-        .error(clap::error::ErrorKind::ValueValidation, message)
-        .exit()
+    super::usage_error("lab x11", clap::error::ErrorKind::ValueValidation, message)
 }
 
 const PATTERNS: [&str; 3] = ["round-trip", "upload", "config"];
@@ -317,7 +314,7 @@ pub fn run(args: &X11Args) -> Result<()> {
 
 /// The demo's X11 part: the Java2D and libkscreen questions on `$DISPLAY` or a private Xvfb,
 /// as text; `None` when there is no X server to be had.
-pub fn demo() -> Result<Option<String>> {
+pub fn demo() -> Result<Option<latscope::doc::x11::LabX11Doc>> {
     use latscope::lab::x11::server::find_xvfb;
     let have_display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
     if !have_display && find_xvfb().is_none() {
@@ -352,8 +349,7 @@ pub fn demo() -> Result<Option<String>> {
     let cancel = crate::signals::cancel_on_interrupt();
     let server = Server::open(None, &[], &cancel)?;
     let ran = execute(&server, &patterns, &settings);
-    let doc = document(&server, &settings, &ran, 10_000);
-    Ok(Some(report::text(&doc)))
+    Ok(Some(document(&server, &settings, &ran, 10_000)))
 }
 
 /// Runs the hidden `latscope lab x11-backend`.

@@ -35,6 +35,10 @@ pub use read::{DocError, Loaded, load, read};
 /// The version of the documents this latscope writes, and the newest it reads.
 pub const VERSION: u32 = 1;
 
+/// Results of other tools that [`load`] reads besides latscope's documents: bpftrace `-f json`
+/// output and HdrHistogram interval logs (the [`Loaded::kind`] they get).
+pub const IMPORTED: [&str; 2] = ["bpftrace", "hlog"];
+
 /// What a document holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -82,6 +86,12 @@ impl Kind {
             Kind::Compare => "compare",
             Kind::Probes => "probes",
         }
+    }
+
+    /// Whether a document of this kind holds latencies (`compare`, `plot`, `report` and
+    /// `export` read it): every kind but `probes`.
+    pub fn has_latency(self) -> bool {
+        self != Kind::Probes
     }
 
     /// The kind named `name`.

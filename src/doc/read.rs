@@ -220,14 +220,14 @@ pub fn load(file: &str, text: &str) -> Result<Loaded, DocError> {
         .unwrap_or("");
     if first.starts_with('#') || first.starts_with("Tag=") || file.ends_with(".hlog") {
         return Ok(Loaded {
-            kind: "hlog".into(),
+            kind: super::IMPORTED[1].into(),
             document: None,
             items: import::hlog(text),
         });
     }
     if first.starts_with('{') && first.contains("\"type\"") && !first.contains("\"kind\"") {
         return Ok(Loaded {
-            kind: "bpftrace".into(),
+            kind: super::IMPORTED[0].into(),
             document: None,
             items: import::bpftrace(text),
         });

@@ -7,7 +7,10 @@
 
 pub mod http;
 pub mod merge;
+#[cfg(feature = "prometheus")]
 pub mod metrics;
 pub mod native;
+#[cfg(feature = "parquet")]
 pub mod parquet;
+#[cfg(feature = "prometheus")]
 pub mod serve;

@@ -7,15 +7,17 @@ use std::fmt::Write;
 
 use crate::doc::Item;
 use crate::doc::compare::CompareDoc;
-use crate::report::plot::{Curve, histogram_svg, percentile_svg};
+use crate::report::plot::{Curve, MatrixRow, histogram_svg, matrix_svg, percentile_svg};
 use crate::stats::Unit;
 
 pub use super::format::html as escape;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\
 table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
-th:first-child,td:first-child{text-align:left}.verdict{font-weight:bold}.mixed,.slower{color:#b00}\
-.faster{color:#070}.plots{display:flex;flex-wrap:wrap;gap:8px}.plots svg{max-width:100%;height:auto}";
+th:first-child,td:first-child{text-align:left}td+td{white-space:nowrap}.verdict{font-weight:bold}.mixed,.slower{color:#b00}\
+.faster{color:#070}.plots{display:flex;flex-wrap:wrap;gap:8px}.plots svg{max-width:100%;height:auto}\
+.cmd{background:#f4f4f4;padding:6px 10px;font-family:monospace;white-space:pre-wrap}.missing{color:#8a5a00}\
+nav a{margin-right:1em}";
 
 /// The report for `results` (file name, items), with `comparison` of the first two if given.
 pub fn report(
@@ -82,6 +84,7 @@ fn section(
         });
     }
     out.push_str("</table>\n");
+    let mut title = label.to_string();
     if let Some(c) = comparison.and_then(|c| c.items.iter().find(|i| i.label() == label)) {
         let verdict = c.change.verdict.name();
         let pct = |p: Option<f64>| p.map_or("–".to_string(), |p| format!("{p:+.1}%"));
@@ -93,14 +96,20 @@ fn section(
             pct(c.change_pct.p99),
             escape(&c.change.reason)
         );
+        // Before and after on one axis, with the verdict in the title.
+        title = format!(
+            "{label}: {verdict} (p50 {}, p99 {})",
+            pct(c.change_pct.p50),
+            pct(c.change_pct.p99)
+        );
     }
     if curves.iter().any(|c| !c.points.is_empty()) {
         // The SVG backend escapes the labels it writes.
         let _ = writeln!(
             out,
             "<div class=\"plots\">{}{}</div>",
-            histogram_svg(label, &curves),
-            percentile_svg(label, &curves)
+            histogram_svg(&title, &curves),
+            percentile_svg(&title, &curves)
         );
     }
     out.push_str("</section>\n");
@@ -137,6 +146,125 @@ pub fn with_time_views(page: String, doc: &crate::doc::spans::SpansDoc) -> Strin
     match page.rfind("</body>") {
         Some(at) => format!("{}{out}{}", &page[..at], &page[at..]),
         None => page + &out,
+    }
+}
+
+/// What a section of a [`page`] shows.
+#[derive(Debug, Clone)]
+pub enum Body {
+    /// configurations of a lab: a table and their median and p99 on one log axis
+    Matrix(Vec<Item>),
+    /// the spans of one result: a table, a histogram and a percentile plot per span
+    Spans(Vec<Item>),
+    /// nothing ran: why, and what to install
+    Missing(String),
+}
+
+/// One section of a [`page`]: what it measured, how to measure it on your own system, and
+/// what it found.
+#[derive(Debug, Clone)]
+pub struct Section {
+    /// the anchor (`ipc`), also the section's `id`
+    pub id: String,
+    /// the heading
+    pub title: String,
+    /// what it measures, one or two sentences
+    pub about: String,
+    /// the commands that reproduce it on the reader's system
+    pub commands: Vec<String>,
+    /// what it found
+    pub body: Body,
+}
+
+/// A page of sections (`latscope demo`'s report): a table of contents, then each section
+/// with its commands.
+pub fn page(title: &str, sections: &[Section], unit: Unit) -> String {
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{0}</title><style>{STYLE}</style></head><body>\n<h1>{0}</h1>\n<nav>",
+        escape(title)
+    );
+    for s in sections {
+        let _ = write!(
+            out,
+            "<a href=\"#{}\">{}</a>",
+            escape(&s.id),
+            escape(&s.title)
+        );
+    }
+    out.push_str("</nav>\n");
+    for s in sections {
+        let _ = write!(
+            out,
+            "<section id=\"{}\" class=\"part\"><h2>{}</h2>\n<p>{}</p>\n<p>On your system:</p><div class=\"cmd\">{}</div>\n",
+            escape(&s.id),
+            escape(&s.title),
+            escape(&s.about),
+            s.commands
+                .iter()
+                .map(|c| escape(c))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        match &s.body {
+            Body::Missing(why) => {
+                let _ = writeln!(
+                    out,
+                    "<p class=\"missing\">Did not run here: {}</p>",
+                    escape(why)
+                );
+            }
+            Body::Matrix(items) => matrix(&mut out, &s.title, items, unit),
+            Body::Spans(items) => {
+                let results = [("this run".to_string(), items.clone())];
+                let mut labels: Vec<String> = Vec::new();
+                for item in items {
+                    if !labels.contains(&item.label()) {
+                        labels.push(item.label());
+                    }
+                }
+                for label in labels {
+                    section(&mut out, &label, &results, None, unit);
+                }
+            }
+        }
+        out.push_str("</section>\n");
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// A lab's configurations: a table of their statistics and their median and p99 on one axis.
+fn matrix(out: &mut String, title: &str, items: &[Item], unit: Unit) {
+    out.push_str("<table><tr><th>configuration</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>");
+    let u = |v: Option<u64>| v.map_or("–".to_string(), |v| escape(&unit.format(v)));
+    let mut rows = Vec::new();
+    for item in items {
+        let f = item.summary;
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&item.label()),
+            f.count,
+            u(f.p50),
+            u(f.p90),
+            u(f.p99),
+            u(f.max)
+        );
+        if let (Some(p50), Some(p99)) = (f.p50, f.p99) {
+            rows.push(MatrixRow {
+                label: item.label(),
+                p50,
+                p99,
+            });
+        }
+    }
+    out.push_str("</table>\n");
+    if !rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "<div class=\"plots\">{}</div>",
+            matrix_svg(&format!("{title}: median and p99"), &rows)
+        );
     }
 }
 

@@ -255,6 +255,69 @@ fn series_list(
     out
 }
 
+/// The totals of a live run as Markdown (`live --format markdown`): one table of spans
+/// (latencies in `unit`), one of values (as traced, no unit) and one of rates.
+pub fn markdown(doc: &SpansDoc, unit: Unit) -> String {
+    let mut out = String::new();
+    let series = |out: &mut String, title: &str, list: &[Series], unit: Option<Unit>| {
+        if list.is_empty() {
+            return;
+        }
+        let head = unit.map_or(String::new(), |u| format!(" ({u})"));
+        let _ = writeln!(
+            out,
+            "### {title}
+"
+        );
+        let _ = writeln!(
+            out,
+            "| series | count | min{head} | p50{head} | p90{head} | p99{head} | p99.9{head} | max{head} |"
+        );
+        out.push_str(
+            "|---|---:|---:|---:|---:|---:|---:|---:|
+",
+        );
+        for s in list {
+            let m = &s.latency.summary;
+            let cell = |v: Option<u64>| match (v, unit) {
+                (None, _) => "-".to_string(),
+                (Some(v), Some(u)) => u.format_number(v),
+                (Some(v), None) => v.to_string(),
+            };
+            let label = crate::doc::label(&s.name, s.group.as_deref());
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                super::format::markdown_cell(&label),
+                m.count,
+                cell(m.min),
+                cell(m.p50),
+                cell(m.p90),
+                cell(m.p99),
+                cell(m.p999),
+                cell(m.max)
+            );
+        }
+        out.push('\n');
+    };
+    series(&mut out, "Spans", &doc.spans, Some(unit));
+    series(&mut out, "Values", &doc.values, None);
+    if !doc.rates.is_empty() {
+        out.push_str("### Rates\n\n| probe | group | events |\n|---|---|---:|\n");
+        for r in &doc.rates {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                super::format::markdown_cell(&r.probe),
+                super::format::markdown_cell(r.group.as_deref().unwrap_or("-")),
+                r.count
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,5 +384,40 @@ mod tests {
         assert!(p99.abs_diff(1_000_000) <= bound);
         assert_eq!(doc.rates[0].per_interval, [1, 2]);
         assert_eq!(doc.rates[0].count, 3);
+    }
+
+    #[test]
+    fn markdown_holds_a_row_per_series_and_rate_with_the_unit_in_the_header() {
+        let mut doc = SpansDoc::new(Source::Live);
+        let mut b = Bucketed::default();
+        for v in [1_000, 2_000, 3_000] {
+            b.record(v);
+        }
+        doc.spans.push(Series {
+            name: "frame".into(),
+            side: None,
+            by: Some("comm".into()),
+            group: Some("a|b".into()),
+            latency: Latency::of_bucketed(&b),
+            counters: Counters::default(),
+        });
+        doc.rates.push(Rate {
+            probe: "tracepoint:sched:sched_switch".into(),
+            by: None,
+            group: None,
+            count: 42,
+            per_interval: vec![42],
+        });
+        let md = markdown(&doc, Unit::Us);
+        assert!(
+            md.contains("| series | count | min (µs) | p50 (µs)"),
+            "{md}"
+        );
+        assert!(md.contains("a\\|b") && md.contains("| 3 |"), "{md}");
+        assert!(
+            md.contains("| tracepoint:sched:sched_switch | - | 42 |"),
+            "{md}"
+        );
+        assert!(!md.contains("### Values"), "{md}");
     }
 }
