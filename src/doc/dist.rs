@@ -316,7 +316,7 @@ impl Histogram {
         Histogram {
             scheme: Scheme::Log2,
             unit: Nanoseconds::Ns,
-            buckets: log2_buckets(d.log2(Unit::Ns)),
+            buckets: log2_buckets(&d.log2(Unit::Ns)),
             percentiles_exact: d.percentiles_exact(),
             percentile_max_relative_error: d.percentile_max_relative_error(),
             percentile_error_bounds: None,

@@ -58,7 +58,7 @@ impl Text {
         }
         if !self.no_histogram {
             let _ = writeln!(out, "@{title} ({}):", unit.symbol());
-            out.push_str(&log2::render(dist.log2(unit)));
+            out.push_str(&log2::render(&dist.log2(unit)));
         }
         if self.linear {
             out.push_str(&linear::render(dist, unit));

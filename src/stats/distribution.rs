@@ -48,14 +48,69 @@ impl Percentiles {
     }
 }
 
-/// All we keep about one set of latency samples. Memory is constant in the number of samples.
+/// Distinct values a distribution holds in its exact counts alone, before it builds its
+/// HdrHistogram and power-of-two counts (about 36 KiB, most of it the histogram's counts). A
+/// series of a few spans (a trace with 20,000 event names has thousands) costs a few hundred
+/// bytes; the binned forms are derived from the exact counts on demand until then.
+pub const BINNED_AFTER_DISTINCT: usize = 256;
+
+/// All we keep about one set of latency samples. Memory is constant in the number of samples,
+/// and small while the samples are few (see [`BINNED_AFTER_DISTINCT`]).
 #[derive(Debug, Clone)]
 pub struct Distribution {
     summary: Summary,
-    hdr: Histogram<u64>,
-    log2: [Log2Counts; 4],
     linear: Option<LinearCounts>,
     exact: Option<FxHashMap<u64, u64>>,
+    /// Present once `exact` holds more than [`BINNED_AFTER_DISTINCT`] values or was dropped.
+    binned: Option<Box<Binned>>,
+}
+
+/// The forms of a distribution that cost the same whatever the number of samples.
+#[derive(Debug, Clone)]
+struct Binned {
+    hdr: Histogram<u64>,
+    log2: [Log2Counts; 4],
+}
+
+impl Binned {
+    fn new() -> Self {
+        Binned {
+            hdr: Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is valid"),
+            log2: Default::default(),
+        }
+    }
+
+    /// The binned forms of exact counts: the same histogram as recording the samples one by
+    /// one, since its range follows the largest value (recorded first: one allocation).
+    fn of(exact: &FxHashMap<u64, u64>) -> Self {
+        let mut binned = Binned::new();
+        let largest = exact.iter().max_by_key(|&(&v, _)| v);
+        if let Some((&max, &count)) = largest {
+            binned.record_n(max, count);
+            for (&value, &count) in exact.iter().filter(|&(&v, _)| v != max) {
+                binned.record_n(value, count);
+            }
+        }
+        binned
+    }
+
+    #[inline]
+    fn record_n(&mut self, ns: u64, n: u64) {
+        if self.hdr.record_n(ns, n).is_err() {
+            self.hdr.saturating_record_n(ns, n);
+        }
+        for unit in Unit::ALL {
+            self.log2[unit.index()].record_n(ns / unit.nanos(), n);
+        }
+    }
+
+    fn merge(&mut self, other: &Binned) {
+        // Auto-resizing histograms of the same precision always add.
+        let _ = self.hdr.add(&other.hdr);
+        for (a, b) in self.log2.iter_mut().zip(&other.log2) {
+            a.merge(b);
+        }
+    }
 }
 
 impl Default for Distribution {
@@ -69,10 +124,9 @@ impl Distribution {
     pub fn new(linear: Option<LinearSpec>) -> Self {
         Distribution {
             summary: Summary::default(),
-            hdr: Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is valid"),
-            log2: Default::default(),
             linear: linear.map(LinearCounts::new),
             exact: Some(FxHashMap::default()),
+            binned: None,
         }
     }
 
@@ -80,43 +134,65 @@ impl Distribution {
     #[inline]
     pub fn record(&mut self, ns: u64) {
         self.summary.record(ns);
-        if self.hdr.record(ns).is_err() {
-            self.hdr.saturating_record(ns);
-        }
-        for unit in Unit::ALL {
-            self.log2[unit.index()].record(ns / unit.nanos());
+        if let Some(binned) = &mut self.binned {
+            binned.record_n(ns, 1);
         }
         if let Some(linear) = &mut self.linear {
             linear.record(ns);
         }
         if let Some(exact) = &mut self.exact {
             *exact.entry(ns).or_insert(0) += 1;
-            if exact.len() > EXACT_DISTINCT_LIMIT {
-                self.exact = None;
-            }
+            self.settle();
+        }
+    }
+
+    /// Builds the binned forms once the exact counts grow past [`BINNED_AFTER_DISTINCT`], and
+    /// drops the exact counts past [`EXACT_DISTINCT_LIMIT`].
+    fn settle(&mut self) {
+        let Some(exact) = &self.exact else { return };
+        if self.binned.is_none() && exact.len() > BINNED_AFTER_DISTINCT {
+            self.binned = Some(Box::new(Binned::of(exact)));
+        }
+        if exact.len() > EXACT_DISTINCT_LIMIT {
+            self.exact = None;
+        }
+    }
+
+    /// The binned forms, built from the exact counts when they are not kept.
+    fn binned(&self) -> std::borrow::Cow<'_, Binned> {
+        match (&self.binned, &self.exact) {
+            (Some(binned), _) => std::borrow::Cow::Borrowed(binned),
+            (None, Some(exact)) => std::borrow::Cow::Owned(Binned::of(exact)),
+            (None, None) => std::borrow::Cow::Owned(Binned::new()),
         }
     }
 
     /// Adds every sample of `other`.
     pub fn merge(&mut self, other: &Distribution) {
         self.summary.merge(&other.summary);
-        // Auto-resizing histograms of the same precision always add.
-        let _ = self.hdr.add(&other.hdr);
-        for (a, b) in self.log2.iter_mut().zip(&other.log2) {
-            a.merge(b);
-        }
         if let (Some(a), Some(b)) = (&mut self.linear, &other.linear) {
             a.merge(b);
+        }
+        // The binned forms are merged when either side has them (the other's derived from
+        // its exact counts), before the exact counts, which may be dropped by the merge.
+        if self.binned.is_some() || other.binned.is_some() {
+            let mut mine = self.binned().into_owned();
+            mine.merge(&other.binned());
+            self.binned = Some(Box::new(mine));
         }
         self.exact = match (self.exact.take(), &other.exact) {
             (Some(mut a), Some(b)) => {
                 for (&value, &count) in b {
                     *a.entry(value).or_insert(0) += count;
                 }
-                (a.len() <= EXACT_DISTINCT_LIMIT).then_some(a)
+                Some(a)
             }
             _ => None,
         };
+        if self.binned.is_none() && self.exact.is_none() {
+            self.binned = Some(Box::new(Binned::new()));
+        }
+        self.settle();
     }
 
     /// Exact count, min, max, mean and standard deviation.
@@ -154,9 +230,10 @@ impl Distribution {
             return Vec::new();
         };
         let Some(exact) = &self.exact else {
+            let binned = self.binned();
             return qs
                 .iter()
-                .map(|&q| self.hdr.value_at_quantile(q).clamp(min, max))
+                .map(|&q| binned.hdr.value_at_quantile(q).clamp(min, max))
                 .collect();
         };
         let mut values: Vec<(u64, u64)> = exact.iter().map(|(&v, &c)| (v, c)).collect();
@@ -193,8 +270,18 @@ impl Distribution {
     }
 
     /// Exact power-of-two counts of the values expressed in `unit` (rounded down).
-    pub fn log2(&self, unit: Unit) -> &Log2Counts {
-        &self.log2[unit.index()]
+    pub fn log2(&self, unit: Unit) -> Log2Counts {
+        match (&self.binned, &self.exact) {
+            (Some(binned), _) => binned.log2[unit.index()].clone(),
+            (None, Some(exact)) => {
+                let mut counts = Log2Counts::default();
+                for (&ns, &n) in exact {
+                    counts.record_n(ns / unit.nanos(), n);
+                }
+                counts
+            }
+            (None, None) => Log2Counts::default(),
+        }
     }
 
     /// Exact linear counts, when a [`LinearSpec`] was given.
@@ -202,16 +289,16 @@ impl Distribution {
         self.linear.as_ref()
     }
 
-    /// The underlying HdrHistogram (values in nanoseconds).
-    pub fn hdr(&self) -> &Histogram<u64> {
-        &self.hdr
+    /// The HdrHistogram of the samples (values in nanoseconds).
+    pub fn hdr(&self) -> Histogram<u64> {
+        self.binned().into_owned().hdr
     }
 
     /// The HdrHistogram in the standard V2 binary encoding, base64: the same payload as a line
     /// of an HdrHistogram interval log, so any HdrHistogram tool can read it back.
     pub fn hdr_base64(&self) -> String {
         let mut bytes = Vec::new();
-        match V2Serializer::new().serialize(&self.hdr, &mut bytes) {
+        match V2Serializer::new().serialize(&self.binned().hdr, &mut bytes) {
             Ok(_) => base64::engine::general_purpose::STANDARD.encode(bytes),
             Err(_) => String::new(),
         }
@@ -342,6 +429,60 @@ mod tests {
         assert!(!a.percentiles_exact());
         assert_eq!(a.summary(), all.summary());
         assert_eq!(a.percentiles(), all.percentiles());
+    }
+
+    fn serialized(h: &Histogram<u64>) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        V2Serializer::new().serialize(h, &mut bytes).unwrap();
+        bytes
+    }
+
+    /// A distribution of `values`, and the HdrHistogram of recording them one by one.
+    fn both(values: &[u64]) -> (Distribution, Histogram<u64>) {
+        let mut d = Distribution::default();
+        let mut h = Histogram::<u64>::new(SIGNIFICANT_DIGITS).unwrap();
+        for &v in values {
+            d.record(v);
+            h.record(v).unwrap();
+        }
+        (d, h)
+    }
+
+    #[test]
+    fn a_few_samples_keep_no_histogram_until_it_is_asked_for_and_it_is_the_one_recorded() {
+        let values = [9_000u64, 17, 5_000_000, 17, 123_456];
+        let (d, h) = both(&values);
+        assert!(d.binned.is_none());
+        assert_eq!(serialized(&d.hdr()), serialized(&h));
+        let mut log2 = Log2Counts::default();
+        values.iter().for_each(|&v| log2.record(v / 1_000));
+        assert_eq!(d.log2(Unit::Us), log2);
+    }
+
+    #[test]
+    fn the_histogram_is_built_past_the_distinct_limit_and_equals_the_one_recorded() {
+        let values: Vec<u64> = (0..1_000u64).map(|i| 1 + (i * 7919) % 100_000).collect();
+        let (d, h) = both(&values);
+        assert!(d.binned.is_some());
+        assert_eq!(serialized(&d.hdr()), serialized(&h));
+    }
+
+    #[test]
+    fn merging_a_small_distribution_into_a_binned_one_adds_its_samples_to_the_histogram() {
+        let many: Vec<u64> = (1..=1_000u64).collect();
+        let (mut a, _) = both(&many);
+        let (b, _) = both(&[2_000_000, 3]);
+        a.merge(&b);
+        let all: Vec<u64> = many.iter().copied().chain([2_000_000, 3]).collect();
+        let (_, h) = both(&all);
+        let counts = |h: &Histogram<u64>| -> Vec<(u64, u64)> {
+            h.iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect()
+        };
+        assert_eq!(a.hdr().len(), 1_002);
+        assert_eq!(counts(&a.hdr()), counts(&h));
+        assert_eq!(a.log2(Unit::Ns).counts().iter().sum::<u64>(), 1_002);
     }
 
     #[test]

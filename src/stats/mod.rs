@@ -27,7 +27,8 @@ mod summary;
 mod unit;
 
 pub use distribution::{
-    Distribution, EXACT_DISTINCT_LIMIT, PERCENTILES, Percentiles, SIGNIFICANT_DIGITS,
+    BINNED_AFTER_DISTINCT, Distribution, EXACT_DISTINCT_LIMIT, PERCENTILES, Percentiles,
+    SIGNIFICANT_DIGITS,
 };
 
 pub use linear::{LinearCounts, LinearSpec, LinearSpecError, parse_duration};

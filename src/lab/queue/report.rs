@@ -146,7 +146,7 @@ pub fn text(report: &RunReport, unit: Unit) -> String {
         );
     }
     let _ = writeln!(out, "\n@latency ({}):", unit.symbol());
-    out.push_str(&crate::report::log2::render(report.latency.log2(unit)));
+    out.push_str(&crate::report::log2::render(&report.latency.log2(unit)));
     out
 }
 
