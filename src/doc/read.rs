@@ -114,9 +114,12 @@ struct Header {
 
 /// Reads one latscope document: the kind and version are checked first, then the whole
 /// document is deserialized into its type, unknown fields are refused and the statistics are
-/// checked.
+/// checked. The text is parsed once, into a JSON value that the typed document is read from
+/// (and compared with, for unknown fields); only an error is parsed again from the text, for
+/// its line and column.
 pub fn read(file: &str, text: &str) -> Result<Document, DocError> {
-    let header: Header = serde_json::from_str(text).map_err(|e| DocError::json(file, &e))?;
+    let input: Value = serde_json::from_str(text).map_err(|e| DocError::json(file, &e))?;
+    let header: Header = typed(file, text, &input)?;
     let name = header
         .kind
         .ok_or_else(|| DocError::NoKind { file: file.into() })?;
@@ -135,15 +138,15 @@ pub fn read(file: &str, text: &str) -> Result<Document, DocError> {
             });
         }
     }
-    let doc = match kind {
-        Kind::Spans => Document::Spans(typed(file, text)?),
-        Kind::Bench => Document::Bench(typed(file, text)?),
-        Kind::LabIpc => Document::LabIpc(typed(file, text)?),
-        Kind::LabX11 => Document::LabX11(typed(file, text)?),
-        Kind::LabQueue => Document::LabQueue(typed(file, text)?),
-        Kind::LabWayland => Document::LabWayland(typed(file, text)?),
-        Kind::Compare => Document::Compare(typed(file, text)?),
-        Kind::Probes => Document::Probes(typed(file, text)?),
+    let mut doc = match kind {
+        Kind::Spans => Document::Spans(typed(file, text, &input)?),
+        Kind::Bench => Document::Bench(typed(file, text, &input)?),
+        Kind::LabIpc => Document::LabIpc(typed(file, text, &input)?),
+        Kind::LabX11 => Document::LabX11(typed(file, text, &input)?),
+        Kind::LabQueue => Document::LabQueue(typed(file, text, &input)?),
+        Kind::LabWayland => Document::LabWayland(typed(file, text, &input)?),
+        Kind::Compare => Document::Compare(typed(file, text, &input)?),
+        Kind::Probes => Document::Probes(typed(file, text, &input)?),
     };
     if doc.kind() != kind {
         // Each type's `kind` field is the enum: a document can only deserialize as its own kind
@@ -154,8 +157,7 @@ pub fn read(file: &str, text: &str) -> Result<Document, DocError> {
             reason: "kind does not match".into(),
         });
     }
-    let input: Value = serde_json::from_str(text).map_err(|e| DocError::json(file, &e))?;
-    if let Some(path) = unknown_field(&input, &doc.to_value(), String::new()) {
+    if let Some(path) = unknown_field_of(input, &mut doc) {
         return Err(DocError::UnknownField {
             file: file.into(),
             kind: kind.name(),
@@ -170,33 +172,79 @@ pub fn read(file: &str, text: &str) -> Result<Document, DocError> {
     Ok(doc)
 }
 
-fn typed<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, DocError> {
-    serde_json::from_str(text).map_err(|e| DocError::json(file, &e))
+/// The first field of `input` that `doc` did not keep. A spans document's records (up to
+/// `--max-spans`, hundreds of thousands) are closed types that serde already checked: they are
+/// set aside rather than compared with a serialization of each.
+fn unknown_field_of(mut input: Value, doc: &mut Document) -> Option<String> {
+    let Document::Spans(spans) = doc else {
+        return unknown_field(&input, &doc.to_value()).map(|path| path_text(&path));
+    };
+    let records = std::mem::take(&mut spans.records);
+    let slowest = std::mem::take(&mut spans.slowest);
+    if let Value::Object(fields) = &mut input {
+        for key in ["records", "slowest"] {
+            fields.remove(key);
+        }
+    }
+    let found = unknown_field(&input, &doc.to_value()).map(|path| path_text(&path));
+    if let Document::Spans(spans) = doc {
+        spans.records = records;
+        spans.slowest = slowest;
+    }
+    found
+}
+
+/// `T` read from the parsed `input`; when it is not a `T`, the text is parsed again for the
+/// error's line and column (a value has none).
+fn typed<T: DeserializeOwned>(file: &str, text: &str, input: &Value) -> Result<T, DocError> {
+    T::deserialize(input)
+        .or_else(|_| serde_json::from_str(text).map_err(|e| DocError::json(file, &e)))
+}
+
+/// One step of a path into a JSON value.
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
 }
 
 /// The first key of `input` that the typed document did not keep (it was not deserialized into
-/// any field), with its path. Works through flattened fields, which serde's
-/// `deny_unknown_fields` cannot.
-fn unknown_field(input: &Value, kept: &Value, path: String) -> Option<String> {
+/// any field), as its path from the innermost step out. Works through flattened fields, which
+/// serde's `deny_unknown_fields` cannot. The path is only built for the key found.
+fn unknown_field<'a>(input: &'a Value, kept: &Value) -> Option<Vec<Step<'a>>> {
     match (input, kept) {
         (Value::Object(a), Value::Object(b)) => a.iter().find_map(|(key, value)| {
-            let here = if path.is_empty() {
-                key.clone()
-            } else {
-                format!("{path}.{key}")
+            let mut path = match b.get(key) {
+                None => Vec::new(),
+                Some(k) => unknown_field(value, k)?,
             };
-            match b.get(key) {
-                None => Some(here),
-                Some(k) => unknown_field(value, k, here),
-            }
+            path.push(Step::Key(key));
+            Some(path)
         }),
-        (Value::Array(a), Value::Array(b)) => a
-            .iter()
-            .zip(b)
-            .enumerate()
-            .find_map(|(i, (x, y))| unknown_field(x, y, format!("{path}[{i}]"))),
+        (Value::Array(a), Value::Array(b)) => {
+            a.iter().zip(b).enumerate().find_map(|(i, (x, y))| {
+                let mut path = unknown_field(x, y)?;
+                path.push(Step::Index(i));
+                Some(path)
+            })
+        }
         _ => None,
     }
+}
+
+/// `spans[0].p55` for the steps of [`unknown_field`].
+fn path_text(steps: &[Step]) -> String {
+    let mut text = String::new();
+    for step in steps.iter().rev() {
+        match step {
+            Step::Key(key) if text.is_empty() => text.push_str(key),
+            Step::Key(key) => {
+                text.push('.');
+                text.push_str(key);
+            }
+            Step::Index(i) => text.push_str(&format!("[{i}]")),
+        }
+    }
+    text
 }
 
 /// A saved result of any kind, with its comparable items.
@@ -279,6 +327,43 @@ mod tests {
         for bad in ["-5", "1e300", "\"NaN\"", "1.5"] {
             assert!(read("f", &doc(bad)).is_err(), "{bad}");
         }
+    }
+
+    fn spans_doc(records: &str) -> String {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/docs/spans-wayland.json"
+        ))
+        .unwrap();
+        let end = text.rfind('}').unwrap();
+        format!("{},\n\"records\":[\n{records}]}}", &text[..end])
+    }
+
+    #[test]
+    fn span_records_are_read_and_an_unknown_field_in_one_is_refused_with_its_line() {
+        let good = r#"{"span":"a","group":null,"start_ns":5,"latency_ns":7}"#;
+        let Document::Spans(doc) = read("s.json", &spans_doc(good)).unwrap() else {
+            panic!("not spans")
+        };
+        assert_eq!(doc.records.len(), 1);
+        assert_eq!(doc.records[0].latency_ns, 7);
+        let bad = r#"{"span":"a","group":null,"start_ns":5,"latency_ns":7,"colour":"red"}"#;
+        let text = spans_doc(bad);
+        let line = text.lines().count();
+        let e = read("s.json", &text).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("s.json:{line}:")), "{e}");
+        assert!(e.contains("unknown field `colour`"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_beside_span_records_are_still_refused() {
+        let good = r#"{"span":"a","group":null,"start_ns":5,"latency_ns":7}"#;
+        let text = spans_doc(good).replacen("\"spans\":", "\"colour\":1,\"spans\":", 1);
+        assert!(err_of(&text).contains("unknown field colour"));
+    }
+
+    fn err_of(text: &str) -> String {
+        read("s.json", text).unwrap_err().to_string()
     }
 
     #[test]

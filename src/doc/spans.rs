@@ -162,8 +162,11 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// One span: its name, group, start and length.
+/// One span: its name, group, start and length. A closed record (no flattened fields), so
+/// serde refuses an unknown field itself, and a reader need not compare the (many) records
+/// with their serialization (see `doc::read`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SpanRecord {
     /// the span's name
     pub span: String,

@@ -118,6 +118,15 @@ impl Paired {
             return if self.log_ratio == 0.0 { 1.0 } else { 0.0 };
         }
         let t = (self.log_ratio / self.se).abs();
+        if t.is_nan() {
+            return 1.0;
+        }
+        // Past 1e100, t² overflows inside distrs' tail series, which then loops on a NaN
+        // (an overflow panic in debug builds, a hang in release). The two-sided p-value there
+        // is below 1e-99 for any df ≥ 1: zero for every decision made with it.
+        if t > 1e100 {
+            return 0.0;
+        }
         (2.0 * (1.0 - StudentsT::cdf(t, self.df))).clamp(0.0, 1.0)
     }
 
@@ -219,6 +228,27 @@ mod tests {
         assert_eq!(final_alpha(0.05, 0), 0.05);
         assert!(close(final_alpha(0.05, 10), 0.04, 1e-15));
         assert!(close(final_alpha(0.05, 40), 0.025, 1e-15));
+    }
+
+    #[test]
+    fn a_vanishing_standard_error_gives_a_p_value_of_zero_not_a_hang() {
+        // Seen in CI: identical trimmed pairs but one, a standard error of ~1e-300.
+        for se in [1e-300, f64::MIN_POSITIVE, 5e-324] {
+            let p = Paired {
+                n: 15,
+                log_ratio: 0.3,
+                se,
+                df: 8.0,
+            };
+            assert_eq!(p.p_value(), 0.0, "se {se}");
+        }
+        let nan = Paired {
+            n: 15,
+            log_ratio: f64::NAN,
+            se: 0.1,
+            df: 8.0,
+        };
+        assert_eq!(nan.p_value(), 1.0);
     }
 
     #[test]
