@@ -47,6 +47,12 @@ results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 LATSCOPE_REQUIRE_STACK=1 cargo test --locked --all-targets 2>&1 | tee "$results"
 
+step "cargo test: the timing ratios, alone (latscope beside x11perf, perf, a C client)"
+# A ratio of two rates measured on a 2-core machine is only meaningful with nothing else
+# running: these tests are #[ignore]d in the parallel run above and run one at a time here.
+LATSCOPE_REQUIRE_STACK=1 cargo test --locked --test integration -- --ignored --test-threads=1 2>&1 |
+    tee -a "$results"
+
 step "fuzzing the parsers (bounded)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 
