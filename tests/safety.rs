@@ -481,3 +481,60 @@ fn every_writer_writes_a_character_device_in_place_and_refuses_a_block_device_or
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 4, "{args:?}");
     }
 }
+
+/// A 4 KiB tmpfs mounted on a fresh directory, unmounted on drop (root only).
+struct FullDisk {
+    dir: tempfile::TempDir,
+}
+
+impl FullDisk {
+    fn mount() -> Option<FullDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4k,mode=0700", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(FullDisk { dir })
+    }
+}
+
+impl Drop for FullDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn every_writer_on_a_full_disk_fails_and_leaves_the_old_file_and_no_temporary_file() {
+    if !is_root() {
+        return; // mounting a tmpfs needs root
+    }
+    let Some(disk) = FullDisk::mount() else {
+        assert!(
+            std::env::var_os("LATSCOPE_REQUIRE_STACK").is_none(),
+            "cannot mount a tmpfs"
+        );
+        return;
+    };
+    // The old file takes the file system's only page: nothing more fits.
+    let old = disk.dir.path().join("result");
+    fs::write(&old, "old").unwrap();
+    for args in writers() {
+        let out = write_to(&args, &old);
+        assert_eq!(out.status.code(), Some(1), "{args:?} on a full disk");
+        assert!(
+            stderr(&out).contains("No space left"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(fs::read_to_string(&old).unwrap(), "old", "{args:?}");
+        let entries: Vec<_> = fs::read_dir(disk.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(entries, ["result"], "{args:?} left a temporary file");
+    }
+}
