@@ -12,6 +12,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    signals::end_on_interrupt();
     let result = match &cli.command {
         cli::Command::Wayland(args) => commands::wayland::run(args),
         cli::Command::Demo(args) => commands::demo::run(args),

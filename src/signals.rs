@@ -12,9 +12,14 @@
 //! printed or saved what it had (9 runs in 10). So the handler stays, every signal only raises
 //! the flag, and the watchdog alone ends a process whose work does not stop. `timeout`, systemd
 //! and CI runners send SIGTERM: it is always enough, once or twice.
+//!
+//! Commands with nothing to keep (compare, export, merge, plot, report, probes) end at once, as
+//! with the default action ([`end_on_interrupt`]: no grace, the signal raised again with its
+//! default action), but not before the watchdog removed the temporary file of an output being
+//! written ([`latscope::files::output::remove_pending`]).
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use latscope::ingest::Cancel;
@@ -23,6 +28,9 @@ use latscope::ingest::Cancel;
 pub const GRACE: Duration = Duration::from_secs(2);
 
 static CANCEL: OnceLock<Cancel> = OnceLock::new();
+static INSTALLED: OnceLock<()> = OnceLock::new();
+/// Whether the command stops gracefully on the flag ([`cancel_on_interrupt`]).
+static GRACEFUL: AtomicBool = AtomicBool::new(false);
 /// The write end of the watchdog's pipe (-1: no watchdog).
 static WAKE: AtomicI32 = AtomicI32::new(-1);
 
@@ -76,15 +84,27 @@ fn start_watchdog() {
                 }
                 return;
             }
-            std::thread::sleep(GRACE);
-            let message = format!(
-                "latscope: still running {} s after signal {signal}: ending now (a wait could not be interrupted)\n",
-                GRACE.as_secs()
-            );
-            // SAFETY: plain write to stderr (no lock another thread could hold), then _exit,
-            // which skips destructors that may be what is blocked.
+            if GRACEFUL.load(Ordering::Relaxed) {
+                std::thread::sleep(GRACE);
+                // The graceful stop may have begun writing its outputs meanwhile.
+                latscope::files::output::remove_pending();
+                let message = format!(
+                    "latscope: still running {} s after signal {signal}: ending now (a wait could not be interrupted)\n",
+                    GRACE.as_secs()
+                );
+                // SAFETY: plain write to stderr (no lock another thread could hold), then
+                // _exit, which skips destructors that may be what is blocked.
+                unsafe {
+                    libc::write(2, message.as_ptr().cast(), message.len());
+                    libc::_exit(128 + i32::from(signal));
+                }
+            }
+            latscope::files::output::remove_pending();
+            // SAFETY: the default action for the signal, then the signal again: the process
+            // ends by it, as it would have without a handler.
             unsafe {
-                libc::write(2, message.as_ptr().cast(), message.len());
+                libc::signal(i32::from(signal), libc::SIG_DFL);
+                libc::raise(i32::from(signal));
                 libc::_exit(128 + i32::from(signal));
             }
         });
@@ -93,27 +113,34 @@ fn start_watchdog() {
     }
 }
 
-/// The flag raised by a Ctrl-C (SIGINT) or SIGTERM; installs the handler and the watchdog on
-/// first use. Commands that never call it keep the default actions (end at once).
-pub fn cancel_on_interrupt() -> Cancel {
-    CANCEL
-        .get_or_init(|| {
-            start_watchdog();
-            for signal in [libc::SIGINT, libc::SIGTERM] {
-                // SAFETY: the handler only performs an atomic store through a value that is
-                // initialised before the handler is installed and never dropped (a static),
-                // and a write(2) to a pipe.
-                unsafe {
-                    let mut action: libc::sigaction = std::mem::zeroed();
-                    action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-                    // No SA_RESETHAND (a second signal must not kill) and no SA_RESTART
-                    // (a blocked read returns EINTR and sees the flag).
-                    action.sa_flags = 0;
-                    libc::sigemptyset(&mut action.sa_mask);
-                    libc::sigaction(signal, &action, std::ptr::null_mut());
-                }
+/// Installs the handler and the watchdog: a Ctrl-C (SIGINT) or SIGTERM ends the process at
+/// once, having removed the temporary file of an output being written. For every command; those
+/// that keep results call [`cancel_on_interrupt`] too.
+pub fn end_on_interrupt() {
+    INSTALLED.get_or_init(|| {
+        start_watchdog();
+        for signal in [libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: the handler only performs an atomic store through a value that is
+            // initialised before the handler is installed and never dropped (a static), and a
+            // write(2) to a pipe.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+                // No SA_RESETHAND (a second signal must not kill) and no SA_RESTART (a
+                // blocked read returns EINTR and sees the flag).
+                action.sa_flags = 0;
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(signal, &action, std::ptr::null_mut());
             }
-            Cancel::new()
-        })
-        .clone()
+        }
+    });
+}
+
+/// The flag raised by a Ctrl-C (SIGINT) or SIGTERM: from now on a signal stops the command
+/// gracefully, and the watchdog ends it only [`GRACE`] later.
+pub fn cancel_on_interrupt() -> Cancel {
+    let cancel = CANCEL.get_or_init(Cancel::new).clone();
+    GRACEFUL.store(true, Ordering::Relaxed);
+    end_on_interrupt();
+    cancel
 }

@@ -375,6 +375,32 @@ fn a_benchmarked_command_that_forks_a_daemon_or_floods_its_output_is_measured_in
 }
 
 #[test]
+fn a_command_with_nothing_to_keep_ends_by_sigterm_at_once_as_without_a_handler() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("result.fifo");
+    mkfifo(&fifo);
+    let mut child = util::latscope()
+        .args(["compare", fifo.to_str().unwrap(), fifo.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    // SAFETY: a plain kill(2) of the child we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    // Blocked opening a FIFO, which the standard library restarts after EINTR: only the
+    // watchdog can end it, and it does so without the 2 s grace of commands that keep results.
+    assert!(
+        sent.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+}
+
+#[test]
 fn one_sigterm_ends_every_other_command_while_it_is_blocked_or_busy() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("result.fifo");

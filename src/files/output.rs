@@ -22,7 +22,8 @@
 //! [`Output::check`] decides before any work (a run is never lost to a path that cannot be
 //! written), and probes a replaced file's directory by creating and removing a file in it.
 //! [`Output::write`] then writes; a path that changed kind in between is refused rather than
-//! followed.
+//! followed. A temporary file is registered while it is written, so that a signal ending the
+//! process removes it ([`remove_pending`]) instead of leaving `.latscope-*.tmp` behind.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -326,6 +327,7 @@ impl Output {
             dir: dir.to_path_buf(),
             source,
         })?;
+        track(&tmp);
         let written = (|| {
             let mut sink = Sink::File(BufWriter::new(file));
             let value = fill(&mut sink)?;
@@ -354,6 +356,7 @@ impl Output {
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
+        untrack(&tmp);
         written.map_err(error)
     }
 }
@@ -372,6 +375,37 @@ fn probe_directory(path: &Path) -> Result<(), OutputError> {
             dir: dir.to_path_buf(),
             source,
         }),
+    }
+}
+
+/// Temporary files being written, removed by [`remove_pending`] if a signal ends the process
+/// before they are renamed.
+static PENDING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn track(tmp: &Path) {
+    if let Ok(mut pending) = PENDING.lock() {
+        pending.push(tmp.to_path_buf());
+    }
+}
+
+fn untrack(tmp: &Path) {
+    if let Ok(mut pending) = PENDING.lock() {
+        pending.retain(|p| p != tmp);
+    }
+}
+
+/// Removes the temporary files of writes still under way: for the thread that ends the process
+/// after a signal (not for a signal handler: it takes a lock, briefly, and gives up if another
+/// thread holds it for long).
+pub fn remove_pending() {
+    for _ in 0..100 {
+        if let Ok(pending) = PENDING.try_lock() {
+            for tmp in pending.iter() {
+                let _ = std::fs::remove_file(tmp);
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -484,6 +518,26 @@ mod tests {
             Err::<(), _>(io::Error::other("disk full"))
         });
         assert!(result.unwrap_err().to_string().contains("disk full"));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_file_being_written_is_removed_by_remove_pending_and_the_old_one_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kept");
+        std::fs::write(&file, "old").unwrap();
+        let out = Output::check(&file).unwrap();
+        let mut during = 0;
+        let _ = out.write_with(|w| {
+            w.write_all(b"half")?;
+            w.flush()?;
+            during = std::fs::read_dir(dir.path()).unwrap().count();
+            // What the signal watchdog does before it ends the process.
+            remove_pending();
+            Ok(())
+        });
+        assert_eq!(during, 2, "the temporary file beside the old one");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "old");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
