@@ -198,37 +198,48 @@ fn one_sigterm_ends_an_ipc_lab_run() {
 }
 
 /// Runs latscope in `dir` with its output in files; returns its exit code, its stderr and its
-/// peak RSS in KiB (from wait4, so it is latscope's own).
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
+/// peak RSS in KiB (latscope's own: see [`run_usage`]).
 fn run_measured(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, i64) {
     let (code, err, rss, _) = run_usage(dir, args);
     (code, err, rss)
 }
 
 /// [`run_measured`], with the CPU seconds (user and system) latscope used.
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
+///
+/// Measured by GNU time, not by this process's `wait4`: a child's `ru_maxrss` includes the
+/// resident size of the process it was spawned from (Linux records the old memory map's peak
+/// at `execve`), and this test binary holds up to 160 MB of other tests' inputs at times, which
+/// became every child's "peak". `time` is small: latscope's figure is its own.
 fn run_usage(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, i64, f64) {
     let err = dir.join("stderr.txt");
-    let child = util::latscope()
+    let usage = dir.join("usage.txt");
+    let status = std::process::Command::new("/usr/bin/time")
+        .args(["-f", "%M %U %S", "-o"])
+        .arg(&usage)
+        .arg(util::latscope().get_program())
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(dir.join("stdout.txt")).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
-    // SAFETY: waits for the child we spawned; status and usage are valid for writes.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32);
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let cpu = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+        .status()
+        .expect("/usr/bin/time (Debian package time: scripts/capture/install-deps.sh)");
+    let usage = std::fs::read_to_string(&usage).unwrap();
+    // A signal's end is a line of its own before the figures ("Command terminated by signal 9").
+    let killed = usage.contains("terminated by signal");
+    let figures: Vec<f64> = usage
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("no figures from time: {usage:?}"))
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or_else(|_| panic!("{usage:?}")))
+        .collect();
+    let code = if killed { None } else { status.code() };
     (
         code,
         std::fs::read_to_string(err).unwrap(),
-        usage.ru_maxrss,
-        cpu,
+        figures[0] as i64,
+        figures[1] + figures[2],
     )
 }
 

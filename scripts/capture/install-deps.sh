@@ -34,7 +34,10 @@ PKGS=(
     xvfb                            # latscope lab x11 (a private X server)
     x11-apps                        # x11perf, next to latscope lab x11 upload --pipelined
     libxcb1-dev                     # xcb/xcb.h: tests/targets/xcb_round_trip.c, the C round trip beside lab x11
-    strace                          # scripts/bench/x11_client.py: system calls per request
+    strace                          # scripts/bench/x11_client.py: system calls per request; latscope spans reads its -T output
+    ltrace                          # latscope spans reads ltrace -T output (tests/spans.rs)
+    trace-cmd                       # latscope spans reads trace-cmd report (tests/spans.rs)
+    time                            # GNU time: the abuse tests' peak RSS of latscope alone (tests/abuse.rs)
     libkf5screen-bin                # kscreen-doctor: the real libkscreen, next to lab x11 config
     lttng-tools                     # latscope spans: LTTng userspace traces captured by the tests
     liblttng-ust1                   # liblttng-ust-cyg-profile.so.1 (function entry/exit events)
