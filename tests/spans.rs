@@ -637,6 +637,38 @@ fn a_fresh_lttng_trace_read_through_babeltrace2_times_each_call() {
         .find(|v| v.0 == 50)
         .expect("50 calls of work()");
     assert!(work.1 >= 1_000_000, "{work:?}");
+    // The same trace as `--names=all` writes it (every part named): detected as such and read
+    // to the same series; `--clock-cycles` stamps are refused, naming the option.
+    let layout = |flag: &str, name: &str| {
+        let text = Command::new("babeltrace2")
+            .arg(flag)
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        assert!(text.status.success(), "babeltrace2 {flag}");
+        util::write(d, name, &text.stdout)
+    };
+    let all = layout("--names=all", "all.txt");
+    let rule = [
+        "--span",
+        "call=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit",
+        "--key",
+        "addr,vtid",
+        "--by",
+        "addr",
+    ];
+    let out = run(&[&["spans"], &rule[..], &[all.to_str().unwrap()]].concat());
+    assert!(
+        stderr(&out).contains("babeltrace2 --names=all"),
+        "{}",
+        stderr(&out)
+    );
+    let doc = spans_json(&[&rule[..], &[all.to_str().unwrap()]].concat());
+    assert_eq!(ours(&doc), mine, "--names=all reads to other series");
+    let cycles = layout("--clock-cycles", "cycles.txt");
+    let out = run(&[&["spans"], &rule[..], &[cycles.to_str().unwrap()]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--clock-cycles"), "{}", stderr(&out));
 }
 
 /// Every series of a Chrome trace, all statistics: `{name: {count, min, p50, p90, p99, p999,
