@@ -1,10 +1,13 @@
 //! From measured runs to summaries, comparisons, verdicts, warnings and sentences. Pure.
 
+use super::layouts::LayoutTable;
 use super::schedule::BenchCommand;
 use super::spawn::RunMeasure;
 pub use crate::doc::bench::MetricKind as Kind;
 use crate::stats::ab as stats;
-use crate::stats::change::{Change, Evidence, Rule, Verdict, judge, judge_paired};
+use crate::stats::change::{
+    Change, Evidence, Rule, Verdict, judge, judge_paired, within_layout_noise,
+};
 use crate::stats::paired::{INTERIM_ALPHA, Paired, final_alpha};
 
 /// One metric's values for every command.
@@ -53,6 +56,8 @@ pub struct Analysis {
     pub warnings: Vec<String>,
     /// exact instruction counts from callgrind, per command, when measured
     pub callgrind_instructions: Option<Vec<u64>>,
+    /// per-layout medians and the layout-noise band (`--layouts`)
+    pub layouts: Option<LayoutTable>,
 }
 
 /// Reads one metric out of a run (`None`: not measured in that run).
@@ -162,8 +167,24 @@ pub fn metrics(runs: Runs<'_>) -> Vec<Metric> {
     out
 }
 
-/// Candidate `c` against the baseline on metric `m`.
-fn compare_metric(m: &Metric, c: usize, runs: Runs<'_>, rule: Rule) -> Option<Change> {
+/// Candidate `c` against the baseline on metric `m`; wall time under layouts is then judged
+/// against the layout-noise band.
+fn compare_metric(
+    m: &Metric,
+    c: usize,
+    runs: Runs<'_>,
+    rule: Rule,
+    layouts: Option<&LayoutTable>,
+) -> Option<Change> {
+    let change = compare_alone(m, c, runs, rule)?;
+    let band = layouts.filter(|_| m.name == "wall").and_then(|t| t.band(c));
+    Some(match band {
+        Some(b) => within_layout_noise(change, b),
+        None => change,
+    })
+}
+
+fn compare_alone(m: &Metric, c: usize, runs: Runs<'_>, rule: Rule) -> Option<Change> {
     // A ratio to a zero median (no system time, no migrations) means nothing.
     if stats::median(&m.values[0])? == 0.0 {
         return None;
@@ -207,10 +228,11 @@ pub fn analyse(
     rule: Rule,
 ) -> Analysis {
     let metrics = metrics(runs);
+    let layouts = LayoutTable::of(runs.timed);
     let per_metric = parallel_map(&metrics, |m| {
         let summaries: Vec<Option<Summary>> = m.values.iter().map(|v| summary(v)).collect();
         let comparisons: Vec<Option<Change>> = (1..commands.len())
-            .map(|c| compare_metric(m, c, runs, rule))
+            .map(|c| compare_metric(m, c, runs, rule, layouts.as_ref()))
             .collect();
         (summaries, comparisons)
     });
@@ -236,6 +258,7 @@ pub fn analyse(
         comparisons,
         warnings: Vec::new(),
         callgrind_instructions: callgrind,
+        layouts,
     };
     analysis.warnings = warnings(commands, runs.timed, &analysis);
     analysis
@@ -364,6 +387,9 @@ pub fn sentence(commands: &[BenchCommand], c: usize, wall: &Change, noise: f64) 
             "{b} vs {a}: mixed — its median and its slowest runs moved in opposite directions ({})",
             wall.reason
         ),
+        Verdict::WithinLayoutNoise => format!(
+            "{b} vs {a}: within layout noise — the ratio {ratio:.4} ({lo:.4}–{hi:.4}, {conf:.1}% interval) lies inside the spread that layouts alone gave the same commands (per-layout medians above): a relink could move it as much"
+        ),
         Verdict::Inconclusive => match wall.detectable {
             Some(d) => format!(
                 "{b} vs {a}: inconclusive — ratio {ratio:.4} ({lo:.4}–{hi:.4}), p = {:.3}; this run could have detected a change of ±{:.2}% (80% power): a longer run (--max-time) or a quieter machine sees smaller ones",
@@ -394,6 +420,7 @@ mod tests {
             exit_code: Some(0),
             timed_out: false,
             counters: vec![("instructions".to_string(), instructions)],
+            layout: None,
         }
     }
 

@@ -131,6 +131,25 @@ pub struct BenchDoc {
     /// interim looks at the data before the final analysis (sequential design)
     #[serde(default)]
     pub looks: u32,
+    /// the layouts the commands ran under and what they did (`--layouts`); absent without
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layouts: Option<LayoutsDoc>,
+}
+
+/// What layouts did to the commands (`bench --layouts`): see [`crate::bench::layouts`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayoutsDoc {
+    /// the build command run once per layout (`--relink`), as given
+    pub relink: Option<String>,
+    /// the layouts: index, seed, bytes of environment padding
+    pub layouts: Vec<crate::bench::spawn::Layout>,
+    /// per command, per layout: median wall time, ns
+    pub median_wall_ns: Vec<Vec<Option<f64>>>,
+    /// per command: max ÷ min − 1 of its per-layout medians (0.05 = 5%)
+    pub spread: Vec<Option<f64>>,
+    /// per candidate (candidate 1 first): the layout-noise band, the wider spread of the
+    /// candidate and the baseline
+    pub band: Vec<Option<f64>>,
 }
 
 impl BenchDoc {
@@ -148,6 +167,7 @@ impl BenchDoc {
             interrupted: false,
             stop: None,
             looks: 0,
+            layouts: None,
         }
     }
 

@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use crate::bench::analysis::{Analysis, Kind, Summary, sentence};
+use crate::bench::layouts::LayoutTable;
 use crate::bench::schedule::{BenchCommand, Measured};
 use crate::bench::spawn::{RunMeasure, failures};
 use crate::doc::bench::{self as d, BenchDoc, MetricChange, MetricSummary, RuleDoc};
@@ -87,6 +88,9 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
             let _ = writeln!(out, "  {failed}: in the statistics (--ignore-failure)");
         }
     }
+    if let Some(t) = &a.layouts {
+        out.push_str(&layout_table(t, m.relink.as_deref()));
+    }
     for (c, comparisons) in &a.comparisons {
         let _ = writeln!(out, "\n{} vs {}:", letter(*c), letter(0));
         let _ = writeln!(
@@ -129,6 +133,51 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
     }
     for w in &a.warnings {
         let _ = writeln!(out, "\nwarning: {w}");
+    }
+    out
+}
+
+/// Per command, its median wall time under each layout and their spread; then the band.
+pub fn layout_table(t: &LayoutTable, relink: Option<&str>) -> String {
+    let mut out = format!(
+        "\nlayouts: {} (environment padded by {} bytes{}); median wall time per layout:\n",
+        t.layouts.len(),
+        t.layouts
+            .iter()
+            .map(|l| l.env_pad.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        relink.map_or(String::new(), |r| format!(
+            "; binaries built by --relink '{r}'"
+        ))
+    );
+    let _ = write!(out, "  {:<8}", "layout");
+    for l in &t.layouts {
+        let _ = write!(out, " {:>12}", format!("seed {}", l.seed));
+    }
+    let _ = writeln!(out, " {:>9}", "spread");
+    for (c, medians) in t.medians.iter().enumerate() {
+        let _ = write!(out, "  {:<8}", letter(c));
+        for v in medians {
+            let _ = write!(
+                out,
+                " {:>12}",
+                v.map_or("–".to_string(), |v| show(Kind::Time, v))
+            );
+        }
+        let spread = t.spread[c].map_or("–".to_string(), |s| format!("{:.2}%", s * 100.0));
+        let _ = writeln!(out, " {spread:>9}");
+    }
+    for c in 1..t.medians.len() {
+        if let Some(b) = t.band(c) {
+            let _ = writeln!(
+                out,
+                "  layout-noise band of {} vs {}: ±{:.2}% (the wider spread): a change inside it is within layout noise",
+                letter(c),
+                letter(0),
+                b * 100.0
+            );
+        }
     }
     out
 }
@@ -257,6 +306,13 @@ pub fn document(commands: &[BenchCommand], m: &Measured, a: &Analysis, rule: Rul
                 .collect(),
         })
         .collect();
+    doc.layouts = a.layouts.as_ref().map(|t| d::LayoutsDoc {
+        relink: m.relink.clone(),
+        layouts: t.layouts.clone(),
+        median_wall_ns: t.medians.clone(),
+        spread: t.spread.clone(),
+        band: (1..t.medians.len()).map(|c| t.band(c)).collect(),
+    });
     doc.warnings = a.warnings.clone();
     doc.unsupported_counters = m.unsupported.iter().cloned().collect();
     doc.interrupted = m.interrupted;
