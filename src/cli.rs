@@ -259,6 +259,12 @@ with two or more commands). The final test spends what the looks did not (Haybit
 looking early adds no false alarms. The verdict: faster, slower, same (the interval lies within
 ±--noise), or inconclusive, printed with the smallest change this run could have detected.
 
+On a busy or shared machine other processes take the CPU from a run for whole time slices: its
+wall time grows by a random amount, its CPU time does not. --time cpu judges on user + system time
+(of the command and its children) the same way, block by block; wall time stays in the table. For
+CPU-bound commands it sees far smaller changes there (a warning says when CPU time is much
+steadier than wall time); it does not see time spent waiting for I/O or sleeping.
+
 Is a change real, or code layout? --layouts K runs every command under K layouts (a seeded
 environment padding of 0-4095 bytes moves the stack; --relink CMD builds each layout's binaries,
 e.g. with lld's -Wl,--shuffle-sections={seed}, to move the code) and prints each command's
@@ -290,6 +296,15 @@ Examples:
   latscope bench --format json ./a ./b > run.json; latscope bench --compare old.json run.json
 
 Exit status: 0 success, 1 error (a command failed, cannot run), 2 usage.";
+
+/// What `latscope bench` judges time on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimeBasis {
+    /// wall time, spawn to exit
+    Wall,
+    /// user + system CPU time of the command and its children
+    Cpu,
+}
 
 /// Which counters `latscope bench` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -405,6 +420,11 @@ pub struct BenchArgs {
     /// Also write the JSON result to this file.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
+    /// What the verdict is on: wall (spawn to exit, default) or cpu (user + system time of the
+    /// command and its children: leaves out the time it waited for a CPU, so on a busy or shared
+    /// machine it is steadier for CPU-bound commands; it does not see waits for I/O or sleeps).
+    #[arg(long, value_enum, default_value_t = TimeBasis::Wall)]
+    pub time: TimeBasis,
     /// Seed of the run order shuffle (and of the layouts: layout l has seed SEED + l).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

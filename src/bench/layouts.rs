@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
+use super::analysis::Clock;
 use super::spawn::{Layout, RunMeasure};
 use crate::stats::ab;
 
@@ -84,7 +85,7 @@ pub fn environment(layout: &Layout) -> Vec<Vec<u8>> {
 pub struct LayoutTable {
     /// the layouts, by index
     pub layouts: Vec<Layout>,
-    /// per command, per layout: median wall time in ns (`None`: no run under it)
+    /// per command, per layout: median time in ns on the verdict's clock (`None`: no run)
     pub medians: Vec<Vec<Option<f64>>>,
     /// per command, per layout: runs
     pub runs: Vec<Vec<usize>>,
@@ -94,8 +95,9 @@ pub struct LayoutTable {
 }
 
 impl LayoutTable {
-    /// The table of timed runs that carry layouts; `None` with fewer than two layouts.
-    pub fn of(timed: &[Vec<RunMeasure>]) -> Option<LayoutTable> {
+    /// The table of timed runs that carry layouts, on `clock`; `None` with fewer than two
+    /// layouts.
+    pub fn of(timed: &[Vec<RunMeasure>], clock: Clock) -> Option<LayoutTable> {
         let mut found: BTreeMap<u32, Layout> = BTreeMap::new();
         for l in timed.iter().flatten().filter_map(|r| r.layout) {
             found.entry(l.index).or_insert(l);
@@ -114,7 +116,7 @@ impl LayoutTable {
                     command
                         .iter()
                         .filter(|r| r.layout.is_some_and(|x| x.index == l.index))
-                        .map(|r| r.wall_ns as f64)
+                        .map(|r| clock.of(r) as f64)
                         .collect()
                 })
                 .collect();
@@ -224,7 +226,7 @@ mod tests {
             run(201, 0),
             run(201, 1),
         ];
-        let t = LayoutTable::of(&[base.clone(), cand]).unwrap();
+        let t = LayoutTable::of(&[base.clone(), cand], Clock::Wall).unwrap();
         assert_eq!(t.medians[0], [Some(100.0), Some(105.0)]);
         assert_eq!(t.medians[1], [Some(200.0), Some(202.0)]);
         assert_eq!(t.runs[0], [3, 3]);
@@ -233,9 +235,9 @@ mod tests {
         assert!((t.band(1).unwrap() - 0.05).abs() < 1e-12);
         assert_eq!(t.layouts[1].seed, 11);
         // Two runs under a layout are too few for a spread; one layout is no table.
-        let short = LayoutTable::of(&[base[..4].to_vec()]).unwrap();
+        let short = LayoutTable::of(&[base[..4].to_vec()], Clock::Wall).unwrap();
         assert_eq!(short.spread, [None]);
         let one: Vec<RunMeasure> = base.iter().filter(|r| r.wall_ns < 103).cloned().collect();
-        assert!(LayoutTable::of(&[one]).is_none());
+        assert!(LayoutTable::of(&[one], Clock::Wall).is_none());
     }
 }

@@ -3,9 +3,9 @@
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::{BenchArgs, CounterSet, Format};
+use crate::cli::{BenchArgs, CounterSet, Format, TimeBasis};
 use crate::signals;
-use latscope::bench::analysis::{Runs, analyse, clear};
+use latscope::bench::analysis::{Clock, Runs, analyse, clear};
 use latscope::bench::counters::{DEFAULT_EVENTS, parse_event};
 use latscope::bench::layouts::{self, SEED_PLACEHOLDER, with_seed};
 use latscope::bench::schedule::{self, BenchCommand, Measured, Schedule};
@@ -54,7 +54,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         &commands,
         &schedule,
         |done| bar.set_position(done as u64),
-        |m| clear(&m.runs, m.looks, rule),
+        |m| clear(&m.runs, m.looks, rule, clock(args)),
     );
     bar.finish_and_clear();
     let measured = Measured {
@@ -88,6 +88,14 @@ fn check_size(args: &BenchArgs, lists: &[(String, Vec<String>)]) {
             args.commands.len(),
             args.max_commands
         ));
+    }
+}
+
+/// The time the verdict is on.
+fn clock(args: &BenchArgs) -> Clock {
+    match args.time {
+        TimeBasis::Wall => Clock::Wall,
+        TimeBasis::Cpu => Clock::Cpu,
     }
 }
 
@@ -180,11 +188,13 @@ fn output(
         counted: &m.counted,
         paired: true,
         looks: m.looks,
+        clock: clock(args),
     };
     let a = analyse(commands, runs, callgrind, rule);
     let rule_doc = RuleDoc {
         noise: rule.noise,
         alpha: rule.alpha,
+        time: runs.clock,
     };
     let doc = render::document(commands, m, &a, rule_doc);
     let json = doc::to_json(&doc, false);
@@ -400,11 +410,13 @@ fn compare(
             counted: &m.counted,
             paired: false,
             looks: 0,
+            clock: clock(args),
         };
         let a = analyse(&commands, runs, None, rule);
         let rule_doc = RuleDoc {
             noise: rule.noise,
             alpha: rule.alpha,
+            time: runs.clock,
         };
         text.push_str(&match args.format {
             Format::Json => doc::to_json(&render::document(&commands, &m, &a, rule_doc), false),

@@ -16,6 +16,10 @@ pub struct RuleDoc {
     pub noise: f64,
     /// the significance level
     pub alpha: f64,
+    /// the time verdicts on time are on: `wall` (absent in documents of older versions) or
+    /// `cpu` (user + system, `bench --time cpu`)
+    #[serde(default)]
+    pub time: crate::bench::analysis::Clock,
 }
 
 /// One timed run: wall, user and system time, peak RSS, exit status, counters.
@@ -143,8 +147,8 @@ pub struct LayoutsDoc {
     pub relink: Option<String>,
     /// the layouts: index, seed, bytes of environment padding
     pub layouts: Vec<crate::bench::spawn::Layout>,
-    /// per command, per layout: median wall time, ns
-    pub median_wall_ns: Vec<Vec<Option<f64>>>,
+    /// per command, per layout: median time, ns, on the verdict's time (`rule.time`)
+    pub median_ns: Vec<Vec<Option<f64>>>,
     /// per command: max ÷ min − 1 of its per-layout medians (0.05 = 5%)
     pub spread: Vec<Option<f64>>,
     /// per candidate (candidate 1 first): the layout-noise band, the wider spread of the

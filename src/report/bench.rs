@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::bench::analysis::{Analysis, Kind, Summary, sentence};
+use crate::bench::analysis::{Analysis, Clock, Kind, Summary, sentence};
 use crate::bench::layouts::LayoutTable;
 use crate::bench::schedule::{BenchCommand, Measured};
 use crate::bench::spawn::{RunMeasure, failures};
@@ -89,7 +89,7 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
         }
     }
     if let Some(t) = &a.layouts {
-        out.push_str(&layout_table(t, m.relink.as_deref()));
+        out.push_str(&layout_table(t, m.relink.as_deref(), a.clock));
     }
     for (c, comparisons) in &a.comparisons {
         let _ = writeln!(out, "\n{} vs {}:", letter(*c), letter(0));
@@ -124,8 +124,13 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
                 x.verdict.name()
             );
         }
-        if let Some(wall) = a.comparison(*c, "wall") {
-            let _ = writeln!(out, "  {}", sentence(commands, *c, wall, noise));
+        if let Some(change) = a.verdict(*c) {
+            let on = if a.clock == Clock::Cpu {
+                "on CPU time (user + sys): "
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  {on}{}", sentence(commands, *c, change, noise));
         }
     }
     if commands.len() >= 3 {
@@ -138,9 +143,9 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
 }
 
 /// Per command, its median wall time under each layout and their spread; then the band.
-pub fn layout_table(t: &LayoutTable, relink: Option<&str>) -> String {
+pub fn layout_table(t: &LayoutTable, relink: Option<&str>, clock: Clock) -> String {
     let mut out = format!(
-        "\nlayouts: {} (environment padded by {} bytes{}); median wall time per layout:\n",
+        "\nlayouts: {} (environment padded by {} bytes{}); median {} time per layout:\n",
         t.layouts.len(),
         t.layouts
             .iter()
@@ -149,7 +154,8 @@ pub fn layout_table(t: &LayoutTable, relink: Option<&str>) -> String {
             .join(", "),
         relink.map_or(String::new(), |r| format!(
             "; binaries built by --relink '{r}'"
-        ))
+        )),
+        clock.metric()
     );
     let _ = write!(out, "  {:<8}", "layout");
     for l in &t.layouts {
@@ -309,7 +315,7 @@ pub fn document(commands: &[BenchCommand], m: &Measured, a: &Analysis, rule: Rul
     doc.layouts = a.layouts.as_ref().map(|t| d::LayoutsDoc {
         relink: m.relink.clone(),
         layouts: t.layouts.clone(),
-        median_wall_ns: t.medians.clone(),
+        median_ns: t.medians.clone(),
         spread: t.spread.clone(),
         band: (1..t.medians.len()).map(|c| t.band(c)).collect(),
     });
@@ -349,15 +355,16 @@ fn ratio_cell(x: &Change) -> String {
 /// A Markdown table of wall times and verdicts, and a line under it for each command with
 /// failed runs.
 pub fn markdown(commands: &[BenchCommand], m: &Measured, a: &Analysis) -> String {
-    let mut out = String::from(
-        "| command | wall median | 95% CI | vs baseline | p | verdict |\n|---|--:|--:|--:|--:|---|\n",
+    let on = a.clock.metric();
+    let mut out = format!(
+        "| command | {on} median | 95% CI | vs baseline | p | verdict |\n|---|--:|--:|--:|--:|---|\n",
     );
-    let Some(i) = a.metrics.iter().position(|m| m.name == "wall") else {
+    let Some(i) = a.metrics.iter().position(|m| m.name == on) else {
         return out;
     };
     for (c, cmd) in commands.iter().enumerate() {
         let Some(s) = a.summaries[i][c] else { continue };
-        let (ratio, p, verdict) = match a.comparison(c, "wall") {
+        let (ratio, p, verdict) = match a.verdict(c) {
             Some(x) => (
                 ratio_cell(x),
                 format!("{:.3}", x.p_value.unwrap_or(1.0)),
