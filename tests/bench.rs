@@ -776,6 +776,24 @@ fn the_text_report_shows_per_layout_medians_and_the_band() {
     );
     assert!(text.contains("seed 5") && text.contains("seed 7"), "{text}");
     assert!(text.contains("layout-noise band of B vs A: ±"), "{text}");
+    // Two runs per layout make no band.
+    let out = run(&[
+        "bench",
+        "--runs",
+        "4",
+        "--counters",
+        "none",
+        "--layouts",
+        "2",
+        "true",
+        "true",
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("no layout-noise band there (--runs 6 or more)"),
+        "{text}"
+    );
+    assert!(!text.contains("layout-noise band of"), "{text}");
 }
 
 /// The padding of a layout seed, read back from a one-layout-per-seed run's document.
@@ -899,5 +917,48 @@ fn time_cpu_judges_user_plus_system_time_block_by_block() {
         stdout(&out).starts_with("| command | cpu median |"),
         "{}",
         stdout(&out)
+    );
+}
+
+#[test]
+#[ignore = "a timing ratio: scripts/test.sh runs it alone (cargo test -- --ignored --test-threads=1)"]
+fn per_layout_medians_show_what_the_placement_of_the_loop_costs() {
+    let _heavy = util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = format!("{}/align-{{seed}}", dir.path().display());
+    // A/A under four relinks, on CPU time: odd seeds place the loop across a 64-byte line.
+    let doc = json(&[
+        "--runs",
+        "20",
+        "--counters",
+        "none",
+        "--time",
+        "cpu",
+        "--layouts",
+        "4",
+        "--relink",
+        &align_relink(dir.path()),
+        &format!("{bin} 20000000"),
+        &format!("{bin} 20000000"),
+    ]);
+    let medians: Vec<f64> = doc["layouts"]["median_ns"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_f64().unwrap())
+        .collect();
+    // Seeds 1..4: layouts 0 and 2 slow, 1 and 3 fast, about 1.5x (1.3 to 1.8 here).
+    for (slow, fast) in [(0, 1), (2, 3), (0, 3), (2, 1)] {
+        let ratio = medians[slow] / medians[fast];
+        assert!((1.3..1.8).contains(&ratio), "{medians:?}");
+    }
+    let wall = &doc["comparisons"][0]["metrics"][0];
+    assert_eq!(wall["metric"], "cpu");
+    assert!(
+        matches!(
+            wall["verdict"].as_str(),
+            Some("same" | "within-layout-noise")
+        ),
+        "{wall}"
     );
 }

@@ -91,6 +91,11 @@ impl Clock {
         }
     }
 
+    /// Wall time, the default (left out of documents).
+    pub fn is_wall(&self) -> bool {
+        *self == Clock::Wall
+    }
+
     /// A run's time on this clock, ns.
     pub fn of(self, r: &RunMeasure) -> u64 {
         match self {
@@ -414,6 +419,24 @@ fn steadier_cpu(
     ))
 }
 
+/// A warning when more processes wanted a CPU than there are CPUs: `loadavg` is the text of
+/// /proc/loadavg (its first field, the 1-minute load average, counts runnable processes),
+/// `cpus` the CPUs the benchmark may use. Runs then wait for a CPU.
+pub fn busy_machine(loadavg: &str, cpus: usize, clock: Clock) -> Option<String> {
+    let load: f64 = loadavg.split_whitespace().next()?.parse().ok()?;
+    let hint = match clock {
+        Clock::Wall => {
+            "wall times include waiting for a CPU: --time cpu judges CPU-bound commands on CPU time; or stop the other work, or pin the benchmark (taskset) to a CPU nothing else uses"
+        }
+        Clock::Cpu => {
+            "CPU time leaves the waiting out, but caches and memory bandwidth are shared too: stop the other work to see the smallest changes"
+        }
+    };
+    (load > cpus as f64).then(|| {
+        format!("the machine was busy: a load average of {load:.1} on {cpus} CPUs; {hint}")
+    })
+}
+
 /// The SwiftNIO diagnosis: equal instruction counts, significantly different time.
 fn same_work_different_speed(commands: &[BenchCommand], a: &Analysis) -> Vec<String> {
     let Some(instructions) = a.instructions() else {
@@ -626,6 +649,20 @@ mod tests {
             on_wall.warnings
         );
         assert!(!on_cpu.warnings.iter().any(|w| w.contains("--time cpu")));
+    }
+
+    #[test]
+    fn a_load_above_the_cpus_is_a_busy_machine() {
+        let w = busy_machine("12.51 9.93 5.07 3/412 2817\n", 2, Clock::Wall).unwrap();
+        assert!(
+            w.starts_with("the machine was busy: a load average of 12.5 on 2 CPUs; wall times"),
+            "{w}"
+        );
+        assert!(w.contains("--time cpu"), "{w}");
+        let c = busy_machine("2.5 1 1 1/1 1", 2, Clock::Cpu).unwrap();
+        assert!(c.contains("caches and memory bandwidth"), "{c}");
+        assert_eq!(busy_machine("2.00 1 1 1/1 1", 2, Clock::Wall), None);
+        assert_eq!(busy_machine("", 2, Clock::Wall), None);
     }
 
     #[test]

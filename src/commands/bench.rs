@@ -91,6 +91,13 @@ fn check_size(args: &BenchArgs, lists: &[(String, Vec<String>)]) {
     }
 }
 
+/// The busy-machine warning, from /proc/loadavg and the CPUs this process may use.
+fn busy_machine(clock: Clock) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let cpus = std::thread::available_parallelism().ok()?.get();
+    latscope::bench::analysis::busy_machine(&text, cpus, clock)
+}
+
 /// The time the verdict is on.
 fn clock(args: &BenchArgs) -> Clock {
     match args.time {
@@ -190,7 +197,8 @@ fn output(
         looks: m.looks,
         clock: clock(args),
     };
-    let a = analyse(commands, runs, callgrind, rule);
+    let mut a = analyse(commands, runs, callgrind, rule);
+    a.warnings.extend(busy_machine(runs.clock));
     let rule_doc = RuleDoc {
         noise: rule.noise,
         alpha: rule.alpha,

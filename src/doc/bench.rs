@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dist::{Nanoseconds, Summary};
 use super::{Kind, VERSION};
+use crate::bench::analysis::Clock;
 pub use crate::bench::schedule::Stop;
 use crate::stats::change::Change;
 
@@ -16,10 +17,10 @@ pub struct RuleDoc {
     pub noise: f64,
     /// the significance level
     pub alpha: f64,
-    /// the time verdicts on time are on: `wall` (absent in documents of older versions) or
-    /// `cpu` (user + system, `bench --time cpu`)
-    #[serde(default)]
-    pub time: crate::bench::analysis::Clock,
+    /// the time verdicts on time are on: `cpu` (user + system, `bench --time cpu`); absent:
+    /// wall time
+    #[serde(default, skip_serializing_if = "Clock::is_wall")]
+    pub time: Clock,
 }
 
 /// One timed run: wall, user and system time, peak RSS, exit status, counters.

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::bench::analysis::{Analysis, Clock, Kind, Summary, sentence};
-use crate::bench::layouts::LayoutTable;
+use crate::bench::layouts::{LayoutTable, MIN_RUNS_PER_LAYOUT};
 use crate::bench::schedule::{BenchCommand, Measured};
 use crate::bench::spawn::{RunMeasure, failures};
 use crate::doc::bench::{self as d, BenchDoc, MetricChange, MetricSummary, RuleDoc};
@@ -173,6 +173,13 @@ pub fn layout_table(t: &LayoutTable, relink: Option<&str>, clock: Clock) -> Stri
         }
         let spread = t.spread[c].map_or("–".to_string(), |s| format!("{:.2}%", s * 100.0));
         let _ = writeln!(out, " {spread:>9}");
+    }
+    if t.spread.iter().any(Option::is_none) {
+        let _ = writeln!(
+            out,
+            "  no spread where a layout has fewer than {MIN_RUNS_PER_LAYOUT} runs of a command: no layout-noise band there (--runs {} or more)",
+            MIN_RUNS_PER_LAYOUT * t.layouts.len()
+        );
     }
     for c in 1..t.medians.len() {
         if let Some(b) = t.band(c) {
