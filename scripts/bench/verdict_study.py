@@ -3,6 +3,7 @@
 the benchmark.)
 
     scripts/bench/verdict_study.py [--trials 40] [--seconds 10] [--changes 0,0.005,0.01]
+        [--latscope target/debug/latscope] [--extra '--time cpu']
 
 Uses tests/targets/spin.c, a CPU-bound loop whose work is set by its argument (WORK iterations,
 about 15-20 ms here). For each change c in --changes, TRIALS trials compare `spin WORK` with
@@ -13,8 +14,12 @@ latscope runs with its defaults and `--max-time SECONDS`: it stops as soon as th
 clear, else at SECONDS. hyperfine then runs the same pair with the same number of runs (-N, all A
 then all B, as it does), and is read the two ways its users can: its printed ratio of means with
 the propagated ± (a change is "called" when ratio ± error excludes 1), and Welch's t-test on the
-exported times at p < 0.05 (what hyperfine's scripts/welch_ttest.py does). Prints a Markdown
-table; every trial goes to target/bench/verdict_study.jsonl.
+exported times at p < 0.05 (what hyperfine's scripts/welch_ttest.py does). The runs of each
+latscope trial are also judged after the fact on CPU time (user + sys, latscope's paired rule
+re-implemented here) and by the minimum (ratio of minima, bootstrap over blocks), to compare
+estimators on the same runs. Prints a Markdown table; every trial goes to
+target/bench/verdict_study.jsonl with its runs and the load average. Results:
+scripts/bench/verdict_study.md.
 """
 import argparse
 import json
