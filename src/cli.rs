@@ -267,7 +267,7 @@ steadier than wall time); it does not see time spent waiting for I/O or sleeping
 
 Is a change real, or code layout? --layouts K runs every command under K layouts (a seeded
 environment padding of 0-4095 bytes moves the stack; --relink CMD builds each layout's binaries,
-e.g. with lld's -Wl,--shuffle-sections={seed}, to move the code) and prints each command's
+e.g. with lld's -Wl,--shuffle-sections=*={seed}, to move the code) and prints each command's
 median per layout. The spread of those medians (max/min) is what layout alone does to the same
 command; the wider spread of the two commands is the layout-noise band, and a faster, slower or
 inconclusive change whose whole interval lies inside it is `within layout noise`: a relink could
@@ -290,7 +290,7 @@ Examples:
   latscope bench --noise 0.1% --max-time 30s ./a ./b          # chase a 0.2% change
   latscope bench --warmup 3 -L size=1024,4096,65536 './upload --mask {size}'
   latscope bench --instructions=callgrind -e stalled-cycles-frontend ./a ./b
-  latscope bench --layouts 8 --relink 'make LDFLAGS=-Wl,--shuffle-sections={seed} O=b{seed}' b{seed}/old b{seed}/new
+  latscope bench --layouts 8 --relink 'make LDFLAGS=-Wl,--shuffle-sections=*={seed} O=b{seed}' b{seed}/old b{seed}/new
   latscope bench --setup 'make -s' --input req.bin --output pipe ./server-a ./server-b
   latscope bench --export-json hf.json ./a ./b; python3 welch_ttest.py hf.json   # hyperfine's scripts
   latscope bench --format json ./a ./b > run.json; latscope bench --compare old.json run.json
@@ -436,9 +436,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub layouts: u32,
     /// With --layouts: a build command run (by sh -c, untimed) once per layout before the
-    /// runs, {seed} replaced by the layout's seed, e.g. 'cc -O2 -fuse-ld=lld
-    /// -Wl,--shuffle-sections={seed} -o build/a-{seed} a.c'; the commands name that layout's
-    /// binaries with {seed} too ('build/a-{seed}').
+    /// runs, {seed} replaced by the layout's seed, e.g. 'cc -O2 -ffunction-sections
+    /// -fuse-ld=lld -Wl,--shuffle-sections=*={seed} -o build/a-{seed} a.c'; the commands name
+    /// that layout's binaries with {seed} too ('build/a-{seed}').
     #[arg(long, value_name = "CMD")]
     pub relink: Option<String>,
 }

@@ -13,17 +13,18 @@
 //! `LATSCOPE_LAYOUT_PAD` of that many `X`s (what hyperfine does at random per run, here seeded
 //! and recorded with every run), which moves the initial stack. With `--relink CMD`, CMD is run
 //! once per layout with `{seed}` replaced, and the commands' `{seed}` names that layout's binaries
-//! (e.g. linked with lld's `-Wl,--shuffle-sections=SEED`), so the code moves too. Blocks go
-//! through the layouts in shuffled rounds, so each layout gets the same number of runs, spread
-//! over the whole benchmark like every other interleaving.
+//! (e.g. compiled with `-ffunction-sections`, linked by lld 13+ with
+//! `-Wl,--shuffle-sections=*=SEED`), so the code moves too. Blocks go through the layouts in
+//! shuffled rounds, so each layout gets the same number of runs, spread over the whole benchmark
+//! like every other interleaving.
 //!
-//! **The band.** A command's median wall time under each layout is an A/A experiment: the same
-//! command, only its layout changed. The spread of one command is `max ÷ min` of its per-layout
-//! medians; the layout-noise band of a comparison is the wider spread of its two commands. A
-//! change whose interval lies inside the band is `within layout noise`
-//! ([`crate::stats::change::within_layout_noise`]): a relink could move it as much. The band
-//! also holds each per-layout median's own sampling noise, which only widens it: it never makes
-//! a layout effect look smaller than measured.
+//! **The band.** A command's median time (wall, or CPU with `--time cpu`) under each layout is
+//! an A/A experiment: the same command, only its layout changed. The spread of one command is
+//! `max ÷ min` of its per-layout medians; the layout-noise band of a comparison is the wider
+//! spread of its two commands. A change whose interval lies inside the band is `within layout
+//! noise` ([`crate::stats::change::within_layout_noise`]): a relink could move it as much. The
+//! band also holds each per-layout median's own sampling noise, which only widens it: it never
+//! makes a layout effect look smaller than measured.
 
 use std::collections::BTreeMap;
 
