@@ -31,8 +31,10 @@ scripts/capture/install-deps.sh
 
 step "the tests' private Python venv (PyPI packages, only those missing)"
 # One venv (target/latscope-venv): Perfetto's own protobuf schema, to decode
-# `export --to perfetto` independently, and DuckDB for the Parquet test.
-scripts/capture/venv.sh perfetto==0.59.1 protobuf==7.36.2 duckdb==2.0.0 >/dev/null
+# `export --to perfetto` independently, DuckDB for the Parquet test, and NumPy, SciPy and
+# Matplotlib for hyperfine's own scripts run on `bench --export-json` (tests/bench.rs).
+scripts/capture/venv.sh perfetto==0.59.1 protobuf==7.36.2 duckdb==2.0.0 \
+    numpy==2.2.6 scipy==1.15.3 matplotlib==3.10.3 >/dev/null
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -258,6 +258,20 @@ p < 0.001, or an interval inside the noise band — else it goes on to --max-tim
 with two or more commands). The final test spends what the looks did not (Haybittle-Peto), so
 looking early adds no false alarms. The verdict: faster, slower, same (the interval lies within
 ±--noise), or inconclusive, printed with the smallest change this run could have detected.
+
+On a busy or shared machine other processes take the CPU from a run for whole time slices: its
+wall time grows by a random amount, its CPU time does not. --time cpu judges on user + system time
+(of the command and its children) the same way, block by block; wall time stays in the table. For
+CPU-bound commands it sees far smaller changes there (a warning says when CPU time is much
+steadier than wall time); it does not see time spent waiting for I/O or sleeping.
+
+Is a change real, or code layout? --layouts K runs every command under K layouts (a seeded
+environment padding of 0-4095 bytes moves the stack; --relink CMD builds each layout's binaries,
+e.g. with lld's -Wl,--shuffle-sections=*={seed}, to move the code) and prints each command's
+median per layout. The spread of those medians (max/min) is what layout alone does to the same
+command; the wider spread of the two commands is the layout-noise band, and a faster, slower or
+inconclusive change whose whole interval lies inside it is `within layout noise`: a relink could
+move it as much.
 Other metrics get medians with bootstrap intervals, Mann-Whitney tests and the rule of
 `latscope compare --help`. It warns about noisy runs, cold first runs, commands that wait rather
 than compute, and the same instruction count in different time (stalls, alignment).
@@ -265,7 +279,10 @@ than compute, and the same instruction count in different time (stalls, alignmen
 hyperfine's options keep their meaning: -w, -r, -m (--min-runs), -n, -L, -i, --prepare,
 --setup/--cleanup (once, before the first and after the last block: blocks interleave the
 commands), --conclude,
---input, --output, --export-json/--export-markdown/--export-csv (latscope's own formats).";
+--input, --output, --export-json (hyperfine's JSON: results[] with mean, stddev, median, user,
+system, min, max, times, exit_codes, parameters, in seconds, so hyperfine's scripts read it),
+--export-markdown/--export-csv (latscope's table and one line per run). latscope's own document,
+with every run, counter and verdict, is --save FILE or --format json.";
 
 const BENCH_EXAMPLES: &str = "\
 Examples:
@@ -273,11 +290,21 @@ Examples:
   latscope bench --noise 0.1% --max-time 30s ./a ./b          # chase a 0.2% change
   latscope bench --warmup 3 -L size=1024,4096,65536 './upload --mask {size}'
   latscope bench --instructions=callgrind -e stalled-cycles-frontend ./a ./b
+  latscope bench --layouts 8 --relink 'make LDFLAGS=-Wl,--shuffle-sections=*={seed} O=b{seed}' b{seed}/old b{seed}/new
   latscope bench --setup 'make -s' --input req.bin --output pipe ./server-a ./server-b
-  latscope bench --export-json run.json --export-markdown run.md ./a ./b
+  latscope bench --export-json hf.json ./a ./b; python3 welch_ttest.py hf.json   # hyperfine's scripts
   latscope bench --format json ./a ./b > run.json; latscope bench --compare old.json run.json
 
 Exit status: 0 success, 1 error (a command failed, cannot run), 2 usage.";
+
+/// What `latscope bench` judges time on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimeBasis {
+    /// wall time, spawn to exit
+    Wall,
+    /// user + system CPU time of the command and its children
+    Cpu,
+}
 
 /// Which counters `latscope bench` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -345,7 +372,9 @@ pub struct BenchArgs {
     /// Counters, read in separate counted runs: none, software, all.
     #[arg(long, value_enum, default_value_t = CounterSet::All)]
     pub counters: CounterSet,
-    /// Also write the JSON result (the `bench` document) to FILE, like --save.
+    /// Also write hyperfine's JSON export to FILE (results[]: mean, stddev, median, user,
+    /// system, min, max, times, exit_codes, parameters; seconds), for hyperfine's scripts.
+    /// latscope's own document is --save.
     #[arg(long, value_name = "FILE")]
     pub export_json: Option<PathBuf>,
     /// Also write the Markdown table to FILE.
@@ -391,9 +420,27 @@ pub struct BenchArgs {
     /// Also write the JSON result to this file.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
-    /// Seed of the run order shuffle.
+    /// What the verdict is on: wall (spawn to exit, default) or cpu (user + system time of the
+    /// command and its children: leaves out the time it waited for a CPU, so on a busy or shared
+    /// machine it is steadier for CPU-bound commands; it does not see waits for I/O or sleeps).
+    #[arg(long, value_enum, default_value_t = TimeBasis::Wall)]
+    pub time: TimeBasis,
+    /// Seed of the run order shuffle (and of the layouts: layout l has seed SEED + l).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Run each command under K layouts (2 to 64; 1: off): each pads the environment with a
+    /// seeded 0-4095-byte LATSCOPE_LAYOUT_PAD (recorded per run), and with --relink uses its
+    /// own binaries. Blocks go through the layouts in shuffled rounds; the spread of a command's
+    /// per-layout medians is the layout-noise band, and a change whose interval lies inside it
+    /// is `within layout noise`. Without --runs, at least 5 runs per layout.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub layouts: u32,
+    /// With --layouts: a build command run (by sh -c, untimed) once per layout before the
+    /// runs, {seed} replaced by the layout's seed, e.g. 'cc -O2 -ffunction-sections
+    /// -fuse-ld=lld -Wl,--shuffle-sections=*={seed} -o build/a-{seed} a.c'; the commands name
+    /// that layout's binaries with {seed} too ('build/a-{seed}').
+    #[arg(long, value_name = "CMD")]
+    pub relink: Option<String>,
 }
 
 /// `latscope lab ...`

@@ -1,10 +1,13 @@
 //! From measured runs to summaries, comparisons, verdicts, warnings and sentences. Pure.
 
+use super::layouts::LayoutTable;
 use super::schedule::BenchCommand;
 use super::spawn::RunMeasure;
 pub use crate::doc::bench::MetricKind as Kind;
 use crate::stats::ab as stats;
-use crate::stats::change::{Change, Evidence, Rule, Verdict, judge, judge_paired};
+use crate::stats::change::{
+    Change, Evidence, Rule, Verdict, judge, judge_paired, within_layout_noise,
+};
 use crate::stats::paired::{INTERIM_ALPHA, Paired, final_alpha};
 
 /// One metric's values for every command.
@@ -53,6 +56,53 @@ pub struct Analysis {
     pub warnings: Vec<String>,
     /// exact instruction counts from callgrind, per command, when measured
     pub callgrind_instructions: Option<Vec<u64>>,
+    /// per-layout medians and the layout-noise band (`--layouts`)
+    pub layouts: Option<LayoutTable>,
+    /// the time the verdict is on
+    pub clock: Clock,
+}
+
+/// The time a benchmark's verdict is on (`bench --time`).
+///
+/// Wall time is what a user waits for, and includes the time a command waited for a CPU, a
+/// disk or a sleep. CPU time (user + system, of the command and its reaped children, from
+/// `wait4`) leaves out the time it was runnable but not running: on a busy or shared machine
+/// other processes take the CPU for whole time slices, which lengthens the wall time of a
+/// CPU-bound run by a random amount and leaves its CPU time alone. It is what hyperfine's
+/// `--shell=none` users read as `user`/`system`, and what the noise literature recommends where
+/// the wall clock is contended (Kalibera and Jones, "Rigorous benchmarking in reasonable time",
+/// 2013: measure the quantity that varies least for the question asked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// spawn to exit
+    #[default]
+    Wall,
+    /// user + system CPU time
+    Cpu,
+}
+
+impl Clock {
+    /// The metric's name in every output: `wall` or `cpu`.
+    pub fn metric(self) -> &'static str {
+        match self {
+            Clock::Wall => "wall",
+            Clock::Cpu => "cpu",
+        }
+    }
+
+    /// Wall time, the default (left out of documents).
+    pub fn is_wall(&self) -> bool {
+        *self == Clock::Wall
+    }
+
+    /// A run's time on this clock, ns.
+    pub fn of(self, r: &RunMeasure) -> u64 {
+        match self {
+            Clock::Wall => r.wall_ns,
+            Clock::Cpu => r.user_ns + r.sys_ns,
+        }
+    }
 }
 
 /// Reads one metric out of a run (`None`: not measured in that run).
@@ -70,16 +120,19 @@ pub struct Runs<'a> {
     pub paired: bool,
     /// interim looks taken before the final analysis (sequential design)
     pub looks: u32,
+    /// the time the verdict is on
+    pub clock: Clock,
 }
 
 impl<'a> Runs<'a> {
-    /// Runs of separate sessions: no pairing, no counted runs apart.
+    /// Runs of separate sessions: no pairing, no counted runs apart, wall time.
     pub fn unpaired(timed: &'a [Vec<RunMeasure>]) -> Runs<'a> {
         Runs {
             timed,
             counted: &[],
             paired: false,
             looks: 0,
+            clock: Clock::Wall,
         }
     }
 }
@@ -90,9 +143,20 @@ fn pick(runs: &[Vec<RunMeasure>], f: Extract<'_>) -> Option<Vec<Vec<f64>>> {
         .collect()
 }
 
-/// The metrics present in every run of every command.
+/// The metrics present in every run of every command; with `--time cpu`, `cpu` (user +
+/// system) first.
 pub fn metrics(runs: Runs<'_>) -> Vec<Metric> {
     let mut out = Vec::new();
+    let cpu = (runs.clock == Clock::Cpu)
+        .then(|| pick(runs.timed, &|r| Some(Clock::Cpu.of(r) as f64)))
+        .flatten();
+    if let Some(values) = cpu {
+        out.push(Metric {
+            name: Clock::Cpu.metric().to_string(),
+            kind: Kind::Time,
+            values,
+        });
+    }
     let fixed: [(&str, Kind, Extract<'_>); 6] = [
         ("wall", Kind::Time, &|r| Some(r.wall_ns as f64)),
         ("user", Kind::Time, &|r| Some(r.user_ns as f64)),
@@ -162,13 +226,32 @@ pub fn metrics(runs: Runs<'_>) -> Vec<Metric> {
     out
 }
 
-/// Candidate `c` against the baseline on metric `m`.
-fn compare_metric(m: &Metric, c: usize, runs: Runs<'_>, rule: Rule) -> Option<Change> {
+/// Candidate `c` against the baseline on metric `m`; wall time under layouts is then judged
+/// against the layout-noise band.
+fn compare_metric(
+    m: &Metric,
+    c: usize,
+    runs: Runs<'_>,
+    rule: Rule,
+    layouts: Option<&LayoutTable>,
+) -> Option<Change> {
+    let change = compare_alone(m, c, runs, rule)?;
+    let band = layouts
+        .filter(|_| m.name == runs.clock.metric())
+        .and_then(|t| t.band(c));
+    Some(match band {
+        Some(b) => within_layout_noise(change, b),
+        None => change,
+    })
+}
+
+fn compare_alone(m: &Metric, c: usize, runs: Runs<'_>, rule: Rule) -> Option<Change> {
     // A ratio to a zero median (no system time, no migrations) means nothing.
     if stats::median(&m.values[0])? == 0.0 {
         return None;
     }
-    let paired = (runs.paired && m.name == "wall")
+    // Times of one block ran side by side: paired.
+    let paired = (runs.paired && (m.name == "wall" || m.name == "cpu"))
         .then(|| Paired::of(&m.values[0], &m.values[c]))
         .flatten();
     if let Some(p) = paired {
@@ -181,12 +264,12 @@ fn compare_metric(m: &Metric, c: usize, runs: Runs<'_>, rule: Rule) -> Option<Ch
     ))
 }
 
-/// Whether every candidate's wall time is clearly changed (at the interim level) or clearly the
-/// same, after `looks` interim looks: the sequential design's stopping rule.
-pub fn clear(timed: &[Vec<RunMeasure>], looks: u32, rule: Rule) -> bool {
+/// Whether every candidate's time on `clock` is clearly changed (at the interim level) or
+/// clearly the same, after `looks` interim looks: the sequential design's stopping rule.
+pub fn clear(timed: &[Vec<RunMeasure>], looks: u32, rule: Rule, clock: Clock) -> bool {
     let walls: Vec<Vec<f64>> = timed
         .iter()
-        .map(|rs| rs.iter().map(|r| r.wall_ns as f64).collect())
+        .map(|rs| rs.iter().map(|r| clock.of(r) as f64).collect())
         .collect();
     (1..walls.len()).all(|c| {
         let Some(p) = Paired::of(&walls[0], &walls[c]) else {
@@ -207,10 +290,11 @@ pub fn analyse(
     rule: Rule,
 ) -> Analysis {
     let metrics = metrics(runs);
+    let layouts = LayoutTable::of(runs.timed, runs.clock);
     let per_metric = parallel_map(&metrics, |m| {
         let summaries: Vec<Option<Summary>> = m.values.iter().map(|v| summary(v)).collect();
         let comparisons: Vec<Option<Change>> = (1..commands.len())
-            .map(|c| compare_metric(m, c, runs, rule))
+            .map(|c| compare_metric(m, c, runs, rule, layouts.as_ref()))
             .collect();
         (summaries, comparisons)
     });
@@ -236,6 +320,8 @@ pub fn analyse(
         comparisons,
         warnings: Vec::new(),
         callgrind_instructions: callgrind,
+        layouts,
+        clock: runs.clock,
     };
     analysis.warnings = warnings(commands, runs.timed, &analysis);
     analysis
@@ -253,6 +339,11 @@ fn summary(values: &[f64]) -> Option<Summary> {
 }
 
 impl Analysis {
+    /// The comparison of candidate `c` on the time the verdict is on.
+    pub fn verdict(&self, c: usize) -> Option<&Change> {
+        self.comparison(c, self.clock.metric())
+    }
+
     /// The comparison of candidate `c` on metric `name`.
     pub fn comparison(&self, c: usize, name: &str) -> Option<&Change> {
         self.comparisons
@@ -286,6 +377,7 @@ fn warnings(commands: &[BenchCommand], runs: &[Vec<RunMeasure>], a: &Analysis) -
         };
         if let Some(cv) = stats::coefficient_of_variation(&walls).filter(|cv| *cv > 0.05) {
             out.push(format!("'{}': wall time varies a lot (coefficient of variation {:.1}%): the machine or the command is noisy; verdicts need more runs", cmd.name, cv * 100.0));
+            out.extend(steadier_cpu(cmd, &runs[c], cv, a.clock));
         }
         let utilisation: Vec<f64> = runs[c]
             .iter()
@@ -309,6 +401,42 @@ fn warnings(commands: &[BenchCommand], runs: &[Vec<RunMeasure>], a: &Analysis) -
     out
 }
 
+/// A hint when wall time is noisy and CPU time is not (other processes took the CPU from a
+/// CPU-bound command): judging on CPU time would see smaller changes.
+fn steadier_cpu(
+    cmd: &BenchCommand,
+    runs: &[RunMeasure],
+    wall_cv: f64,
+    clock: Clock,
+) -> Option<String> {
+    let cpu: Vec<f64> = runs.iter().map(|r| Clock::Cpu.of(r) as f64).collect();
+    let cv = stats::coefficient_of_variation(&cpu)?;
+    (clock == Clock::Wall && cv < wall_cv / 2.0).then(|| format!(
+        "'{}': its CPU time varies only {:.1}% against {:.1}% for its wall time: it waited for a CPU that other processes held; if it is CPU-bound, --time cpu judges on CPU time and sees smaller changes",
+        cmd.name,
+        cv * 100.0,
+        wall_cv * 100.0
+    ))
+}
+
+/// A warning when more processes wanted a CPU than there are CPUs: `loadavg` is the text of
+/// /proc/loadavg (its first field, the 1-minute load average, counts runnable processes),
+/// `cpus` the CPUs the benchmark may use. Runs then wait for a CPU.
+pub fn busy_machine(loadavg: &str, cpus: usize, clock: Clock) -> Option<String> {
+    let load: f64 = loadavg.split_whitespace().next()?.parse().ok()?;
+    let hint = match clock {
+        Clock::Wall => {
+            "wall times include waiting for a CPU: --time cpu judges CPU-bound commands on CPU time; or stop the other work, or pin the benchmark (taskset) to a CPU nothing else uses"
+        }
+        Clock::Cpu => {
+            "CPU time leaves the waiting out, but caches and memory bandwidth are shared too: stop the other work to see the smallest changes"
+        }
+    };
+    (load > cpus as f64).then(|| {
+        format!("the machine was busy: a load average of {load:.1} on {cpus} CPUs; {hint}")
+    })
+}
+
 /// The SwiftNIO diagnosis: equal instruction counts, significantly different time.
 fn same_work_different_speed(commands: &[BenchCommand], a: &Analysis) -> Vec<String> {
     let Some(instructions) = a.instructions() else {
@@ -316,7 +444,7 @@ fn same_work_different_speed(commands: &[BenchCommand], a: &Analysis) -> Vec<Str
     };
     let mut out = Vec::new();
     for c in 1..commands.len() {
-        let Some(wall) = a.comparison(c, "wall") else {
+        let Some(wall) = a.verdict(c) else {
             continue;
         };
         let (base, cand) = (instructions[0], instructions[c]);
@@ -364,6 +492,9 @@ pub fn sentence(commands: &[BenchCommand], c: usize, wall: &Change, noise: f64) 
             "{b} vs {a}: mixed — its median and its slowest runs moved in opposite directions ({})",
             wall.reason
         ),
+        Verdict::WithinLayoutNoise => format!(
+            "{b} vs {a}: within layout noise — the ratio {ratio:.4} ({lo:.4}–{hi:.4}, {conf:.1}% interval) lies inside the spread that layouts alone gave the same commands (per-layout medians above): a relink could move it as much"
+        ),
         Verdict::Inconclusive => match wall.detectable {
             Some(d) => format!(
                 "{b} vs {a}: inconclusive — ratio {ratio:.4} ({lo:.4}–{hi:.4}), p = {:.3}; this run could have detected a change of ±{:.2}% (80% power): a longer run (--max-time) or a quieter machine sees smaller ones",
@@ -394,6 +525,7 @@ mod tests {
             exit_code: Some(0),
             timed_out: false,
             counters: vec![("instructions".to_string(), instructions)],
+            layout: None,
         }
     }
 
@@ -470,6 +602,70 @@ mod tests {
     }
 
     #[test]
+    fn cpu_time_sees_a_one_percent_change_that_preemption_hides_in_wall_time() {
+        // CPU time 20 ms ± 0.1 ms, the candidate 1% more; wall time adds 0 to 60 ms of waiting
+        // for a CPU, differently in each run (a busy machine).
+        let run_of = |cpu_ms: f64, wait_ms: f64| RunMeasure {
+            wall_ns: ((cpu_ms + wait_ms) * 1e6) as u64,
+            user_ns: (cpu_ms * 1e6) as u64,
+            sys_ns: 0,
+            ..run(0.0, 0)
+        };
+        let jitter = |i: i32| f64::from((i * 7) % 5 - 2) * 0.05;
+        let wait = |i: i32| f64::from((i * 37) % 61);
+        let base: Vec<RunMeasure> = (0..30).map(|i| run_of(20.0 + jitter(i), wait(i))).collect();
+        let cand: Vec<RunMeasure> = (0..30)
+            .map(|i| run_of(20.2 + jitter(i + 1), wait(i + 11)))
+            .collect();
+        let timed = [base, cand];
+        let runs = |clock| Runs {
+            timed: &timed,
+            counted: &[],
+            paired: true,
+            looks: 0,
+            clock,
+        };
+        let on_cpu = analyse(&cmds(2), runs(Clock::Cpu), None, bench_rule());
+        assert_eq!(on_cpu.metrics[0].name, "cpu");
+        let v = on_cpu.verdict(1).unwrap();
+        assert_eq!(
+            (v.verdict, v.basis),
+            (Verdict::Slower, crate::stats::change::Basis::Paired),
+            "{}",
+            v.reason
+        );
+        assert!((v.p50.unwrap().ratio - 1.01).abs() < 0.002, "{}", v.reason);
+        assert!(clear(&timed, 0, bench_rule(), Clock::Cpu));
+        let on_wall = analyse(&cmds(2), runs(Clock::Wall), None, bench_rule());
+        assert_eq!(on_wall.metrics[0].name, "wall");
+        assert_eq!(on_wall.verdict(1).unwrap().verdict, Verdict::Inconclusive);
+        // Judged on wall time, the steadier CPU time is pointed out.
+        assert!(
+            on_wall
+                .warnings
+                .iter()
+                .any(|w| w.contains("--time cpu judges on CPU time")),
+            "{:?}",
+            on_wall.warnings
+        );
+        assert!(!on_cpu.warnings.iter().any(|w| w.contains("--time cpu")));
+    }
+
+    #[test]
+    fn a_load_above_the_cpus_is_a_busy_machine() {
+        let w = busy_machine("12.51 9.93 5.07 3/412 2817\n", 2, Clock::Wall).unwrap();
+        assert!(
+            w.starts_with("the machine was busy: a load average of 12.5 on 2 CPUs; wall times"),
+            "{w}"
+        );
+        assert!(w.contains("--time cpu"), "{w}");
+        let c = busy_machine("2.5 1 1 1/1 1", 2, Clock::Cpu).unwrap();
+        assert!(c.contains("caches and memory bandwidth"), "{c}");
+        assert_eq!(busy_machine("2.00 1 1 1/1 1", 2, Clock::Wall), None);
+        assert_eq!(busy_machine("", 2, Clock::Wall), None);
+    }
+
+    #[test]
     fn paired_runs_are_judged_block_by_block_and_unclear_ones_say_what_they_could_detect() {
         // Drift between blocks (100, 130, 100, 130 ms...) hides a 1% change from an unpaired
         // test, not from a paired one.
@@ -483,6 +679,7 @@ mod tests {
             counted: &[],
             paired: true,
             looks: 0,
+            clock: Clock::Wall,
         };
         let an = analyse(&cmds(2), paired, None, bench_rule());
         let wall = an.comparison(1, "wall").unwrap();
@@ -492,7 +689,7 @@ mod tests {
             "{}",
             wall.reason
         );
-        assert!(clear(&timed, 0, bench_rule()));
+        assert!(clear(&timed, 0, bench_rule(), Clock::Wall));
         let unpaired = analyse(&cmds(2), Runs::unpaired(&timed), None, bench_rule());
         assert_ne!(
             unpaired.comparison(1, "wall").unwrap().verdict,
@@ -514,6 +711,6 @@ mod tests {
             s.contains("this run could have detected a change of ±"),
             "{s}"
         );
-        assert!(!clear(&timed, 0, bench_rule()));
+        assert!(!clear(&timed, 0, bench_rule(), Clock::Wall));
     }
 }

@@ -5,5 +5,6 @@
 pub mod analysis;
 pub mod callgrind;
 pub mod counters;
+pub mod layouts;
 pub mod schedule;
 pub mod spawn;

@@ -3,7 +3,9 @@
 //!
 //! Every block runs each command once in a freshly shuffled order, so slow drifts of the
 //! machine (thermal, other tenants, caches) hit every command alike instead of whichever ran
-//! last, which is what an all-A-then-all-B schedule (hyperfine's) does.
+//! last, which is what an all-A-then-all-B schedule (hyperfine's) does. Under `--layouts K`
+//! ([`super::layouts`]) every command is prepared once per layout, and the blocks go through the
+//! layouts in shuffled rounds of K: every command of a block runs under the block's layout.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +14,8 @@ use rand::seq::SliceRandom;
 use rand_pcg::Pcg64;
 
 use super::counters::Event;
-use super::spawn::{Io, Prepared, RunMeasure, SpawnError, Stops};
+use super::layouts;
+use super::spawn::{Io, Layout, Prepared, RunMeasure, SpawnError, Stops};
 use crate::ingest::Cancel;
 
 /// One command to benchmark.
@@ -64,6 +67,9 @@ pub struct Schedule {
     pub count_every: u32,
     /// seed of the block order shuffle
     pub seed: u64,
+    /// the layouts every command runs under (`--layouts`; empty: latscope's environment and
+    /// the commands as given)
+    pub layouts: Vec<Layout>,
     /// stop early, keeping what was measured
     pub cancel: Option<Cancel>,
 }
@@ -113,6 +119,11 @@ pub struct Measured {
     pub looks: u32,
     /// why it stopped
     pub stop: Stop,
+    /// the layouts the commands ran under (`--layouts`), and the command that built each
+    /// layout's binaries (`--relink`)
+    pub layouts: Vec<Layout>,
+    /// `--relink`, as given
+    pub relink: Option<String>,
 }
 
 /// Why a benchmark stopped with an error.
@@ -143,6 +154,7 @@ pub fn run(
     let mut m = Measured {
         runs: vec![Vec::new(); commands.len()],
         counted: vec![Vec::new(); commands.len()],
+        layouts: s.layouts.clone(),
         ..Measured::default()
     };
     let error = match Runner::new(commands, s) {
@@ -155,10 +167,10 @@ pub fn run(
     (m, error)
 }
 
-/// The commands prepared, and the hooks.
+/// The commands prepared (per command, per layout), and the hooks.
 struct Runner<'a> {
     commands: &'a [BenchCommand],
-    prepared: Vec<Prepared>,
+    prepared: Vec<Vec<Prepared>>,
     hooks: [Option<Prepared>; 4],
     s: Schedule,
 }
@@ -185,7 +197,7 @@ impl<'a> Runner<'a> {
     fn new(commands: &'a [BenchCommand], s: &Schedule) -> Result<Runner<'a>, BenchError> {
         let prepared = commands
             .iter()
-            .map(|c| Prepared::new(&c.argv, &s.io))
+            .map(|c| prepare(c, &s.layouts, &s.io))
             .collect::<Result<Vec<_>, _>>()?;
         // Hooks read nothing and write where the commands write.
         let hook_io = Io {
@@ -258,15 +270,17 @@ impl<'a> Runner<'a> {
         progress: &mut impl FnMut(usize),
         clear: &mut impl FnMut(&Measured) -> bool,
     ) -> Result<Outcome, BenchError> {
-        for _ in 0..self.s.warmup {
+        let k = self.s.layouts.len().max(1);
+        for w in 0..self.s.warmup as usize {
             for c in 0..self.commands.len() {
                 if self.cancelled() {
                     return Ok(Outcome::Interrupted);
                 }
-                self.once(c, Counted::No, m)?;
+                self.once(c, w % k, Counted::No, m)?;
             }
         }
         let mut rng = Pcg64::seed_from_u64(self.s.seed);
+        let mut round: Vec<usize> = (0..k).collect();
         let started = Instant::now();
         let mut blocks = 0u32;
         let mut done = 0;
@@ -287,13 +301,19 @@ impl<'a> Runner<'a> {
                     next_look = started.elapsed().mul_f64(1.25);
                 }
             }
+            // Each round of k blocks runs every layout once, in a shuffled order.
+            let slot = blocks as usize % k;
+            if k > 1 && slot == 0 {
+                round.shuffle(&mut rng);
+            }
+            let layout = round[slot];
             let mut order: Vec<usize> = (0..self.commands.len()).collect();
             order.shuffle(&mut rng);
             for &c in &order {
                 if self.cancelled() {
                     return Ok(Outcome::Interrupted);
                 }
-                let r = self.once(c, Counted::No, m)?;
+                let r = self.once(c, layout, Counted::No, m)?;
                 m.runs[c].push(r);
                 m.order.push(c);
                 done += 1;
@@ -306,7 +326,7 @@ impl<'a> Runner<'a> {
                         return Ok(Outcome::Interrupted);
                     }
                     let events = std::mem::take(&mut self.s.events);
-                    let r = self.once(c, Counted::Yes(&events), m);
+                    let r = self.once(c, layout, Counted::Yes(&events), m);
                     // Events found unsupported by the first counted run are not tried again
                     // (each failed perf_event_open costs tens of microseconds).
                     self.s.events = events;
@@ -376,19 +396,22 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    /// One run of command `c` between its prepare and conclude hooks.
+    /// One run of command `c` under layout `layout` between its prepare and conclude hooks.
     fn once(
         &self,
         c: usize,
+        layout: usize,
         counted: Counted<'_>,
         m: &mut Measured,
     ) -> Result<RunMeasure, BenchError> {
         self.hook(PREPARE)?;
-        let (r, unsupported) = match counted {
+        let prepared = &self.prepared[c][layout];
+        let (mut r, unsupported) = match counted {
             // Forked even when no event could be opened: peak RSS is read from these runs.
-            Counted::Yes(events) => self.prepared[c].counted(events, self.stops())?,
-            Counted::No => self.prepared[c].run(&[], self.stops())?,
+            Counted::Yes(events) => prepared.counted(events, self.stops())?,
+            Counted::No => prepared.run(&[], self.stops())?,
         };
+        r.layout = self.s.layouts.get(layout).copied();
         if matches!(counted, Counted::Yes(_)) && m.unsupported.is_empty() {
             m.unsupported = unsupported;
         }
@@ -401,6 +424,21 @@ impl<'a> Runner<'a> {
         self.hook(CONCLUDE)?;
         Ok(r)
     }
+}
+
+/// A command prepared once per layout (`{seed}` replaced, the environment padded), or once as
+/// it is without layouts.
+fn prepare(c: &BenchCommand, layouts: &[Layout], io: &Io) -> Result<Vec<Prepared>, SpawnError> {
+    if layouts.is_empty() {
+        return Ok(vec![Prepared::new(&c.argv, io)?]);
+    }
+    layouts
+        .iter()
+        .map(|l| {
+            let argv: Vec<String> = c.argv.iter().map(|a| layouts::with_seed(a, l)).collect();
+            Prepared::new(&argv, io)?.with_environment(layouts::environment(l))
+        })
+        .collect()
 }
 
 fn failure_text(r: &RunMeasure, s: &Schedule) -> String {
@@ -492,6 +530,7 @@ mod tests {
             events: Vec::new(),
             count_every: COUNT_EVERY,
             seed: 7,
+            layouts: Vec::new(),
             cancel: None,
         }
     }
@@ -554,6 +593,34 @@ mod tests {
         // ...in an order that is not always the same.
         let firsts: std::collections::BTreeSet<usize> = m.order.chunks(2).map(|b| b[0]).collect();
         assert_eq!(firsts.len(), 2);
+    }
+
+    #[test]
+    fn blocks_go_through_the_layouts_in_rounds_with_the_seed_and_padding_of_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = format!(
+            "echo ${{#LATSCOPE_LAYOUT_PAD}} > {}/pad-{{seed}}",
+            dir.path().display()
+        );
+        let cmds = expand(&[script], &[], &[], true).unwrap();
+        let s = Schedule {
+            layouts: layouts::layouts(3, 40),
+            ..schedule(7)
+        };
+        let (m, err) = run(&cmds, &s, |_| {}, |_| false);
+        assert!(err.is_none(), "{err:?}");
+        let seen: Vec<u32> = m.runs[0].iter().map(|r| r.layout.unwrap().index).collect();
+        // Rounds of three blocks, each a permutation of the layouts (the 7th starts a round).
+        for round in seen.chunks(3).filter(|r| r.len() == 3) {
+            let mut sorted = round.to_vec();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [0, 1, 2], "{seen:?}");
+        }
+        assert_eq!(m.layouts, s.layouts);
+        for l in &s.layouts {
+            let pad = std::fs::read_to_string(dir.path().join(format!("pad-{}", l.seed))).unwrap();
+            assert_eq!(pad.trim(), l.env_pad.to_string(), "layout {l:?}");
+        }
     }
 
     #[test]

@@ -63,6 +63,21 @@ pub struct RunMeasure {
     /// run without counters); a JSON object in documents
     #[serde(with = "counters_as_map", default)]
     pub counters: Vec<(String, u64)>,
+    /// the layout it ran under (`bench --layouts`; absent without)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<Layout>,
+}
+
+/// The layout a run ran under (`bench --layouts K`): its seed (`{seed}` in `--relink` and in
+/// the commands) and the size of the environment padding it got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Layout {
+    /// which of the K layouts, from 0
+    pub index: u32,
+    /// its seed
+    pub seed: u64,
+    /// bytes of the padding variable (`LATSCOPE_LAYOUT_PAD`) in the run's environment
+    pub env_pad: u32,
 }
 
 impl RunMeasure {
@@ -199,6 +214,8 @@ pub struct Prepared {
     stdin: CString,
     stdout: Option<CString>,
     pipe_output: bool,
+    /// the run's own environment (`NAME=value`, NULL-terminated pointers); `None`: latscope's
+    env: Option<(Vec<CString>, Vec<*mut libc::c_char>)>,
 }
 
 impl Prepared {
@@ -232,7 +249,31 @@ impl Prepared {
             stdin,
             stdout,
             pipe_output: io.output == Output::Pipe,
+            env: None,
         })
+    }
+
+    /// The same command run with exactly this environment (`NAME=value` entries) instead of
+    /// latscope's (`bench --layouts` pads it).
+    pub fn with_environment(mut self, entries: Vec<Vec<u8>>) -> Result<Prepared, SpawnError> {
+        let strings = entries
+            .iter()
+            .map(|e| cstring(e))
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut pointers: Vec<*mut libc::c_char> =
+            strings.iter().map(|e| e.as_ptr().cast_mut()).collect();
+        pointers.push(std::ptr::null_mut());
+        self.env = Some((strings, pointers));
+        Ok(self)
+    }
+
+    /// The environment a run gets.
+    fn envp(&self) -> *const *mut libc::c_char {
+        match &self.env {
+            Some((_, pointers)) => pointers.as_ptr(),
+            // SAFETY: reading the address held by libc's `environ`.
+            None => unsafe { environ },
+        }
     }
 
     fn program(&self) -> String {
@@ -281,7 +322,7 @@ impl Prepared {
                 &actions.0,
                 &attributes.0,
                 self.pointers.as_ptr(),
-                environ,
+                self.envp(),
             )
         };
         let exited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -322,7 +363,7 @@ impl Prepared {
         let (gate_r, gate_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         // SAFETY: the child only calls async-signal-safe functions (close, read, open, dup2,
-        // execvp, write, _exit) on memory prepared before the fork.
+        // execvpe, write, _exit) on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(io::Error::last_os_error().into());
@@ -375,7 +416,11 @@ impl Prepared {
                 redirect(1, out, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC);
                 redirect(2, c"/dev/null", libc::O_WRONLY);
             }
-            libc::execvp(self.args[0].as_ptr(), self.pointers.as_ptr().cast());
+            libc::execvpe(
+                self.args[0].as_ptr(),
+                self.pointers.as_ptr().cast(),
+                self.envp().cast(),
+            );
             let errno = *libc::__errno_location();
             libc::write(
                 err[1],
@@ -551,6 +596,7 @@ fn finish(pid: i32, start: Instant, stops: Stops<'_>) -> Result<RunMeasure, Spaw
         exit_code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
         timed_out: fired == Some(Fired::Timeout),
         counters: Vec::new(),
+        layout: None,
     })
 }
 

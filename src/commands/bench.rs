@@ -3,11 +3,13 @@
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::{BenchArgs, CounterSet, Format};
+use crate::cli::{BenchArgs, CounterSet, Format, TimeBasis};
 use crate::signals;
-use latscope::bench::analysis::{Runs, analyse, clear};
+use latscope::bench::analysis::{Clock, Runs, analyse, clear};
 use latscope::bench::counters::{DEFAULT_EVENTS, parse_event};
+use latscope::bench::layouts::{self, SEED_PLACEHOLDER, with_seed};
 use latscope::bench::schedule::{self, BenchCommand, Measured, Schedule};
+use latscope::bench::spawn::Layout;
 use latscope::bench::spawn::{Io, Output};
 use latscope::bench::{callgrind, schedule::BenchError};
 use latscope::doc::bench::{BenchDoc, RuleDoc};
@@ -30,11 +32,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .unwrap_or_else(|e| usage(&e));
     let files = Files::check(args)?;
     let schedule = build_schedule(args, commands.len())?;
+    check_layouts(args, &commands);
+    if let Some(cmd) = &args.relink {
+        relink(cmd, &schedule.layouts)?;
+    }
     let callgrind = match args.instructions.as_deref() {
         Some("callgrind") => Some(
             commands
                 .iter()
-                .map(|c| callgrind::instructions(&c.argv))
+                .map(|c| callgrind::instructions(&first_layout(&c.argv, &schedule.layouts)))
                 .collect::<Result<Vec<u64>, String>>()
                 .map_err(anyhow::Error::msg)?,
         ),
@@ -48,9 +54,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         &commands,
         &schedule,
         |done| bar.set_position(done as u64),
-        |m| clear(&m.runs, m.looks, rule),
+        |m| clear(&m.runs, m.looks, rule, clock(args)),
     );
     bar.finish_and_clear();
+    let measured = Measured {
+        relink: args.relink.clone(),
+        ..measured
+    };
     if measured.runs.iter().all(Vec::is_empty) {
         return Err(error.map_or_else(
             || anyhow::anyhow!("interrupted before any run"),
@@ -81,13 +91,81 @@ fn check_size(args: &BenchArgs, lists: &[(String, Vec<String>)]) {
     }
 }
 
+/// The busy-machine warning, from /proc/loadavg and the CPUs this process may use.
+fn busy_machine(clock: Clock) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let cpus = std::thread::available_parallelism().ok()?.get();
+    latscope::bench::analysis::busy_machine(&text, cpus, clock)
+}
+
+/// The time the verdict is on.
+fn clock(args: &BenchArgs) -> Clock {
+    match args.time {
+        TimeBasis::Wall => Clock::Wall,
+        TimeBasis::Cpu => Clock::Cpu,
+    }
+}
+
+/// `--relink` needs layouts to build and commands that run what it built.
+fn check_layouts(args: &BenchArgs, commands: &[BenchCommand]) {
+    let Some(cmd) = &args.relink else { return };
+    if args.layouts < 2 {
+        usage("--relink builds one binary per layout: give --layouts K (2 or more)");
+    }
+    if !cmd.contains(SEED_PLACEHOLDER) {
+        usage(&format!(
+            "--relink '{cmd}' has no {SEED_PLACEHOLDER}: every layout would build the same binary"
+        ));
+    }
+    if let Some(c) = commands
+        .iter()
+        .find(|c| !c.command.contains(SEED_PLACEHOLDER))
+    {
+        usage(&format!(
+            "'{}' has no {SEED_PLACEHOLDER}: with --relink, name each layout's binary with it (./build-{SEED_PLACEHOLDER}/prog)",
+            c.command
+        ));
+    }
+}
+
+/// Runs the `--relink` command once per layout (untimed, by `sh -c`, `{seed}` replaced).
+fn relink(cmd: &str, layouts: &[Layout]) -> Result<()> {
+    for l in layouts {
+        let line = with_seed(cmd, l);
+        let out = std::process::Command::new("sh")
+            .args(["-c", &line])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .with_context(|| format!("--relink: cannot run sh -c '{line}'"))?;
+        if !out.status.success() {
+            bail!(
+                "--relink '{line}' (layout {}, seed {}) failed ({}): {}",
+                l.index + 1,
+                l.seed,
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The argv as layout 1 runs it (as given without layouts): what callgrind counts.
+fn first_layout(argv: &[String], layouts: &[Layout]) -> Vec<String> {
+    match layouts.first() {
+        Some(l) => argv.iter().map(|a| with_seed(a, l)).collect(),
+        None => argv.to_vec(),
+    }
+}
+
 fn usage(message: &str) -> ! {
     super::usage_error("bench", clap::error::ErrorKind::ValueValidation, message)
 }
 
 /// The files a run writes, checked before it starts.
 struct Files {
-    json: Vec<latscope::files::Output>,
+    json: Option<latscope::files::Output>,
+    hyperfine: Option<latscope::files::Output>,
     markdown: Option<latscope::files::Output>,
     csv: Option<latscope::files::Output>,
 }
@@ -96,13 +174,8 @@ impl Files {
     fn check(args: &BenchArgs) -> Result<Files> {
         let out = crate::commands::output_opt;
         Ok(Files {
-            json: [
-                out("--save", args.save.as_deref())?,
-                out("--export-json", args.export_json.as_deref())?,
-            ]
-            .into_iter()
-            .flatten()
-            .collect(),
+            json: out("--save", args.save.as_deref())?,
+            hyperfine: out("--export-json", args.export_json.as_deref())?,
             markdown: out("--export-markdown", args.export_markdown.as_deref())?,
             csv: out("--export-csv", args.export_csv.as_deref())?,
         })
@@ -122,16 +195,22 @@ fn output(
         counted: &m.counted,
         paired: true,
         looks: m.looks,
+        clock: clock(args),
     };
-    let a = analyse(commands, runs, callgrind, rule);
+    let mut a = analyse(commands, runs, callgrind, rule);
+    a.warnings.extend(busy_machine(runs.clock));
     let rule_doc = RuleDoc {
         noise: rule.noise,
         alpha: rule.alpha,
+        time: runs.clock,
     };
     let doc = render::document(commands, m, &a, rule_doc);
     let json = doc::to_json(&doc, false);
-    for file in &files.json {
+    if let Some(file) = &files.json {
         file.write(json.as_bytes())?;
+    }
+    if let Some(file) = &files.hyperfine {
+        file.write(latscope::report::hyperfine::json(commands, m).as_bytes())?;
     }
     if let Some(file) = &files.markdown {
         file.write(render::markdown(commands, m, &a).as_bytes())?;
@@ -210,10 +289,19 @@ fn build_schedule(args: &BenchArgs, commands: usize) -> Result<Schedule> {
     // Without --max-time, a comparison may go on to 10 s while it is unclear (and never stops
     // before --min-runs); a single command stops at the minimum, as hyperfine does.
     let default_max = (commands >= 2).then(|| args.min_time.max(DEFAULT_MAX_TIME));
+    let layouts = if args.layouts >= 2 {
+        layouts::layouts(args.layouts, args.seed)
+    } else {
+        Vec::new()
+    };
     Ok(Schedule {
         warmup: args.warmup,
         runs: args.runs,
-        min_runs: args.min_runs.max(2),
+        // Each layout's median needs runs of its own.
+        min_runs: args
+            .min_runs
+            .max(2)
+            .max(MIN_BLOCKS_PER_LAYOUT * layouts.len() as u32),
         min_time: args.min_time,
         max_time: args.max_time.or(default_max),
         max_time_firm: args.max_time.is_some(),
@@ -230,9 +318,13 @@ fn build_schedule(args: &BenchArgs, commands: usize) -> Result<Schedule> {
         events,
         count_every: schedule::COUNT_EVERY,
         seed: args.seed,
+        layouts,
         cancel: Some(signals::cancel_on_interrupt()),
     })
 }
+
+/// Without `--runs`, a benchmark under layouts runs at least this many blocks per layout.
+const MIN_BLOCKS_PER_LAYOUT: u32 = 5;
 
 /// The default limit of a comparison that stays unclear.
 const DEFAULT_MAX_TIME: std::time::Duration = std::time::Duration::from_secs(10);
@@ -326,11 +418,13 @@ fn compare(
             counted: &m.counted,
             paired: false,
             looks: 0,
+            clock: clock(args),
         };
         let a = analyse(&commands, runs, None, rule);
         let rule_doc = RuleDoc {
             noise: rule.noise,
             alpha: rule.alpha,
+            time: runs.clock,
         };
         text.push_str(&match args.format {
             Format::Json => doc::to_json(&render::document(&commands, &m, &a, rule_doc), false),

@@ -20,6 +20,7 @@ pub fn compare(
     let rule_doc = RuleDoc {
         noise: rule.noise,
         alpha: rule.alpha,
+        time: Default::default(),
     };
     let mut doc = CompareDoc::new(before_file.into(), after_file.into(), rule_doc);
     let mut pairs = Vec::new();

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dist::{Nanoseconds, Summary};
 use super::{Kind, VERSION};
+use crate::bench::analysis::Clock;
 pub use crate::bench::schedule::Stop;
 use crate::stats::change::Change;
 
@@ -16,6 +17,10 @@ pub struct RuleDoc {
     pub noise: f64,
     /// the significance level
     pub alpha: f64,
+    /// the time verdicts on time are on: `cpu` (user + system, `bench --time cpu`); absent:
+    /// wall time
+    #[serde(default, skip_serializing_if = "Clock::is_wall")]
+    pub time: Clock,
 }
 
 /// One timed run: wall, user and system time, peak RSS, exit status, counters.
@@ -131,6 +136,25 @@ pub struct BenchDoc {
     /// interim looks at the data before the final analysis (sequential design)
     #[serde(default)]
     pub looks: u32,
+    /// the layouts the commands ran under and what they did (`--layouts`); absent without
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layouts: Option<LayoutsDoc>,
+}
+
+/// What layouts did to the commands (`bench --layouts`): see [`crate::bench::layouts`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayoutsDoc {
+    /// the build command run once per layout (`--relink`), as given
+    pub relink: Option<String>,
+    /// the layouts: index, seed, bytes of environment padding
+    pub layouts: Vec<crate::bench::spawn::Layout>,
+    /// per command, per layout: median time, ns, on the verdict's time (`rule.time`)
+    pub median_ns: Vec<Vec<Option<f64>>>,
+    /// per command: max ÷ min − 1 of its per-layout medians (0.05 = 5%)
+    pub spread: Vec<Option<f64>>,
+    /// per candidate (candidate 1 first): the layout-noise band, the wider spread of the
+    /// candidate and the baseline
+    pub band: Vec<Option<f64>>,
 }
 
 impl BenchDoc {
@@ -148,6 +172,7 @@ impl BenchDoc {
             interrupted: false,
             stop: None,
             looks: 0,
+            layouts: None,
         }
     }
 

@@ -4,7 +4,8 @@
 
 use std::fmt::Write;
 
-use crate::bench::analysis::{Analysis, Kind, Summary, sentence};
+use crate::bench::analysis::{Analysis, Clock, Kind, Summary, sentence};
+use crate::bench::layouts::{LayoutTable, MIN_RUNS_PER_LAYOUT};
 use crate::bench::schedule::{BenchCommand, Measured};
 use crate::bench::spawn::{RunMeasure, failures};
 use crate::doc::bench::{self as d, BenchDoc, MetricChange, MetricSummary, RuleDoc};
@@ -87,6 +88,9 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
             let _ = writeln!(out, "  {failed}: in the statistics (--ignore-failure)");
         }
     }
+    if let Some(t) = &a.layouts {
+        out.push_str(&layout_table(t, m.relink.as_deref(), a.clock));
+    }
     for (c, comparisons) in &a.comparisons {
         let _ = writeln!(out, "\n{} vs {}:", letter(*c), letter(0));
         let _ = writeln!(
@@ -120,8 +124,13 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
                 x.verdict.name()
             );
         }
-        if let Some(wall) = a.comparison(*c, "wall") {
-            let _ = writeln!(out, "  {}", sentence(commands, *c, wall, noise));
+        if let Some(change) = a.verdict(*c) {
+            let on = if a.clock == Clock::Cpu {
+                "on CPU time (user + sys): "
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  {on}{}", sentence(commands, *c, change, noise));
         }
     }
     if commands.len() >= 3 {
@@ -129,6 +138,59 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
     }
     for w in &a.warnings {
         let _ = writeln!(out, "\nwarning: {w}");
+    }
+    out
+}
+
+/// Per command, its median wall time under each layout and their spread; then the band.
+pub fn layout_table(t: &LayoutTable, relink: Option<&str>, clock: Clock) -> String {
+    let mut out = format!(
+        "\nlayouts: {} (environment padded by {} bytes{}); median {} time per layout:\n",
+        t.layouts.len(),
+        t.layouts
+            .iter()
+            .map(|l| l.env_pad.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        relink.map_or(String::new(), |r| format!(
+            "; binaries built by --relink '{r}'"
+        )),
+        clock.metric()
+    );
+    let _ = write!(out, "  {:<8}", "layout");
+    for l in &t.layouts {
+        let _ = write!(out, " {:>12}", format!("seed {}", l.seed));
+    }
+    let _ = writeln!(out, " {:>9}", "spread");
+    for (c, medians) in t.medians.iter().enumerate() {
+        let _ = write!(out, "  {:<8}", letter(c));
+        for v in medians {
+            let _ = write!(
+                out,
+                " {:>12}",
+                v.map_or("–".to_string(), |v| show(Kind::Time, v))
+            );
+        }
+        let spread = t.spread[c].map_or("–".to_string(), |s| format!("{:.2}%", s * 100.0));
+        let _ = writeln!(out, " {spread:>9}");
+    }
+    if t.spread.iter().any(Option::is_none) {
+        let _ = writeln!(
+            out,
+            "  no spread where a layout has fewer than {MIN_RUNS_PER_LAYOUT} runs of a command: no layout-noise band there (--runs {} or more)",
+            MIN_RUNS_PER_LAYOUT * t.layouts.len()
+        );
+    }
+    for c in 1..t.medians.len() {
+        if let Some(b) = t.band(c) {
+            let _ = writeln!(
+                out,
+                "  layout-noise band of {} vs {}: ±{:.2}% (the wider spread): a change inside it is within layout noise",
+                letter(c),
+                letter(0),
+                b * 100.0
+            );
+        }
     }
     out
 }
@@ -257,6 +319,13 @@ pub fn document(commands: &[BenchCommand], m: &Measured, a: &Analysis, rule: Rul
                 .collect(),
         })
         .collect();
+    doc.layouts = a.layouts.as_ref().map(|t| d::LayoutsDoc {
+        relink: m.relink.clone(),
+        layouts: t.layouts.clone(),
+        median_ns: t.medians.clone(),
+        spread: t.spread.clone(),
+        band: (1..t.medians.len()).map(|c| t.band(c)).collect(),
+    });
     doc.warnings = a.warnings.clone();
     doc.unsupported_counters = m.unsupported.iter().cloned().collect();
     doc.interrupted = m.interrupted;
@@ -293,15 +362,16 @@ fn ratio_cell(x: &Change) -> String {
 /// A Markdown table of wall times and verdicts, and a line under it for each command with
 /// failed runs.
 pub fn markdown(commands: &[BenchCommand], m: &Measured, a: &Analysis) -> String {
-    let mut out = String::from(
-        "| command | wall median | 95% CI | vs baseline | p | verdict |\n|---|--:|--:|--:|--:|---|\n",
+    let on = a.clock.metric();
+    let mut out = format!(
+        "| command | {on} median | 95% CI | vs baseline | p | verdict |\n|---|--:|--:|--:|--:|---|\n",
     );
-    let Some(i) = a.metrics.iter().position(|m| m.name == "wall") else {
+    let Some(i) = a.metrics.iter().position(|m| m.name == on) else {
         return out;
     };
     for (c, cmd) in commands.iter().enumerate() {
         let Some(s) = a.summaries[i][c] else { continue };
-        let (ratio, p, verdict) = match a.comparison(c, "wall") {
+        let (ratio, p, verdict) = match a.verdict(c) {
             Some(x) => (
                 ratio_cell(x),
                 format!("{:.3}", x.p_value.unwrap_or(1.0)),

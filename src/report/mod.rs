@@ -8,6 +8,7 @@ pub mod csv;
 pub mod export;
 pub mod format;
 pub mod html;
+pub mod hyperfine;
 pub mod json;
 pub mod linear;
 pub mod live;

@@ -22,7 +22,9 @@
 //! The verdict: `mixed` when body and tail moved in opposite directions (a lower median never
 //! hides a worse tail); `faster`/`slower` when what moved agrees; `same` when nothing moved and
 //! every judged change lies within ±noise; otherwise `inconclusive` (a difference the data
-//! cannot confirm: more samples would tell).
+//! cannot confirm: more samples would tell). A benchmark run under several layouts
+//! (`bench --layouts`) then applies [`within_layout_noise`]: a change whose interval lies inside
+//! the spread that layouts alone caused is `within layout noise`.
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +48,10 @@ pub enum Verdict {
     Mixed,
     /// a difference the data cannot confirm
     Inconclusive,
+    /// the interval lies inside the layout-noise band: no larger than what changing only the
+    /// code and memory layout (a relink, the environment's size) did to the same commands
+    #[serde(rename = "within-layout-noise")]
+    WithinLayoutNoise,
 }
 
 impl Verdict {
@@ -57,6 +63,7 @@ impl Verdict {
             Verdict::Same => "same",
             Verdict::Mixed => "mixed",
             Verdict::Inconclusive => "inconclusive",
+            Verdict::WithinLayoutNoise => "within layout noise",
         }
     }
 }
@@ -400,6 +407,32 @@ fn intervals(b: [Estimate; 2], a: [Estimate; 2], basis: Basis, rule: Rule) -> Ch
     }
 }
 
+/// Re-judges a change against the layout-noise band `band` (0.05 = layouts moved the same
+/// commands by up to ±5%, see [`crate::bench::layouts`]): a `faster`, `slower` or
+/// `inconclusive` change whose whole interval lies inside `[1/(1+band), 1+band]` becomes
+/// `within layout noise`, since a relink of the same code moves the time as much. `same` stays
+/// `same` (it already says: no change beyond `--noise`), and so does `mixed`.
+pub fn within_layout_noise(mut c: Change, band: f64) -> Change {
+    let Some(r) = c.p50 else { return c };
+    let edge = (1.0 + band).ln();
+    let inside = r.ci[0] > 0.0 && r.ci[0].ln() >= -edge && r.ci[1].ln() <= edge;
+    let judged = matches!(
+        c.verdict,
+        Verdict::Faster | Verdict::Slower | Verdict::Inconclusive
+    );
+    if inside && judged {
+        c.reason = format!(
+            "{}; within layout noise: the interval {}…{} lies inside the ±{:.2}% that layouts alone moved the same commands",
+            c.reason,
+            pct(r.ci[0]),
+            pct(r.ci[1]),
+            band * 100.0
+        );
+        c.verdict = Verdict::WithinLayoutNoise;
+    }
+    c
+}
+
 /// The power at which [`Change::detectable`] is computed.
 pub const POWER: f64 = 0.8;
 
@@ -547,6 +580,55 @@ mod tests {
             })
             .count();
         assert!(alarms <= 4, "{alarms} false alarms in 40");
+    }
+
+    fn paired_change(ratio: f64, lo: f64, hi: f64, verdict: Verdict) -> Change {
+        Change {
+            verdict,
+            basis: Basis::Paired,
+            p50: Some(Ratio {
+                ratio,
+                ci: [lo, hi],
+            }),
+            p99: None,
+            p_value: Some(0.01),
+            confidence: 0.95,
+            reason: "r".into(),
+            detectable: Some(0.01),
+        }
+    }
+
+    #[test]
+    fn a_change_inside_the_layout_band_is_within_layout_noise() {
+        // band 5%: the edges are 1/1.05 = 0.95238 and 1.05 (symmetric in the log).
+        let v = |lo, hi, verdict| {
+            within_layout_noise(paired_change((lo + hi) / 2.0, lo, hi, verdict), 0.05).verdict
+        };
+        assert_eq!(v(1.02, 1.04, Verdict::Slower), Verdict::WithinLayoutNoise);
+        assert_eq!(v(0.953, 0.97, Verdict::Faster), Verdict::WithinLayoutNoise);
+        assert_eq!(
+            v(0.99, 1.03, Verdict::Inconclusive),
+            Verdict::WithinLayoutNoise
+        );
+        // One edge outside: the change may exceed what layouts do.
+        assert_eq!(v(1.02, 1.051, Verdict::Slower), Verdict::Slower);
+        assert_eq!(v(0.952, 0.97, Verdict::Faster), Verdict::Faster);
+        assert_eq!(v(0.90, 1.10, Verdict::Inconclusive), Verdict::Inconclusive);
+        // `same` and `mixed` keep their verdicts.
+        assert_eq!(v(0.999, 1.001, Verdict::Same), Verdict::Same);
+        assert_eq!(v(1.01, 1.02, Verdict::Mixed), Verdict::Mixed);
+        let c = within_layout_noise(paired_change(1.03, 1.02, 1.04, Verdict::Slower), 0.05);
+        assert!(
+            c.reason
+                .ends_with("lies inside the ±5.00% that layouts alone moved the same commands"),
+            "{}",
+            c.reason
+        );
+        assert_eq!(Verdict::WithinLayoutNoise.name(), "within layout noise");
+        assert_eq!(
+            serde_json::to_string(&Verdict::WithinLayoutNoise).unwrap(),
+            "\"within-layout-noise\""
+        );
     }
 
     #[test]
