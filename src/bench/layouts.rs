@@ -96,10 +96,11 @@ pub struct LayoutTable {
 }
 
 impl LayoutTable {
-    /// The table of timed runs that carry layouts, on `clock`; `None` with fewer than two
-    /// layouts.
-    pub fn of(timed: &[Vec<RunMeasure>], clock: Clock) -> Option<LayoutTable> {
-        let mut found: BTreeMap<u32, Layout> = BTreeMap::new();
+    /// The table of timed runs that carry layouts, on `clock`, with every layout of `declared`
+    /// (the benchmark's `--layouts`, also those no run reached before it stopped: they count,
+    /// with no runs); `None` with fewer than two layouts.
+    pub fn of(timed: &[Vec<RunMeasure>], clock: Clock, declared: &[Layout]) -> Option<LayoutTable> {
+        let mut found: BTreeMap<u32, Layout> = declared.iter().map(|l| (l.index, *l)).collect();
         for l in timed.iter().flatten().filter_map(|r| r.layout) {
             found.entry(l.index).or_insert(l);
         }
@@ -227,7 +228,7 @@ mod tests {
             run(201, 0),
             run(201, 1),
         ];
-        let t = LayoutTable::of(&[base.clone(), cand], Clock::Wall).unwrap();
+        let t = LayoutTable::of(&[base.clone(), cand], Clock::Wall, &[]).unwrap();
         assert_eq!(t.medians[0], [Some(100.0), Some(105.0)]);
         assert_eq!(t.medians[1], [Some(200.0), Some(202.0)]);
         assert_eq!(t.runs[0], [3, 3]);
@@ -236,9 +237,25 @@ mod tests {
         assert!((t.band(1).unwrap() - 0.05).abs() < 1e-12);
         assert_eq!(t.layouts[1].seed, 11);
         // Two runs under a layout are too few for a spread; one layout is no table.
-        let short = LayoutTable::of(&[base[..4].to_vec()], Clock::Wall).unwrap();
+        let short = LayoutTable::of(&[base[..4].to_vec()], Clock::Wall, &[]).unwrap();
         assert_eq!(short.spread, [None]);
         let one: Vec<RunMeasure> = base.iter().filter(|r| r.wall_ns < 103).cloned().collect();
-        assert!(LayoutTable::of(&[one], Clock::Wall).is_none());
+        assert!(LayoutTable::of(&[one.clone()], Clock::Wall, &[]).is_none());
+        // A benchmark of 4 layouts stopped before layouts 2 and 3 had a run: all 4 are in the
+        // table (no runs, no median, no spread), not only those the runs carry.
+        let declared: Vec<Layout> = (0..4)
+            .map(|index| Layout {
+                index,
+                seed: 10 + u64::from(index),
+                env_pad: 7,
+            })
+            .collect();
+        let t = LayoutTable::of(&[base.clone()], Clock::Wall, &declared).unwrap();
+        assert_eq!(t.layouts.len(), 4);
+        assert_eq!(t.runs[0], [3, 3, 0, 0]);
+        assert_eq!(t.medians[0][2..], [None, None]);
+        assert_eq!(t.spread, [None]);
+        let t = LayoutTable::of(&[one], Clock::Wall, &declared[..2]).unwrap();
+        assert_eq!(t.runs[0], [3, 0]);
     }
 }
