@@ -254,7 +254,7 @@ mod tests {
         let short = LayoutTable::of(&[base[..4].to_vec()], Clock::Wall, &[]).unwrap();
         assert_eq!(short.spread, [None]);
         let one: Vec<RunMeasure> = base.iter().filter(|r| r.wall_ns < 103).cloned().collect();
-        assert!(LayoutTable::of(&[one.clone()], Clock::Wall, &[]).is_none());
+        assert!(LayoutTable::of(std::slice::from_ref(&one), Clock::Wall, &[]).is_none());
         // A benchmark of 4 layouts stopped before layouts 2 and 3 had a run: all 4 are in the
         // table (no runs, no median, no spread), not only those the runs carry.
         let declared: Vec<Layout> = (0..4)
@@ -264,7 +264,7 @@ mod tests {
                 env_pad: 7,
             })
             .collect();
-        let t = LayoutTable::of(&[base.clone()], Clock::Wall, &declared).unwrap();
+        let t = LayoutTable::of(std::slice::from_ref(&base), Clock::Wall, &declared).unwrap();
         assert_eq!(t.layouts.len(), 4);
         assert_eq!(t.runs[0], [3, 3, 0, 0]);
         assert_eq!(t.medians[0][2..], [None, None]);

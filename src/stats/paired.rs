@@ -140,7 +140,7 @@ impl Paired {
 /// change on a busy machine lands) and for `df` ≈ 156–200 at `|t|` past about √df: an overflow
 /// panic in debug builds, a wrong p-value in release.
 fn two_sided_t(t: f64, df: f64) -> f64 {
-    if !(df > 0.0) || t.is_nan() {
+    if df.is_nan() || df <= 0.0 || t.is_nan() {
         return 1.0;
     }
     let x = df / (df + t * t);
