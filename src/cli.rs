@@ -431,8 +431,10 @@ pub struct BenchArgs {
     /// Run each command under K layouts (2 to 64; 1: off): each pads the environment with a
     /// seeded 0-4095-byte LATSCOPE_LAYOUT_PAD (recorded per run), and with --relink uses its
     /// own binaries. Blocks go through the layouts in shuffled rounds; the spread of a command's
-    /// per-layout medians is the layout-noise band, and a change whose interval lies inside it
-    /// is `within layout noise`. Without --runs, at least 5 runs per layout.
+    /// per-layout medians (max/min, each layout with at least 3 runs) is what layout alone did to
+    /// it, the wider spread of the two commands compared is the layout-noise band, and a change
+    /// whose interval lies inside it is `within layout noise`. Without --runs, at least 5 runs
+    /// per layout (an explicit --max-time may stop sooner).
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub layouts: u32,
     /// With --layouts: a build command run (by sh -c, untimed) once per layout before the

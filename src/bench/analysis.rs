@@ -2,7 +2,7 @@
 
 use super::layouts::LayoutTable;
 use super::schedule::BenchCommand;
-use super::spawn::RunMeasure;
+use super::spawn::{Layout, RunMeasure};
 pub use crate::doc::bench::MetricKind as Kind;
 use crate::stats::ab as stats;
 use crate::stats::change::{
@@ -96,11 +96,12 @@ impl Clock {
         *self == Clock::Wall
     }
 
-    /// A run's time on this clock, ns.
+    /// A run's time on this clock, ns (saturating: runs read back from a document by
+    /// `--compare` may hold any number).
     pub fn of(self, r: &RunMeasure) -> u64 {
         match self {
             Clock::Wall => r.wall_ns,
-            Clock::Cpu => r.user_ns + r.sys_ns,
+            Clock::Cpu => r.user_ns.saturating_add(r.sys_ns),
         }
     }
 }
@@ -122,6 +123,9 @@ pub struct Runs<'a> {
     pub looks: u32,
     /// the time the verdict is on
     pub clock: Clock,
+    /// the layouts the benchmark ran under (`--layouts`), also those that no run reached
+    /// before it stopped (empty: those the runs carry)
+    pub layouts: &'a [Layout],
 }
 
 impl<'a> Runs<'a> {
@@ -133,6 +137,7 @@ impl<'a> Runs<'a> {
             paired: false,
             looks: 0,
             clock: Clock::Wall,
+            layouts: &[],
         }
     }
 }
@@ -290,7 +295,7 @@ pub fn analyse(
     rule: Rule,
 ) -> Analysis {
     let metrics = metrics(runs);
-    let layouts = LayoutTable::of(runs.timed, runs.clock);
+    let layouts = LayoutTable::of(runs.timed, runs.clock, runs.layouts);
     let per_metric = parallel_map(&metrics, |m| {
         let summaries: Vec<Option<Summary>> = m.values.iter().map(|v| summary(v)).collect();
         let comparisons: Vec<Option<Change>> = (1..commands.len())
@@ -381,7 +386,7 @@ fn warnings(commands: &[BenchCommand], runs: &[Vec<RunMeasure>], a: &Analysis) -
         }
         let utilisation: Vec<f64> = runs[c]
             .iter()
-            .map(|r| (r.user_ns + r.sys_ns) as f64 / r.wall_ns.max(1) as f64)
+            .map(|r| Clock::Cpu.of(r) as f64 / r.wall_ns.max(1) as f64)
             .collect();
         if let Some(u) = stats::median(&utilisation) {
             if u < 0.5 {
@@ -454,11 +459,15 @@ fn same_work_different_speed(commands: &[BenchCommand], a: &Analysis) -> Vec<Str
         };
         if same_work && matches!(wall.verdict, Verdict::Faster | Verdict::Slower) {
             out.push(format!(
-                "same work, different speed: '{}' executes the same instructions as '{}' (within 0.1%: {:.4e} vs {:.4e}) yet its wall time differs by {:+.1}%: look at stalls and code alignment — add -e stalled-cycles-frontend,stalled-cycles-backend,cache-misses,branch-misses (or the PMU's named events)",
+                "same work, different speed: '{}' executes the same instructions as '{}' (within 0.1%: {:.4e} vs {:.4e}) yet its {} time differs by {:+.1}%: look at stalls and code alignment — add -e stalled-cycles-frontend,stalled-cycles-backend,cache-misses,branch-misses (or the PMU's named events)",
                 commands[c].name,
                 commands[0].name,
                 cand,
                 base,
+                match a.clock {
+                    Clock::Wall => "wall",
+                    Clock::Cpu => "CPU",
+                },
                 (ratio - 1.0) * 100.0
             ));
         }
@@ -624,6 +633,7 @@ mod tests {
             paired: true,
             looks: 0,
             clock,
+            layouts: &[],
         };
         let on_cpu = analyse(&cmds(2), runs(Clock::Cpu), None, bench_rule());
         assert_eq!(on_cpu.metrics[0].name, "cpu");
@@ -649,6 +659,20 @@ mod tests {
             on_wall.warnings
         );
         assert!(!on_cpu.warnings.iter().any(|w| w.contains("--time cpu")));
+    }
+
+    #[test]
+    fn cpu_time_saturates_instead_of_overflowing_on_a_documents_numbers() {
+        // `bench --compare` reads runs from documents: any u64 may come back.
+        let r = RunMeasure {
+            user_ns: u64::MAX,
+            sys_ns: 5,
+            ..run(1.0, 0)
+        };
+        assert_eq!(Clock::Cpu.of(&r), u64::MAX);
+        let timed = [vec![r.clone(); 4], vec![r; 4]];
+        let an = analyse(&cmds(2), Runs::unpaired(&timed), None, bench_rule());
+        assert!(!an.metrics.is_empty());
     }
 
     #[test]
@@ -680,6 +704,7 @@ mod tests {
             paired: true,
             looks: 0,
             clock: Clock::Wall,
+            layouts: &[],
         };
         let an = analyse(&cmds(2), paired, None, bench_rule());
         let wall = an.comparison(1, "wall").unwrap();

@@ -96,12 +96,16 @@ pub struct LayoutTable {
 }
 
 impl LayoutTable {
-    /// The table of timed runs that carry layouts, on `clock`; `None` with fewer than two
-    /// layouts.
-    pub fn of(timed: &[Vec<RunMeasure>], clock: Clock) -> Option<LayoutTable> {
-        let mut found: BTreeMap<u32, Layout> = BTreeMap::new();
+    /// The table of timed runs that carry layouts, on `clock`, with every layout of `declared`
+    /// (the benchmark's `--layouts`, also those no run reached before it stopped: they count,
+    /// with no runs); `None` with fewer than two layouts.
+    pub fn of(timed: &[Vec<RunMeasure>], clock: Clock, declared: &[Layout]) -> Option<LayoutTable> {
+        // A layout is its index and its seed: `bench --compare` of two documents run with
+        // different --seed has a layout 0 of each seed, which are not the same layout.
+        let mut found: BTreeMap<(u32, u64), Layout> =
+            declared.iter().map(|l| ((l.index, l.seed), *l)).collect();
         for l in timed.iter().flatten().filter_map(|r| r.layout) {
-            found.entry(l.index).or_insert(l);
+            found.entry((l.index, l.seed)).or_insert(l);
         }
         if found.len() < 2 {
             return None;
@@ -116,14 +120,25 @@ impl LayoutTable {
                 .map(|l| {
                     command
                         .iter()
-                        .filter(|r| r.layout.is_some_and(|x| x.index == l.index))
+                        .filter(|r| {
+                            r.layout
+                                .is_some_and(|x| (x.index, x.seed) == (l.index, l.seed))
+                        })
                         .map(|r| clock.of(r) as f64)
                         .collect()
                 })
                 .collect();
             let m: Vec<Option<f64>> = walls.iter().map(|w| ab::median(w)).collect();
-            let enough = walls.iter().all(|w| w.len() >= MIN_RUNS_PER_LAYOUT);
-            spread.push(enough.then(|| spread_of(&m)).flatten());
+            // Over the layouts this command ran under (in one benchmark, all of them: blocks
+            // go through the layouts in rounds), each with enough runs for its median.
+            // A declared layout counts even where no run reached it.
+            let ran: Vec<usize> = (0..layouts.len())
+                .filter(|&i| !walls[i].is_empty() || declared.contains(&layouts[i]))
+                .collect();
+            let enough =
+                ran.len() >= 2 && ran.iter().all(|&i| walls[i].len() >= MIN_RUNS_PER_LAYOUT);
+            let ran_medians: Vec<Option<f64>> = ran.iter().map(|&i| m[i]).collect();
+            spread.push(enough.then(|| spread_of(&ran_medians)).flatten());
             runs.push(walls.iter().map(Vec::len).collect());
             medians.push(m);
         }
@@ -227,7 +242,7 @@ mod tests {
             run(201, 0),
             run(201, 1),
         ];
-        let t = LayoutTable::of(&[base.clone(), cand], Clock::Wall).unwrap();
+        let t = LayoutTable::of(&[base.clone(), cand], Clock::Wall, &[]).unwrap();
         assert_eq!(t.medians[0], [Some(100.0), Some(105.0)]);
         assert_eq!(t.medians[1], [Some(200.0), Some(202.0)]);
         assert_eq!(t.runs[0], [3, 3]);
@@ -236,9 +251,48 @@ mod tests {
         assert!((t.band(1).unwrap() - 0.05).abs() < 1e-12);
         assert_eq!(t.layouts[1].seed, 11);
         // Two runs under a layout are too few for a spread; one layout is no table.
-        let short = LayoutTable::of(&[base[..4].to_vec()], Clock::Wall).unwrap();
+        let short = LayoutTable::of(&[base[..4].to_vec()], Clock::Wall, &[]).unwrap();
         assert_eq!(short.spread, [None]);
         let one: Vec<RunMeasure> = base.iter().filter(|r| r.wall_ns < 103).cloned().collect();
-        assert!(LayoutTable::of(&[one], Clock::Wall).is_none());
+        assert!(LayoutTable::of(std::slice::from_ref(&one), Clock::Wall, &[]).is_none());
+        // A benchmark of 4 layouts stopped before layouts 2 and 3 had a run: all 4 are in the
+        // table (no runs, no median, no spread), not only those the runs carry.
+        let declared: Vec<Layout> = (0..4)
+            .map(|index| Layout {
+                index,
+                seed: 10 + u64::from(index),
+                env_pad: 7,
+            })
+            .collect();
+        let t = LayoutTable::of(std::slice::from_ref(&base), Clock::Wall, &declared).unwrap();
+        assert_eq!(t.layouts.len(), 4);
+        assert_eq!(t.runs[0], [3, 3, 0, 0]);
+        assert_eq!(t.medians[0][2..], [None, None]);
+        assert_eq!(t.spread, [None]);
+        let t = LayoutTable::of(&[one], Clock::Wall, &declared[..2]).unwrap();
+        assert_eq!(t.runs[0], [3, 0]);
+        // `bench --compare` of documents run with different seeds: layout 0 of seed 10 is not
+        // layout 0 of seed 20. Each command's spread is over its own layouts.
+        let reseeded = |r: &RunMeasure| RunMeasure {
+            layout: r.layout.map(|l| Layout {
+                seed: l.seed + 10,
+                ..l
+            }),
+            ..r.clone()
+        };
+        let cand: Vec<RunMeasure> = base
+            .iter()
+            .map(|r| RunMeasure {
+                wall_ns: r.wall_ns * 2,
+                ..reseeded(r)
+            })
+            .collect();
+        let t = LayoutTable::of(&[base.clone(), cand], Clock::Wall, &[]).unwrap();
+        let seeds: Vec<u64> = t.layouts.iter().map(|l| l.seed).collect();
+        assert_eq!(seeds, [10, 20, 11, 21]);
+        assert_eq!(t.medians[0], [Some(100.0), None, Some(105.0), None]);
+        assert_eq!(t.medians[1], [None, Some(200.0), None, Some(210.0)]);
+        assert!((t.spread[0].unwrap() - 0.05).abs() < 1e-12, "{t:?}");
+        assert!((t.spread[1].unwrap() - 0.05).abs() < 1e-12, "{t:?}");
     }
 }

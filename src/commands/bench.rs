@@ -196,6 +196,7 @@ fn output(
         paired: true,
         looks: m.looks,
         clock: clock(args),
+        layouts: &m.layouts,
     };
     let mut a = analyse(commands, runs, callgrind, rule);
     a.warnings.extend(busy_machine(runs.clock));
@@ -419,6 +420,7 @@ fn compare(
             paired: false,
             looks: 0,
             clock: clock(args),
+            layouts: &[],
         };
         let a = analyse(&commands, runs, None, rule);
         let rule_doc = RuleDoc {

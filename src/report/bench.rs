@@ -185,10 +185,12 @@ pub fn layout_table(t: &LayoutTable, relink: Option<&str>, clock: Clock) -> Stri
         if let Some(b) = t.band(c) {
             let _ = writeln!(
                 out,
-                "  layout-noise band of {} vs {}: ±{:.2}% (the wider spread): a change inside it is within layout noise",
+                "  layout-noise band of {} vs {}: ±{:.2}% (the wider spread; ratios {:.4}–{:.4}): a change inside it is within layout noise",
                 letter(c),
                 letter(0),
-                b * 100.0
+                b * 100.0,
+                1.0 / (1.0 + b),
+                1.0 + b
             );
         }
     }

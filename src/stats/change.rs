@@ -422,11 +422,13 @@ pub fn within_layout_noise(mut c: Change, band: f64) -> Change {
     );
     if inside && judged {
         c.reason = format!(
-            "{}; within layout noise: the interval {}…{} lies inside the ±{:.2}% that layouts alone moved the same commands",
+            "{}; within layout noise: the interval {}…{} lies inside the ±{:.2}% (ratios {:.4}–{:.4}) that layouts alone moved the same commands",
             c.reason,
             pct(r.ci[0]),
             pct(r.ci[1]),
-            band * 100.0
+            band * 100.0,
+            1.0 / (1.0 + band),
+            1.0 + band
         );
         c.verdict = Verdict::WithinLayoutNoise;
     }
@@ -620,7 +622,9 @@ mod tests {
         let c = within_layout_noise(paired_change(1.03, 1.02, 1.04, Verdict::Slower), 0.05);
         assert!(
             c.reason
-                .ends_with("lies inside the ±5.00% that layouts alone moved the same commands"),
+                .ends_with(
+                    "lies inside the ±5.00% (ratios 0.9524–1.0500) that layouts alone moved the same commands"
+                ),
             "{}",
             c.reason
         );
