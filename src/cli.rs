@@ -1485,6 +1485,15 @@ pub struct SpansArgs {
     /// Fail at the first line that is not an event, naming it.
     #[arg(long)]
     pub strict: bool,
+    /// Threads parsing perf script, ftrace, babeltrace2 and JSON lines input (default: the
+    /// available cores; 1 reads on one thread). Lines are cut into chunks of 1 MiB, parsed in
+    /// parallel and paired in the input's order, with the result of one thread; memory: 2
+    /// chunks per thread in flight (about 2 MiB each with the events they hold).
+    #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
+    /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub chunk_bytes: usize,
     #[command(flatten)]
     pub output: OutputArgs,
 }

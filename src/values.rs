@@ -201,3 +201,8 @@ mod tests {
         assert!(buffers("0").is_err() && buffers("17").is_err() && buffers("two").is_err());
     }
 }
+
+/// The available cores (the default of `--threads`), at most 256; 1 when unknown.
+pub fn cores() -> u16 {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(256) as u16)
+}
