@@ -114,10 +114,9 @@ impl<'c, R: Read> Reader<'c, R> {
         if self.done {
             return Ok(None);
         }
-        let size = self.carry.len() + self.chunk;
-        if buf.len() < size {
-            buf.resize(size, 0);
-        }
+        // Exactly a chunk more than the carried part of a line (a buffer grown by a long line
+        // keeps its memory, not its length).
+        buf.resize(self.carry.len() + self.chunk, 0);
         let mut filled = self.carry.len();
         buf[..filled].copy_from_slice(&self.carry);
         self.carry.clear();
@@ -174,7 +173,9 @@ impl<'c, R: Read> Reader<'c, R> {
                         return Ok(Some(self.job(buf, 0)));
                     }
                 }
-                None => buf.resize(buf.len() + self.chunk, 0),
+                // A line longer than the chunk: room for more of it (doubling, so that it
+                // is searched for its newline a bounded number of times).
+                None => buf.resize(buf.len() + self.chunk.max(buf.len()), 0),
             }
         }
     }
