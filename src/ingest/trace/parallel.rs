@@ -38,7 +38,7 @@ use super::babeltrace::Babeltrace;
 use super::read::{Lines, TOO_LONG, note_malformed};
 use super::rules::{MAX_NAMES, NameMatcher, Pairer};
 use super::{EventView, Format, InLine, Parsed};
-use crate::ingest::lines::{DEFAULT_BUFFER, Line, trim_cr};
+use crate::ingest::lines::{DEFAULT_BUFFER, Line, trim_cr, trim_cr_str};
 use crate::ingest::{Cancel, Location, ReadSummary};
 use crate::span::SpanSink;
 
@@ -199,15 +199,19 @@ impl<'c, R: Read> Reader<'c, R> {
 /// Calls `f(n, line)` for every line of a chunk, numbered from 1, as the serial reader would
 /// give them; returns how many there were.
 fn for_each_line(data: &[u8], lead_too_long: bool, mut f: impl FnMut(u64, Line<'_>)) -> u64 {
-    fn line(l: &[u8]) -> Line<'_> {
-        if l.len() >= LONGEST {
-            Line::TooLong {
-                len: l.len() as u64,
-            }
-        } else {
-            Line::Text(trim_cr(l))
+    // A chunk of UTF-8 (the usual) is checked at once; its lines are then given as text.
+    let text = std::str::from_utf8(data).ok();
+    let line = |start: usize, end: usize| -> Line<'_> {
+        if end - start >= LONGEST {
+            return Line::TooLong {
+                len: (end - start) as u64,
+            };
         }
-    }
+        match text {
+            Some(text) => Line::Str(trim_cr_str(&text[start..end])),
+            None => Line::Text(trim_cr(&data[start..end])),
+        }
+    };
     let mut n = 0;
     if lead_too_long {
         n += 1;
@@ -216,12 +220,12 @@ fn for_each_line(data: &[u8], lead_too_long: bool, mut f: impl FnMut(u64, Line<'
     let mut start = 0;
     for nl in memchr::memchr_iter(b'\n', data) {
         n += 1;
-        f(n, line(&data[start..nl]));
+        f(n, line(start, nl));
         start = nl + 1;
     }
     if start < data.len() {
         n += 1;
-        f(n, line(&data[start..]));
+        f(n, line(start, data.len()));
     }
     n
 }
@@ -323,13 +327,19 @@ impl<'a> Worker<'a> {
     }
 
     fn line(&mut self, chunk: &mut Chunk, n: u64, line: Line<'_>) {
-        let Line::Text(bytes) = line else {
-            chunk.note_malformed(n, TOO_LONG);
-            return;
-        };
-        let Ok(text) = std::str::from_utf8(bytes) else {
-            chunk.not_utf8 += 1;
-            return;
+        let text = match line {
+            Line::Str(text) => text,
+            Line::Text(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(_) => {
+                    chunk.not_utf8 += 1;
+                    return;
+                }
+            },
+            Line::TooLong { .. } => {
+                chunk.note_malformed(n, TOO_LONG);
+                return;
+            }
         };
         match self.state.parse(text) {
             Parsed::Skip => chunk.skipped += 1,

@@ -206,7 +206,7 @@ pub fn read(
             Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),
         }
     } else {
-        let mut lines = LineReader::new(input);
+        let mut lines = LineReader::new(input).utf8();
         if let Some(c) = options.cancel.as_ref().filter(|_| !interrupted) {
             lines = lines.cancel_on(c.clone());
         }
@@ -254,13 +254,19 @@ impl Lines<'_> {
         if self.failure.is_some() {
             return;
         }
-        let crate::ingest::lines::Line::Text(bytes) = line else {
-            note_malformed(&mut self.stats, self.file, no, TOO_LONG);
-            return;
-        };
-        let Ok(text) = std::str::from_utf8(bytes) else {
-            self.stats.not_utf8 += 1;
-            return;
+        let text = match line {
+            crate::ingest::lines::Line::Str(text) => text,
+            crate::ingest::lines::Line::Text(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(_) => {
+                    self.stats.not_utf8 += 1;
+                    return;
+                }
+            },
+            crate::ingest::lines::Line::TooLong { .. } => {
+                note_malformed(&mut self.stats, self.file, no, TOO_LONG);
+                return;
+            }
         };
         let state = &mut self.state;
         let format = state.format;
