@@ -302,8 +302,9 @@ struct Worker<'a> {
 /// Which names rules name, and which a chunk lists.
 struct Names<'a> {
     matcher: &'a NameMatcher,
-    /// masks by name, with the last chunk each name was listed in
-    cache: FxHashMap<Box<str>, (u64, u64)>,
+    /// masks and fields read ([`NameMatcher::fields`]) by name, with the last chunk each
+    /// name was listed in
+    cache: FxHashMap<Box<str>, (u64, u64, u64)>,
     /// names beyond the cache listed in this chunk
     listed: FxHashSet<Box<str>>,
     seq: u64,
@@ -368,35 +369,37 @@ impl<'a> Worker<'a> {
             ev: &self.state.ev,
         };
         let name = view.name();
-        let mask = self.names.mask(chunk, n, name);
+        let (mask, need) = self.names.mask(chunk, n, name);
         if mask == 0 {
             return;
         }
-        if record(chunk, &view, n, mask, &self.state.wanted).is_none() {
+        if record(chunk, &view, n, (mask, need), &self.state.wanted).is_none() {
             chunk.serial = true;
         }
     }
 }
 
 impl Names<'_> {
-    /// The mask of `name`, listing the name in the chunk the first time it appears there.
-    fn mask(&mut self, chunk: &mut Chunk, n: u64, name: &str) -> u64 {
-        let mask = match self.cache.get_mut(name) {
-            Some((mask, seen)) => {
+    /// The mask of `name` and the fields its events may be asked, listing the name in the
+    /// chunk the first time it appears there.
+    fn mask(&mut self, chunk: &mut Chunk, n: u64, name: &str) -> (u64, u64) {
+        let found = match self.cache.get_mut(name) {
+            Some((mask, need, seen)) => {
                 if *seen == self.seq {
-                    return *mask;
+                    return (*mask, *need);
                 }
                 *seen = self.seq;
-                *mask
+                (*mask, *need)
             }
             None => {
                 let mask = self.matcher.mask(name);
+                let found = (mask, self.matcher.fields(mask));
                 if self.cache.len() < CACHED_NAMES {
-                    self.cache.insert(name.into(), (mask, self.seq));
+                    self.cache.insert(name.into(), (found.0, found.1, self.seq));
                 } else if self.listed.len() >= MAX_NAMES || !self.listed.insert(name.into()) {
-                    return mask;
+                    return found;
                 }
-                mask
+                found
             }
         };
         if chunk.names.len() < MAX_NAMES {
@@ -405,7 +408,7 @@ impl Names<'_> {
                 None => chunk.serial = true,
             }
         }
-        mask
+        found
     }
 }
 
@@ -414,12 +417,13 @@ fn record(
     chunk: &mut Chunk,
     view: &InLine<'_>,
     n: u64,
-    mask: u64,
+    (mask, need): (u64, u64),
     wanted: &[String],
 ) -> Option<()> {
     let name = chunk.push(view.name())?;
-    for field in wanted {
-        let value = match view.field(field) {
+    for (j, field) in wanted.iter().enumerate() {
+        let asked = j >= 64 || need >> j & 1 == 1;
+        let value = match asked.then(|| view.field(field)).flatten() {
             Some(v) => chunk.push(v)?,
             None => ABSENT,
         };

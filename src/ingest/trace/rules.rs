@@ -155,12 +155,48 @@ fn name_mask(rules: &[Rule], name: &str) -> u64 {
 #[derive(Debug, Clone)]
 pub struct NameMatcher {
     rules: Vec<Rule>,
+    by: Option<String>,
+    /// [`Pairer::fields_read`]
+    fields: Vec<String>,
 }
 
 impl NameMatcher {
     /// The mask [`Pairer::event_masked`] takes for an event named `name`; 0: no rule names it.
     pub fn mask(&self, name: &str) -> u64 {
         name_mask(&self.rules, name)
+    }
+
+    /// The fields [`Pairer::event_masked`] may read of an event of mask `mask`: bit j for
+    /// field j of [`Pairer::fields_read`] (a start's filters, key and `--by`, an end's
+    /// filters and key, of each rule that names the event); every bit beyond 64 fields or 32
+    /// rules. A reader copies only these (a wake-up has no `next_pid` to look for).
+    pub fn fields(&self, mask: u64) -> u64 {
+        if self.fields.len() > 64 || self.rules.len() > 32 {
+            return u64::MAX;
+        }
+        let bit = |name: &str| {
+            self.fields
+                .iter()
+                .position(|f| f == name)
+                .map_or(0, |j| 1u64 << j)
+        };
+        let mut need = 0;
+        for (i, rule) in self.rules.iter().enumerate() {
+            if mask >> (2 * i) & 1 == 1 {
+                let filters = rule.start.filters.iter().map(|f| f.field.as_str());
+                let keys = rule.key.start.iter().map(String::as_str);
+                for f in filters.chain(keys).chain(self.by.as_deref()) {
+                    need |= bit(f);
+                }
+            }
+            if mask >> (2 * i + 1) & 1 == 1 {
+                let filters = rule.end.filters.iter().map(|f| f.field.as_str());
+                for f in filters.chain(rule.key.end.iter().map(String::as_str)) {
+                    need |= bit(f);
+                }
+            }
+        }
+        need
     }
 }
 
@@ -262,22 +298,9 @@ impl Pairer {
     /// for a reader on another thread.
     pub fn matcher(&self) -> NameMatcher {
         NameMatcher {
-            rules: self
-                .rules
-                .iter()
-                .map(|r| Rule {
-                    span: r.span,
-                    start: Endpoint {
-                        event: r.start.event.clone(),
-                        filters: Vec::new(),
-                    },
-                    end: Endpoint {
-                        event: r.end.event.clone(),
-                        filters: Vec::new(),
-                    },
-                    key: Key::default(),
-                })
-                .collect(),
+            rules: self.rules.clone(),
+            by: self.by.clone(),
+            fields: self.fields_read(),
         }
     }
 
