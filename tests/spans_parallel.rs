@@ -322,7 +322,7 @@ fn parallel_reads_equal_serial_ones_on_generated_traces() {
                 "ftrace",
                 perf_text(&mut rng, 6000, true),
                 &wake,
-                Some("pid"),
+                Some("common_pid"),
             ),
             (
                 "babeltrace",

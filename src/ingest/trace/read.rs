@@ -380,11 +380,14 @@ pub(super) struct LineState<'c> {
     scratch: String,
     pub(super) ev: Event,
     pub(super) last_ts: Option<u64>,
+    /// whether a rule reads a field of perf's or ftrace's prefix (`common_pid`, ...)
+    prefixed: bool,
 }
 
 impl<'c> LineState<'c> {
     pub(super) fn new(format: Format, columns: &'c Columns, wanted: Vec<String>) -> Self {
         LineState {
+            prefixed: super::text::reads_prefix(&wanted),
             format,
             babeltrace: Babeltrace::default(),
             csv: Csv::default(),
@@ -400,7 +403,10 @@ impl<'c> LineState<'c> {
     /// Parses one line into `self.ev`.
     pub(super) fn parse(&mut self, text: &str) -> Parsed {
         match self.format {
-            Format::Perf | Format::Ftrace => super::text::parse_lazy(text, &mut self.ev),
+            Format::Perf | Format::Ftrace if self.prefixed => {
+                super::text::parse_lazy(text, &mut self.ev)
+            }
+            Format::Perf | Format::Ftrace => super::text::parse_lazy_unprefixed(text, &mut self.ev),
             Format::Babeltrace => self.babeltrace.parse(text, &mut self.ev),
             Format::JsonLines => json_line(
                 text,
