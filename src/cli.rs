@@ -1486,9 +1486,10 @@ pub struct SpansArgs {
     #[arg(long)]
     pub strict: bool,
     /// Threads parsing perf script, ftrace, babeltrace2 and JSON lines input (default: the
-    /// available cores; 1 reads on one thread). Lines are cut into chunks of 1 MiB, parsed in
-    /// parallel and paired in the input's order, with the result of one thread; memory: 2
-    /// chunks per thread in flight (about 2 MiB each with the events they hold).
+    /// available cores; 1 reads on one thread; other formats are read on one). Lines are cut
+    /// into chunks of 1 MiB, parsed in parallel and paired in the input's order: the result is
+    /// one thread's. Memory: at most 2 chunks per thread in flight, each its 1 MiB of input (up
+    /// to 2 MiB around a long line) and the events the rules name in it (1-3 MiB in all).
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).

@@ -152,6 +152,7 @@ def main():
     ap.add_argument("--cpu", default="1", help="the CPU every one-core run is pinned to (taskset -c)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(),
                     help="also run unpinned with --threads N (default: every CPU; 0: the one-core runs only)")
+    ap.add_argument("--cpus", help="pin the --threads runs to these CPUs (taskset -c; default: unpinned)")
     ap.add_argument("--only", help="comma-separated formats to run (perf,ftrace,babeltrace,chrome,jsonl,wayland)")
     ap.add_argument("--compress", choices=["gz", "zst", "xz"],
                     help="also read each input compressed so (pinned: the decoder thread shares the CPU; "
@@ -174,7 +175,8 @@ def main():
         keep = set(a.only.split(","))
         cases = [c for c in cases if c[0] in keep]
     pin = ["taskset", "-c", a.cpu]
-    print(f"{a.runs} runs each, medians; one core: pinned to CPU {a.cpu}; load average before: "
+    print(f"{a.runs} runs each, medians; one core: pinned to CPU {a.cpu}; --threads {a.threads} on CPUs "
+          f"{a.cpus or 'any'}; load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"| format | MB | events | latscope s | MB/s | Mevents/s | grep -c s | × grep -c "
           f"| CPU s | CPU MB/s | grep CPU s | CPU × grep |"
@@ -197,7 +199,8 @@ def main():
                 # on the plain text (grep -c of the compressed bytes would say nothing)
                 grep.append(measure(pin + ["grep", "-c", pattern, paths[0]]))
                 if a.threads and spans:
-                    many.append(measure(cmd + ["--threads", str(a.threads)]))
+                    many_pin = ["taskset", "-c", a.cpus] if a.cpus else []
+                    many.append(measure(many_pin + cmd + ["--threads", str(a.threads)]))
             t, g = statistics.median(w for w, _ in ours), statistics.median(w for w, _ in grep)
             tc, gc = statistics.median(c for _, c in ours), statistics.median(c for _, c in grep)
             label = name + ("" if path == paths[0] else f" .{a.compress}")

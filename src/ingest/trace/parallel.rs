@@ -22,7 +22,7 @@
 //!
 //! A record is kept only for an event some rule names, with copies of the fields the rules
 //! read ([`Pairer::fields_read`]): the pairing thread neither parses nor searches a line.
-//! Work is dealt to the workers in turn and collected in turn, each over a channel of one;
+//! Work is dealt to the workers in turn and collected in turn, over bounded channels;
 //! at most [`IN_FLIGHT`] chunks per worker are read and not yet paired, so memory is that
 //! many chunks (of [`CHUNK`], plus the end of a line carried over, below 1 MiB) and their
 //! records. std's threads and bounded channels are enough for this: one producer, workers
@@ -45,8 +45,9 @@ use crate::span::SpanSink;
 /// Bytes of input per chunk (a chunk ends at the last newline of this many).
 pub const CHUNK: usize = 1 << 20;
 
-/// Chunks per worker read and not yet paired.
-pub const IN_FLIGHT: usize = 2;
+/// Chunks per worker read and not yet paired: enough that a thread the scheduler leaves out
+/// for a few time slices (a shared machine) does not stop the others at once.
+pub const IN_FLIGHT: usize = 4;
 
 /// A line this long or longer (without its newline) is skipped, as the serial reader's
 /// buffer skips it ([`Line::TooLong`]).
@@ -483,8 +484,8 @@ pub(super) fn read<R: Read>(
         let mut jobs: Vec<SyncSender<Job>> = Vec::new();
         let mut results: Vec<Receiver<Done>> = Vec::new();
         for _ in 0..threads {
-            let (job_tx, job_rx) = sync_channel::<Job>(1);
-            let (done_tx, done_rx) = sync_channel::<Done>(1);
+            let (job_tx, job_rx) = sync_channel::<Job>(IN_FLIGHT);
+            let (done_tx, done_rx) = sync_channel::<Done>(IN_FLIGHT);
             let mut worker = Worker {
                 state: super::read::LineState::new(format, columns, wanted.clone()),
                 names: Names {
