@@ -1534,6 +1534,16 @@ pub struct SpansArgs {
     /// Fail at the first line that is not an event, naming it.
     #[arg(long)]
     pub strict: bool,
+    /// Threads parsing perf script, ftrace, babeltrace2 and JSON lines input (default: the
+    /// available cores; 1 reads on one thread; other formats are read on one). Lines are cut
+    /// into chunks of 1 MiB, parsed in parallel and paired in the input's order: the result is
+    /// one thread's. Memory: at most 4 chunks per thread in flight, each its 1 MiB of input (up
+    /// to 2 MiB around a long line) and the events the rules name in it: 8-20 MiB for 2 threads.
+    #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
+    /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub chunk_bytes: usize,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -142,6 +142,11 @@ pub fn buffers(text: &str) -> Result<u32, String> {
     }
 }
 
+/// The available cores (the default of `--threads`), at most 256; 1 when unknown.
+pub fn cores() -> u16 {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(256) as u16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,7 @@ mod report;
 mod safety;
 mod snapshots;
 mod spans;
+mod spans_parallel;
 mod wayland_cli;
 mod wayland_lab;
 mod x11;

@@ -1,13 +1,56 @@
 //! Any bytes through `latscope spans`' reader in every format (the first byte picks one, or
-//! detection), with rules that use filters and two-sided keys: no panic, and every sample is
-//! a span whose end is not before its start.
+//! detection), with rules that use filters and two-sided keys: no panic, every sample is a
+//! span whose end is not before its start, and the parallel reader (chunks of 1 to 64 bytes,
+//! 2 or 3 threads) gives exactly what the serial one gives.
 #![no_main]
 
+use latscope::ingest::trace::Format;
 use latscope::ingest::trace::read::{TraceOptions, read};
 use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
-use latscope::ingest::trace::Format;
-use latscope::span::{Aggregator, Slowest};
+use latscope::span::{Aggregator, Outcome, SeriesKey, Slowest, SpanSink};
 use libfuzzer_sys::fuzz_target;
+
+/// Every sample and outcome, in order.
+#[derive(Debug, Default, PartialEq)]
+struct Record(Vec<(SeriesKey, Option<Outcome>, u64, u64)>);
+
+impl SpanSink for Record {
+    fn sample(&mut self, key: &SeriesKey, start_ns: u64, latency_ns: u64) {
+        self.0.push((*key, None, start_ns, latency_ns));
+    }
+
+    fn outcome(&mut self, key: &SeriesKey, outcome: Outcome) {
+        self.0.push((*key, Some(outcome), 0, 0));
+    }
+}
+
+fn pairer(repeat: Repeat) -> Pairer {
+    let mut rules = Vec::new();
+    for (i, spec) in ["a=sched:sched_wakeup..sched:sched_switch", "b=x:e:k^=R..'y z':id!='0:1'"].iter().enumerate() {
+        let (_, start, end) = parse_span(spec).unwrap();
+        let key = Key::parse(if i == 0 { "pid=next_pid" } else { "id" }).unwrap();
+        rules.push(Rule { span: i, start, end, key });
+    }
+    Pairer::new(rules, vec!["a".into(), "b".into()], Some("pid".into()), repeat)
+}
+
+/// Everything a read gives, as text.
+fn run(data: &[u8], options: &TraceOptions, repeat: Repeat) -> String {
+    let mut pairer = pairer(repeat);
+    let mut sink = (Record::default(), (Aggregator::new(Vec::new(), None), Slowest::new(3)));
+    let result = read(data, "fuzz", options, &mut pairer, &mut sink, |_| {});
+    pairer.finish(&mut sink);
+    let _ = sink.1.1.sorted();
+    let sink = sink.0;
+    let result = result.map_err(|e| e.to_string());
+    format!(
+        "{result:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+        sink.0,
+        pairer.diagnose(),
+        pairer.missing_key,
+        pairer.labels().borrow()
+    )
+}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, rest)) = data.split_first() else {
@@ -17,17 +60,14 @@ fuzz_target!(|data: &[u8]| {
         n @ 0..=7 => Some(Format::ALL[n as usize]),
         _ => None,
     };
-    let mut rules = Vec::new();
-    for (i, spec) in ["a=sched:sched_wakeup..sched:sched_switch", "b=x:e:k^=R..'y z':id!='0:1'"].iter().enumerate() {
-        let (_, start, end) = parse_span(spec).unwrap();
-        let key = Key::parse(if i == 0 { "pid=next_pid" } else { "id" }).unwrap();
-        rules.push(Rule { span: i, start, end, key });
-    }
     let repeat = if pick & 16 == 0 { Repeat::KeepLast } else { Repeat::KeepFirst };
-    let mut pairer = Pairer::new(rules, vec!["a".into(), "b".into()], Some("pid".into()), repeat);
-    let mut sink = (Aggregator::new(Vec::new(), None), Slowest::new(3));
-    let options = TraceOptions { format, ..Default::default() };
-    let _ = read(rest, "fuzz", &options, &mut pairer, &mut sink, |_| {});
-    pairer.finish(&mut sink);
-    let _ = sink.1.sorted();
+    let strict = pick & 32 != 0;
+    let serial = TraceOptions { format, strict, threads: 1, ..Default::default() };
+    let one = run(rest, &serial, repeat);
+    let parallel = TraceOptions {
+        threads: 2 + usize::from(pick >> 7),
+        chunk_bytes: 1 + rest.len() % 64,
+        ..serial
+    };
+    assert_eq!(one, run(rest, &parallel, repeat), "serial and parallel reads differ");
 });

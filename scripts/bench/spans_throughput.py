@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Throughput of `latscope spans` per input format, beside the tools that make the text.
 
-    scripts/bench/spans_throughput.py BINARY [--mb 200] [--runs 5] [--cpu 1] [--threads 2]
+    scripts/bench/spans_throughput.py BINARY [--mb 200] [--runs 5] [--cpu 1] [--threads N]
                                       [--only perf,chrome] [--compress zst]
 
 Inputs, made once under --dir (target/bench/spans/MB/) from the committed samples (their
 events repeated with shifted time stamps until each file has about --mb megabytes): perf
 script text, ftrace text, babeltrace2 text, Chrome JSON, JSON lines, and a WAYLAND_DEBUG log
 (mklog.py). Each is read --runs times by latscope pinned to one CPU, interleaved with
-`grep -c` on the same file pinned alike (the floor: one pass that finds lines), and, with
---threads N, by latscope on all CPUs. Prints a Markdown table of medians: MB/s, events/s, the
-ratio to grep -c and the speed-up of N threads; then what perf script takes to write text of
+`grep -c` on the same file pinned alike (the floor: one pass that finds lines), and by
+latscope unpinned with `--threads N` (default: every CPU; 0 skips it; `latscope wayland` reads
+on one thread). Prints a Markdown table of medians: MB/s, events/s, the ratio to grep -c on
+one core, then N threads' MB/s, their ratio to grep -c and their speed-up over one core; then what perf script takes to write text of
 its own (when perf is installed and we are root). Machines are shared: compare medians of one
 run, and say the load.
 """
@@ -149,8 +150,9 @@ def main():
     ap.add_argument("--dir", default=os.path.join(ROOT, "target", "bench", "spans"),
                     help="where the generated inputs are kept (made once per --mb)")
     ap.add_argument("--cpu", default="1", help="the CPU every one-core run is pinned to (taskset -c)")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="also run unpinned with --threads N (0: the one-core runs only)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="also run unpinned with --threads N (default: every CPU; 0: the one-core runs only)")
+    ap.add_argument("--cpus", help="pin the --threads runs to these CPUs (taskset -c; default: unpinned)")
     ap.add_argument("--only", help="comma-separated formats to run (perf,ftrace,babeltrace,chrome,jsonl,wayland)")
     ap.add_argument("--compress", choices=["gz", "zst", "xz"],
                     help="also read each input compressed so (pinned: the decoder thread shares the CPU; "
@@ -173,12 +175,13 @@ def main():
         keep = set(a.only.split(","))
         cases = [c for c in cases if c[0] in keep]
     pin = ["taskset", "-c", a.cpu]
-    print(f"{a.runs} runs each, medians; one core: pinned to CPU {a.cpu}; load average before: "
+    print(f"{a.runs} runs each, medians; one core: pinned to CPU {a.cpu}; --threads {a.threads} on CPUs "
+          f"{a.cpus or 'any'}; load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"| format | MB | events | latscope s | MB/s | Mevents/s | grep -c s | × grep -c "
           f"| CPU s | CPU MB/s | grep CPU s | CPU × grep |"
-          + (f" {a.threads} threads s | MB/s | vs 1 core |" if a.threads else ""))
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|" if a.threads else ""))
+          + (f" {a.threads} threads s | MB/s | × grep -c | vs 1 core |" if a.threads else ""))
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|--:|" if a.threads else ""))
     for name, file, make, rule, pattern in cases:
         events, path = cached(d, file, make)
         paths = [path]
@@ -190,20 +193,24 @@ def main():
                 [a.binary, "spans", "-f", "json", *rule, path]
             subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # the page cache
             ours, grep, many = [], [], []
+            spans = rule is not None  # `latscope wayland` has no --threads
             for _ in range(a.runs):  # interleaved: a burst of load hits both alike
-                ours.append(measure(pin + cmd + (["--threads", "1"] if a.threads else [])))
+                ours.append(measure(pin + cmd + (["--threads", "1"] if spans else [])))
                 # on the plain text (grep -c of the compressed bytes would say nothing)
                 grep.append(measure(pin + ["grep", "-c", pattern, paths[0]]))
-                if a.threads:
-                    many.append(measure(cmd + ["--threads", str(a.threads)]))
+                if a.threads and spans:
+                    many_pin = ["taskset", "-c", a.cpus] if a.cpus else []
+                    many.append(measure(many_pin + cmd + ["--threads", str(a.threads)]))
             t, g = statistics.median(w for w, _ in ours), statistics.median(w for w, _ in grep)
             tc, gc = statistics.median(c for _, c in ours), statistics.median(c for _, c in grep)
             label = name + ("" if path == paths[0] else f" .{a.compress}")
             row = (f"| {label} | {size:.0f} | {events} | {t:.3f} | {size / t:.0f} | {events / t / 1e6:.2f} | {g:.3f} | {t / g:.1f} "
                    f"| {tc:.3f} | {size / tc:.0f} | {gc:.3f} | {tc / gc:.1f} |")
-            if a.threads:
+            if a.threads and many:
                 m = statistics.median(w for w, _ in many)
-                row += f" {m:.3f} | {size / m:.0f} | {t / m:.2f}× |"
+                row += f" {m:.3f} | {size / m:.0f} | {m / g:.1f} | {t / m:.2f}× |"
+            elif a.threads:
+                row += " — | — | — | — |"
             print(row, flush=True)
     print("Perfetto trace_processor, Chrome JSON: 177 MB/s (google/perfetto PR #1641)")
     if not a.no_tools:

@@ -101,6 +101,8 @@ fn options(args: &SpansArgs) -> TraceOptions {
         },
         cancel: Some(signals::cancel_on_interrupt()),
         strict: args.strict,
+        threads: usize::from(args.threads),
+        chunk_bytes: args.chunk_bytes,
     }
 }
 

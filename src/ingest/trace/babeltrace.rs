@@ -25,6 +25,22 @@ const DAY_NS: u64 = 86_400_000_000_000;
 pub struct Babeltrace {
     last_ns: Option<u64>,
     day_offset: u64,
+    /// the first time-of-day stamp read, as it was (the parallel reader's chunks start
+    /// without the state of the lines before them: see [`Clock`])
+    first_of_day: Option<u64>,
+    /// stamps read that are not times of day (seconds, dates)
+    other_stamps: u64,
+}
+
+/// What a reader that started without the state of the lines before it needs to be told
+/// to give the stamps a reader of every line gives: time-of-day stamps only ever move by
+/// whole days, and after the first one, by the same days as they would have.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Clock {
+    /// the last time-of-day stamp, unwrapped
+    pub last_ns: Option<u64>,
+    /// the days added to time-of-day stamps, in ns
+    pub day_offset: u64,
 }
 
 /// Nanoseconds of `HH:MM:SS.fraction`.
@@ -61,6 +77,50 @@ fn dated(text: &str) -> Option<u64> {
 }
 
 impl Babeltrace {
+    /// The clock's state.
+    pub fn clock(&self) -> Clock {
+        Clock {
+            last_ns: self.last_ns,
+            day_offset: self.day_offset,
+        }
+    }
+
+    /// Continues from `clock` (another reader's state).
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.last_ns = clock.last_ns;
+        self.day_offset = clock.day_offset;
+    }
+
+    /// The first time-of-day stamp read, as written (in ns of its day).
+    pub fn first_of_day(&self) -> Option<u64> {
+        self.first_of_day
+    }
+
+    /// How many stamps read were not times of day.
+    pub fn other_stamps(&self) -> u64 {
+        self.other_stamps
+    }
+
+    /// What a reader continuing from `before` makes of this reader's stamps, when this one
+    /// started afresh and read time-of-day stamps only: the shift of every one of them (whole
+    /// days) and the clock after the last.
+    pub fn continued(&self, before: Clock) -> (u64, Clock) {
+        let Some(first) = self.first_of_day else {
+            return (0, before);
+        };
+        let mut shift = before.day_offset;
+        if let Some(last) = before.last_ns
+            && first + shift + DAY_NS / 2 < last
+        {
+            shift += DAY_NS;
+        }
+        let after = Clock {
+            last_ns: self.last_ns.map(|l| l + shift),
+            day_offset: self.day_offset + shift,
+        };
+        (shift, after)
+    }
+
     /// Parses one line into `ev`.
     pub fn parse(&mut self, line: &str, ev: &mut Event) -> Parsed {
         ev.clear();
@@ -129,12 +189,15 @@ impl Babeltrace {
 
     fn stamp(&mut self, text: &str) -> Option<u64> {
         if text.contains(' ') {
+            self.other_stamps += 1;
             return dated(text);
         }
         if !text.contains(':') {
+            self.other_stamps += 1;
             return super::seconds_to_ns(text);
         }
         let ns = time_of_day(text)?;
+        self.first_of_day.get_or_insert(ns);
         // Half a day backwards is taken as midnight passing, not as a clock going back.
         if let Some(last) = self.last_ns
             && ns + self.day_offset + DAY_NS / 2 < last

@@ -310,6 +310,28 @@ pub fn text_of(raw: &[u8]) -> Result<Cow<'_, str>> {
     Ok(Cow::Owned(v.to_string()))
 }
 
+/// [`text_of`] a value `raw` that lies in the text `line`: what needs no decoding is borrowed
+/// from `line` without checking it as UTF-8 again (a fifth of the reading of a JSON line).
+pub fn text_in<'a>(line: &'a str, raw: &'a [u8]) -> Result<Cow<'a, str>> {
+    if let Some(inner) = raw.strip_prefix(b"\"").and_then(|r| r.strip_suffix(b"\"")) {
+        if !inner.contains(&b'\\') {
+            return part_of(line, inner).map(Cow::Borrowed);
+        }
+    } else if is_plain_integer(raw) {
+        return part_of(line, raw).map(Cow::Borrowed);
+    }
+    text_of(raw)
+}
+
+/// `part`, a slice of `line`'s bytes, as text.
+pub fn part_of<'a>(line: &'a str, part: &'a [u8]) -> Result<&'a str> {
+    let at = (part.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
+    match line.get(at..at.wrapping_add(part.len())) {
+        Some(text) if text.as_bytes().as_ptr() == part.as_ptr() => Ok(text),
+        _ => std::str::from_utf8(part).map_err(|_| Invalid),
+    }
+}
+
 /// `-?[1-9][0-9]*` or `0` that fits in an `i64` or `u64`: written back unchanged by serde_json.
 fn is_plain_integer(raw: &[u8]) -> bool {
     let digits = raw.strip_prefix(b"-").unwrap_or(raw);

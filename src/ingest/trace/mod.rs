@@ -16,6 +16,7 @@ pub mod babeltrace;
 pub mod chrome;
 pub mod detect;
 pub mod json;
+pub mod parallel;
 pub mod read;
 pub mod rules;
 pub mod syscalls;
@@ -74,6 +75,43 @@ impl Event {
     /// The event's name in `line`.
     pub fn name<'l>(&self, line: &'l str) -> &'l str {
         line.get(self.name.clone()).unwrap_or("")
+    }
+}
+
+/// What the pairing engine reads of an event: its stamp, its name and its fields by name.
+///
+/// A line's [`Event`] answers from the line ([`InLine`]); the parallel reader's compact
+/// records answer from the copies a worker made of the fields the rules read
+/// ([`parallel`]), so that pairing is one code path whichever reader fed it.
+pub trait EventView {
+    /// nanoseconds in the trace's own clock
+    fn ts_ns(&self) -> u64;
+    /// the event's name
+    fn name(&self) -> &str;
+    /// the value of field `name`, as [`Event::field`] gives it
+    fn field(&self, name: &str) -> Option<&str>;
+}
+
+/// An [`Event`] with the text its ranges point into.
+#[derive(Debug, Clone, Copy)]
+pub struct InLine<'a> {
+    /// the line (or the scratch line of a row)
+    pub line: &'a str,
+    /// the event parsed from it
+    pub ev: &'a Event,
+}
+
+impl EventView for InLine<'_> {
+    fn ts_ns(&self) -> u64 {
+        self.ev.ts_ns
+    }
+
+    fn name(&self) -> &str {
+        self.ev.name(self.line)
+    }
+
+    fn field(&self, name: &str) -> Option<&str> {
+        self.ev.field(self.line, name)
     }
 }
 

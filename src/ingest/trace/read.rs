@@ -24,6 +24,11 @@ pub struct TraceOptions {
     pub cancel: Option<Cancel>,
     /// fail at the first malformed line
     pub strict: bool,
+    /// threads parsing line formats (0 and 1: the calling thread alone; see
+    /// [`super::parallel`])
+    pub threads: usize,
+    /// bytes of input per chunk of the parallel reader (0: [`super::parallel::CHUNK`])
+    pub chunk_bytes: usize,
 }
 
 /// What reading a trace saw.
@@ -181,80 +186,130 @@ pub fn read(
         stats.interrupted |= interrupted;
         return Ok(stats);
     }
-    let mut lines = LineReader::new(input);
-    if let Some(c) = options.cancel.as_ref().filter(|_| !interrupted) {
-        lines = lines.cancel_on(c.clone());
-    }
-    let mut state = LineState {
-        format,
-        babeltrace: Babeltrace::default(),
-        csv: Csv::default(),
-        columns: &options.columns,
-        wanted: pairer.fields_read(),
-        syscalls: Syscalls::default(),
-        scratch: String::new(),
-        ev: Event::default(),
-        last_ts: None,
+    let mut state = Lines {
+        file,
+        strict: options.strict,
+        stats,
+        failure: None,
+        state: LineState::new(format, &options.columns, pairer.fields_read()),
     };
-    let mut failure = None;
-    let summary = lines
-        .for_each_line(
-            |no, line| {
-                if failure.is_some() {
-                    return;
-                }
-                let crate::ingest::lines::Line::Text(bytes) = line else {
-                    note_malformed(&mut stats, file, no, "a line longer than 1 MiB");
-                    return;
-                };
-                let Ok(text) = std::str::from_utf8(bytes) else {
-                    stats.not_utf8 += 1;
-                    return;
-                };
-                let parsed = match format {
-                    Format::Strace => state.syscalls.line(Tracer::Strace, text, pairer, sink),
-                    Format::PerfTrace => state.syscalls.line(Tracer::PerfTrace, text, pairer, sink),
-                    _ => state.parse(text),
-                };
-                match parsed {
-                    Parsed::Skip => stats.skipped += 1,
-                    Parsed::Malformed(reason) => {
-                        if options.strict {
-                            failure = Some(TraceError::Malformed {
-                                location: Location {
-                                    file: file.to_string(),
-                                    line: no,
-                                },
-                                format: format.name(),
-                                reason,
-                            });
-                        }
-                        note_malformed(&mut stats, file, no, reason);
-                    }
-                    Parsed::Event if matches!(format, Format::Strace | Format::PerfTrace) => {
-                        stats.events += 1;
-                    }
-                    Parsed::Event => {
-                        stats.events += 1;
-                        state.check_order(&mut stats, file, no);
-                        let line = state.line(text);
-                        pairer.event(line, &state.ev, no, sink);
-                    }
-                }
-            },
-            &mut progress,
-        )
-        .map_err(io_error)?;
-    if let Some(e) = failure {
+    let threads = options.threads.max(1);
+    let (summary, read_error) = if threads > 1 && super::parallel::reads(format) {
+        let cancel = options.cancel.as_ref().filter(|_| !interrupted);
+        let chunk = match options.chunk_bytes {
+            0 => super::parallel::CHUNK,
+            n => n,
+        };
+        let reader = super::parallel::Reader::new(input, chunk, cancel);
+        match super::parallel::read(reader, threads, &mut state, pairer, sink, progress) {
+            Ok(summary) => (summary, None),
+            Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),
+        }
+    } else {
+        let mut lines = LineReader::new(input).utf8();
+        if let Some(c) = options.cancel.as_ref().filter(|_| !interrupted) {
+            lines = lines.cancel_on(c.clone());
+        }
+        match lines.for_each_line(|no, line| state.line(no, line, pairer, sink), &mut progress) {
+            Ok(summary) => (summary, None),
+            Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),
+        }
+    };
+    if let Some(e) = read_error {
+        return Err(io_error(e));
+    }
+    if let Some(e) = state.failure {
         return Err(e);
     }
-    state.syscalls.finish(sink);
+    let mut stats = state.stats;
+    state.state.syscalls.finish(sink);
     stats.lines = summary.lines;
     stats.bytes = summary.bytes;
     stats.interrupted = summary.cancelled || interrupted;
     mostly_malformed(&stats, layout)?;
     Ok(stats)
 }
+
+/// The serial reading of lines: every line in order, into the statistics and the pairer. The
+/// parallel reader ([`super::parallel`]) keeps the same statistics, and reads a chunk here
+/// when its workers could not (a babeltrace chunk of two kinds of stamps).
+pub(super) struct Lines<'r> {
+    pub(super) file: &'r str,
+    pub(super) strict: bool,
+    pub(super) stats: TraceStats,
+    /// the first malformed line with --strict: the lines after it are not read
+    pub(super) failure: Option<TraceError>,
+    pub(super) state: LineState<'r>,
+}
+
+impl Lines<'_> {
+    /// One line, numbered `no`.
+    pub(super) fn line(
+        &mut self,
+        no: u64,
+        line: crate::ingest::lines::Line<'_>,
+        pairer: &mut Pairer,
+        sink: &mut impl SpanSink,
+    ) {
+        if self.failure.is_some() {
+            return;
+        }
+        let text = match line {
+            crate::ingest::lines::Line::Str(text) => text,
+            crate::ingest::lines::Line::Text(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(_) => {
+                    self.stats.not_utf8 += 1;
+                    return;
+                }
+            },
+            crate::ingest::lines::Line::TooLong { .. } => {
+                note_malformed(&mut self.stats, self.file, no, TOO_LONG);
+                return;
+            }
+        };
+        let state = &mut self.state;
+        let format = state.format;
+        let parsed = match format {
+            Format::Strace => state.syscalls.line(Tracer::Strace, text, pairer, sink),
+            Format::PerfTrace => state.syscalls.line(Tracer::PerfTrace, text, pairer, sink),
+            _ => state.parse(text),
+        };
+        match parsed {
+            Parsed::Skip => self.stats.skipped += 1,
+            Parsed::Malformed(reason) => {
+                if self.strict {
+                    self.failure = Some(self.malformed(no, reason));
+                }
+                note_malformed(&mut self.stats, self.file, no, reason);
+            }
+            Parsed::Event if matches!(format, Format::Strace | Format::PerfTrace) => {
+                self.stats.events += 1;
+            }
+            Parsed::Event => {
+                self.stats.events += 1;
+                state.check_order(&mut self.stats, self.file, no);
+                let line = state.line(text);
+                pairer.event(line, &state.ev, no, sink);
+            }
+        }
+    }
+
+    /// The --strict error of line `no`.
+    pub(super) fn malformed(&self, no: u64, reason: &'static str) -> TraceError {
+        TraceError::Malformed {
+            location: Location {
+                file: self.file.to_string(),
+                line: no,
+            },
+            format: self.state.format.name(),
+            reason,
+        }
+    }
+}
+
+/// Why a line longer than the read buffer is not read.
+pub(super) const TOO_LONG: &str = "a line longer than 1 MiB";
 
 /// A file whose lines are mostly not events of its format is not that format (or not one
 /// latscope reads): an error naming the format and the first bad line, not a quiet result.
@@ -302,7 +357,7 @@ fn read_head(reader: &mut impl Read, cancel: Option<&Cancel>) -> io::Result<Vec<
     Ok(head)
 }
 
-fn note_malformed(stats: &mut TraceStats, file: &str, line: u64, reason: &'static str) {
+pub(super) fn note_malformed(stats: &mut TraceStats, file: &str, line: u64, reason: &'static str) {
     stats.malformed += 1;
     stats.first_malformed.get_or_insert((
         Location {
@@ -313,23 +368,45 @@ fn note_malformed(stats: &mut TraceStats, file: &str, line: u64, reason: &'stati
     ));
 }
 
-struct LineState<'c> {
-    format: Format,
-    babeltrace: Babeltrace,
+/// A line format's parser and what it keeps across lines.
+pub(super) struct LineState<'c> {
+    pub(super) format: Format,
+    pub(super) babeltrace: Babeltrace,
     csv: Csv,
-    columns: &'c Columns,
+    pub(super) columns: &'c Columns,
     /// the fields rules read (JSON lines skip the others)
-    wanted: Vec<String>,
+    pub(super) wanted: Vec<String>,
     syscalls: Syscalls,
     scratch: String,
-    ev: Event,
-    last_ts: Option<u64>,
+    pub(super) ev: Event,
+    pub(super) last_ts: Option<u64>,
+    /// whether a rule reads a field of perf's or ftrace's prefix (`common_pid`, ...)
+    prefixed: bool,
 }
 
-impl LineState<'_> {
-    fn parse(&mut self, text: &str) -> Parsed {
+impl<'c> LineState<'c> {
+    pub(super) fn new(format: Format, columns: &'c Columns, wanted: Vec<String>) -> Self {
+        LineState {
+            prefixed: super::text::reads_prefix(&wanted),
+            format,
+            babeltrace: Babeltrace::default(),
+            csv: Csv::default(),
+            columns,
+            wanted,
+            syscalls: Syscalls::default(),
+            scratch: String::new(),
+            ev: Event::default(),
+            last_ts: None,
+        }
+    }
+
+    /// Parses one line into `self.ev`.
+    pub(super) fn parse(&mut self, text: &str) -> Parsed {
         match self.format {
-            Format::Perf | Format::Ftrace => super::text::parse_lazy(text, &mut self.ev),
+            Format::Perf | Format::Ftrace if self.prefixed => {
+                super::text::parse_lazy(text, &mut self.ev)
+            }
+            Format::Perf | Format::Ftrace => super::text::parse_lazy_unprefixed(text, &mut self.ev),
             Format::Babeltrace => self.babeltrace.parse(text, &mut self.ev),
             Format::JsonLines => json_line(
                 text,
@@ -346,7 +423,7 @@ impl LineState<'_> {
     }
 
     /// The text the event's ranges point into.
-    fn line<'a>(&'a self, text: &'a str) -> &'a str {
+    pub(super) fn line<'a>(&'a self, text: &'a str) -> &'a str {
         match self.format {
             Format::JsonLines | Format::Csv => &self.scratch,
             _ => text,

@@ -13,7 +13,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::Event;
+use super::{Event, EventView, InLine};
 pub use crate::rule::{Filter, Key, Op, RuleError};
 use crate::rule::{is_identifier, is_quoted, split_filters, unquote};
 use crate::span::{Group, Open, OpenSpans, Outcome, SeriesKey, SpanSink};
@@ -51,13 +51,13 @@ impl Endpoint {
 
     /// Whether the event named `name` with these fields passes.
     pub fn matches(&self, name: &str, line: &str, ev: &Event) -> bool {
-        names_match(&self.event, name) && self.passes(line, ev)
+        names_match(&self.event, name) && self.passes(&InLine { line, ev })
     }
 
     /// Whether an event of this endpoint's name with these fields passes the filters.
-    pub fn passes(&self, line: &str, ev: &Event) -> bool {
+    pub fn passes(&self, ev: &impl EventView) -> bool {
         self.filters.iter().all(|f| {
-            let v = ev.field(line, &f.field);
+            let v = ev.field(&f.field);
             match f.op {
                 Op::Eq => v == Some(f.value.as_str()),
                 Op::Ne => v != Some(f.value.as_str()),
@@ -110,7 +110,7 @@ pub enum Repeat {
 
 /// Writes span `span` and the values of `fields` of `ev` into `buf` (separated by U+001F), the
 /// key of an open span; `false` when the event lacks one.
-fn fill_key(buf: &mut String, span: usize, line: &str, ev: &Event, fields: &[String]) -> bool {
+fn fill_key(buf: &mut String, span: usize, ev: &impl EventView, fields: &[String]) -> bool {
     buf.clear();
     // The span's index in decimal, without the formatting machinery (a key per event).
     let mut digits = [0u8; 20];
@@ -127,13 +127,77 @@ fn fill_key(buf: &mut String, span: usize, line: &str, ev: &Event, fields: &[Str
     buf.extend(digits[at..].iter().map(|&d| char::from(d)));
     buf.push('\u{1f}');
     for f in fields {
-        let Some(v) = ev.field(line, f) else {
+        let Some(v) = ev.field(f) else {
             return false;
         };
         buf.push_str(v);
         buf.push('\u{1f}');
     }
     true
+}
+
+/// Which rule endpoints are named like `name`: bit 2i for rule i's start, 2i+1 for its end;
+/// every bit beyond 32 rules (names are then compared event by event).
+fn name_mask(rules: &[Rule], name: &str) -> u64 {
+    if rules.len() > 32 {
+        return u64::MAX;
+    }
+    let mut mask = 0;
+    for (i, rule) in rules.iter().enumerate() {
+        mask |= u64::from(names_match(&rule.start.event, name)) << (2 * i);
+        mask |= u64::from(names_match(&rule.end.event, name)) << (2 * i + 1);
+    }
+    mask
+}
+
+/// The rules' endpoint names alone: which events a rule names, decided where the events are
+/// parsed (on the parallel reader's threads) so that only those reach the pairing.
+#[derive(Debug, Clone)]
+pub struct NameMatcher {
+    rules: Vec<Rule>,
+    by: Option<String>,
+    /// [`Pairer::fields_read`]
+    fields: Vec<String>,
+}
+
+impl NameMatcher {
+    /// The mask [`Pairer::event_masked`] takes for an event named `name`; 0: no rule names it.
+    pub fn mask(&self, name: &str) -> u64 {
+        name_mask(&self.rules, name)
+    }
+
+    /// The fields [`Pairer::event_masked`] may read of an event of mask `mask`: bit j for
+    /// field j of [`Pairer::fields_read`] (a start's filters, key and `--by`, an end's
+    /// filters and key, of each rule that names the event); every bit beyond 64 fields or 32
+    /// rules. A reader copies only these (a wake-up has no `next_pid` to look for).
+    pub fn fields(&self, mask: u64) -> u64 {
+        if self.fields.len() > 64 || self.rules.len() > 32 {
+            return u64::MAX;
+        }
+        let bit = |name: &str| {
+            self.fields
+                .iter()
+                .position(|f| f == name)
+                .map_or(0, |j| 1u64 << j)
+        };
+        let mut need = 0;
+        for (i, rule) in self.rules.iter().enumerate() {
+            if mask >> (2 * i) & 1 == 1 {
+                let filters = rule.start.filters.iter().map(|f| f.field.as_str());
+                let keys = rule.key.start.iter().map(String::as_str);
+                for f in filters.chain(keys).chain(self.by.as_deref()) {
+                    need |= bit(f);
+                }
+            }
+            if mask >> (2 * i + 1) & 1 == 1 {
+                let filters = rule.end.filters.iter().map(|f| f.field.as_str());
+                for f in filters.chain(rule.key.end.iter().map(String::as_str)) {
+                    need |= bit(f);
+                }
+            }
+        }
+        need
+    }
 }
 
 /// Pairs events into spans by the rules.
@@ -176,7 +240,7 @@ pub const OTHER: &str = "(other)";
 pub const DEFAULT_MAX_SERIES: usize = 10_000;
 
 /// Distinct event names kept for suggestions (memory follows the input only up to this).
-const MAX_NAMES: usize = 4096;
+pub(crate) const MAX_NAMES: usize = 4096;
 
 impl Pairer {
     /// A pairer of `rules` over the span `names` they index; series split by the start's `by`
@@ -223,20 +287,33 @@ impl Pairer {
         if let Some(&mask) = self.names_seen.get(name) {
             return mask;
         }
-        let mask = if self.rules.len() > 32 {
-            u64::MAX
-        } else {
-            let mut mask = 0;
-            for (i, rule) in self.rules.iter().enumerate() {
-                mask |= u64::from(names_match(&rule.start.event, name)) << (2 * i);
-                mask |= u64::from(names_match(&rule.end.event, name)) << (2 * i + 1);
-            }
-            mask
-        };
+        let mask = name_mask(&self.rules, name);
         if self.names_seen.len() < MAX_NAMES {
             self.names_seen.insert(name.into(), mask);
         }
         mask
+    }
+
+    /// What decides which events reach [`Pairer::event_masked`]: the rules' endpoint names,
+    /// for a reader on another thread.
+    pub fn matcher(&self) -> NameMatcher {
+        NameMatcher {
+            rules: self.rules.clone(),
+            by: self.by.clone(),
+            fields: self.fields_read(),
+        }
+    }
+
+    /// Notes the event names of the input in the order they first appeared, as
+    /// [`Pairer::event`] notes each event's (the parallel reader sends each chunk's new
+    /// names before its events: the names kept for suggestions are the same).
+    pub fn note_names<'n>(&mut self, names: impl IntoIterator<Item = &'n str>) {
+        for name in names {
+            if self.names_seen.len() >= MAX_NAMES {
+                return;
+            }
+            self.name_mask(name);
+        }
     }
 
     /// Why the rules measured nothing: one sentence per rule endpoint that never matched, with
@@ -349,9 +426,9 @@ impl Pairer {
         self.by.clone()
     }
 
-    fn group(&mut self, line: &str, ev: &Event) -> Group {
+    fn group(&mut self, ev: &impl EventView) -> Group {
         let value = match &self.by {
-            Some(by) => ev.field(line, by).unwrap_or("?"),
+            Some(by) => ev.field(by).unwrap_or("?"),
             None => return Group::All,
         };
         self.group_of(value)
@@ -401,11 +478,23 @@ impl Pairer {
 
     /// Feeds one event (line number `line_no`) through every rule.
     pub fn event(&mut self, line: &str, ev: &Event, line_no: u64, sink: &mut impl SpanSink) {
-        let name = ev.name(line);
-        let mask = self.name_mask(name);
+        let mask = self.name_mask(ev.name(line));
         if mask == 0 {
             return; // no rule names this event
         }
+        self.event_masked(&InLine { line, ev }, mask, line_no, sink);
+    }
+
+    /// Feeds one event whose name's [`NameMatcher::mask`] is `mask` (not 0) through every
+    /// rule; its name must have been noted ([`Pairer::note_names`]).
+    pub fn event_masked(
+        &mut self,
+        ev: &impl EventView,
+        mask: u64,
+        line_no: u64,
+        sink: &mut impl SpanSink,
+    ) {
+        let name = ev.name();
         let exact = self.rules.len() <= 32;
         let named = |i: usize, side: usize, end: &Endpoint| {
             if exact {
@@ -426,7 +515,7 @@ impl Pairer {
             for (k, end) in [&rule.start, &rule.end].into_iter().enumerate() {
                 if named(i, k, end) {
                     seen[k] += 1;
-                    if end.passes(line, ev) {
+                    if end.passes(ev) {
                         seen[k + 2] += 1;
                         p[k] = true;
                     }
@@ -448,7 +537,7 @@ impl Pairer {
                 continue;
             }
             let span = self.rules[i].span;
-            if !fill_key(&mut self.key_buf, span, line, ev, &self.rules[i].key.end) {
+            if !fill_key(&mut self.key_buf, span, ev, &self.rules[i].key.end) {
                 self.note_missing_key(line_no);
                 continue;
             }
@@ -456,7 +545,7 @@ impl Pairer {
                 continue;
             }
             self.ends_seen[span] = true;
-            self.closed[span] = self.open.end(self.key_buf.as_str(), ev.ts_ns, sink);
+            self.closed[span] = self.open.end(self.key_buf.as_str(), ev.ts_ns(), sink);
         }
         for span in 0..self.spans {
             if self.ends_seen[span] && !self.closed[span] {
@@ -473,21 +562,21 @@ impl Pairer {
                 continue;
             }
             let span = self.rules[i].span;
-            if !fill_key(&mut self.key_buf, span, line, ev, &self.rules[i].key.start) {
+            if !fill_key(&mut self.key_buf, span, ev, &self.rules[i].key.start) {
                 self.note_missing_key(line_no);
                 continue;
             }
             let series = SeriesKey {
                 span,
                 side: None,
-                group: self.group(line, ev),
+                group: self.group(ev),
             };
             if self.repeat == Repeat::KeepFirst && self.open.contains(self.key_buf.as_str()) {
                 sink.outcome(&series, Outcome::Superseded);
                 continue;
             }
             let open = Open {
-                start_ns: ev.ts_ns,
+                start_ns: ev.ts_ns(),
                 series,
             };
             let key = Box::from(self.key_buf.as_str());

@@ -92,23 +92,26 @@ pub fn json_line(
     let mut name = None;
     let scanned = json::members(b, start, 0, |k, v| {
         // A column given twice counts once, the last time (as a JSON map keeps it).
-        if *k == *columns.time.as_bytes() {
+        if same(&k, columns.time.as_bytes()) {
             time = Some(v);
             return Ok(());
         }
-        let is_name = *k == *columns.name.as_bytes();
-        if !is_name && wanted.is_some_and(|w| !w.iter().any(|f| *f.as_bytes() == *k)) {
+        let is_name = same(&k, columns.name.as_bytes());
+        if !is_name && wanted.is_some_and(|w| !w.iter().any(|f| same(f.as_bytes(), &k))) {
             return Ok(());
         }
-        let key = std::str::from_utf8(&k).map_err(|_| json::Invalid)?;
+        let key = match &k {
+            std::borrow::Cow::Borrowed(k) => json::part_of(line, k)?,
+            std::borrow::Cow::Owned(k) => std::str::from_utf8(k).map_err(|_| json::Invalid)?,
+        };
         if let Some(at) = ev
             .fields
             .iter()
-            .position(|(r, _)| &scratch[r.clone()] == key)
+            .position(|(r, _)| same(scratch[r.clone()].as_bytes(), key.as_bytes()))
         {
             ev.fields.remove(at);
         }
-        let value = json::text_of(v)?;
+        let value = json::text_in(line, v)?;
         let kr = scratch.len()..scratch.len() + key.len();
         scratch.push_str(key);
         scratch.push('\t');
@@ -144,6 +147,13 @@ pub fn json_line(
     ev.ts_ns = ts;
     ev.name = name;
     Parsed::Event
+}
+
+/// `a == b` for the short keys of a row, without a `memcmp` call per key (a tenth of the
+/// reading time of a three-column row).
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 fn not_an_object() -> Parsed {

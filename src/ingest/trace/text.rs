@@ -61,7 +61,7 @@ fn next_token(b: &[u8], i: &mut usize) -> Option<(usize, usize)> {
 
 /// Parses one line into `ev`.
 pub fn parse(line: &str, ev: &mut Event) -> Parsed {
-    parse_with(line, ev, false)
+    parse_with(line, ev, false, true)
 }
 
 /// Parses one line into `ev`, leaving a `NAME=VALUE ...` payload (the common one) unparsed:
@@ -69,10 +69,24 @@ pub fn parse(line: &str, ev: &mut Event) -> Parsed {
 /// ([`equals_field`]), with the same result as the whole parse. A rule reads one or two
 /// fields of the eight or so of a sched_switch line.
 pub fn parse_lazy(line: &str, ev: &mut Event) -> Parsed {
-    parse_with(line, ev, true)
+    parse_with(line, ev, true, true)
 }
 
-fn parse_with(line: &str, ev: &mut Event, lazy: bool) -> Parsed {
+/// [`parse_lazy`] without the prefix's `common_comm`, `common_pid`, `common_cpu` and
+/// `common_tgid`: for rules that read none of them ([`reads_prefix`]), a tenth of the time
+/// of a line.
+pub fn parse_lazy_unprefixed(line: &str, ev: &mut Event) -> Parsed {
+    parse_with(line, ev, true, false)
+}
+
+/// Whether any of `fields` is one the prefix gives.
+pub fn reads_prefix(fields: &[String]) -> bool {
+    fields
+        .iter()
+        .any(|f| [COMM, PID, CPU, TGID].contains(&f.as_str()))
+}
+
+fn parse_with(line: &str, ev: &mut Event, lazy: bool, prefixed: bool) -> Parsed {
     ev.clear();
     let b = line.as_bytes();
     let mut i = 0;
@@ -113,7 +127,9 @@ fn parse_with(line: &str, ev: &mut Event, lazy: bool) -> Parsed {
         return Parsed::Malformed("the event name does not end in ':'");
     }
     ev.name = a..e - 1;
-    prefix_fields(line, &prefix[..n_prefix], ev);
+    if prefixed {
+        prefix_fields(line, &prefix[..n_prefix], ev);
+    }
     payload(line, i, ev, lazy);
     Parsed::Event
 }

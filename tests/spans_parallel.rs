@@ -1,0 +1,363 @@
+//! `latscope spans --threads N` gives the documents of `--threads 1`, bit for bit: on every
+//! committed sample under tests/data (whatever it is: a trace, or a file the reader refuses),
+//! and on generated traces made to cut the parallel reader's chunks at every awkward place
+//! (lines longer than the read buffer, CRLF, invalid UTF-8, stamps going back, babeltrace2
+//! clocks crossing midnight and mixing kinds of stamps, more than 4096 event names, a last
+//! line without a newline, `--strict`).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use latscope::ingest::trace::read::{TraceOptions, read};
+use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
+use latscope::ingest::trace::table::Columns;
+use latscope::span::{Outcome, SeriesKey, SpanSink};
+use rand::{Rng, SeedableRng};
+
+use crate::util::{self, latscope};
+
+/// Every rule shape at once: two-sided keys, a filter, a multi-field key, `--by`, kept spans.
+const RULES: &[&str] = &[
+    "--span",
+    "w=sched:sched_wakeup..sched:sched_switch",
+    "--span",
+    "p=sched:sched_switch:prev_state^=R..sched:sched_switch",
+    "--span",
+    "c=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit",
+    "--span",
+    "r=request_start..request_done",
+    "--key",
+    "pid=next_pid",
+    "--key",
+    "prev_pid=next_pid",
+    "--key",
+    "addr,vtid",
+    "--key",
+    "id",
+    "--by",
+    "comm",
+    "--max-spans",
+    "200",
+    "--slowest",
+    "3",
+];
+
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// Exit status, standard output and standard error of `latscope spans ARGS`.
+fn spans(args: &[&str], extra: &[&str], stdin: Option<&Path>) -> (Option<i32>, String, String) {
+    let mut cmd = latscope();
+    cmd.arg("spans").args(args).args(extra);
+    if let Some(p) = stdin {
+        cmd.stdin(Stdio::from(std::fs::File::open(p).unwrap()));
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn parallel_documents_equal_serial_ones_on_every_committed_sample() {
+    let mut all = Vec::new();
+    files(&util::root().join("tests/data"), &mut all);
+    all.sort();
+    assert!(all.len() > 30, "{all:?}");
+    let mut compared = 0;
+    for path in &all {
+        let p = path.to_str().unwrap();
+        for (format, strict) in [("json", false), ("json", true), ("csv", false)] {
+            let mut args = vec!["-f", format, p];
+            args.extend_from_slice(RULES);
+            if strict {
+                args.push("--strict");
+            }
+            let serial = spans(&args, &["--threads", "1"], None);
+            for (threads, chunk) in [("2", "1"), ("3", "97"), ("2", "4096"), ("4", "0")] {
+                let parallel = spans(&args, &["--threads", threads, "--chunk-bytes", chunk], None);
+                assert_eq!(
+                    serial, parallel,
+                    "{p} {format} strict={strict} {threads}/{chunk}"
+                );
+                compared += 1;
+            }
+        }
+        // Standard input, in blocks.
+        let mut args = vec!["-f", "json", "-"];
+        args.extend_from_slice(RULES);
+        let serial = spans(&args, &["--threads", "1"], Some(path));
+        let parallel = spans(
+            &args,
+            &["--threads", "2", "--chunk-bytes", "513"],
+            Some(path),
+        );
+        assert_eq!(serial, parallel, "{p} from standard input");
+    }
+    assert!(compared > 300);
+}
+
+/// Every sample and outcome, in order.
+#[derive(Debug, Default, PartialEq)]
+struct Record(Vec<(SeriesKey, Option<Outcome>, u64, u64)>);
+
+impl SpanSink for Record {
+    fn sample(&mut self, key: &SeriesKey, start_ns: u64, latency_ns: u64) {
+        self.0.push((*key, None, start_ns, latency_ns));
+    }
+
+    fn outcome(&mut self, key: &SeriesKey, outcome: Outcome) {
+        self.0.push((*key, Some(outcome), 0, 0));
+    }
+}
+
+fn pairer(specs: &[(&str, &str)], by: Option<&str>) -> Pairer {
+    let mut names = Vec::new();
+    let rules = specs
+        .iter()
+        .map(|(spec, key)| {
+            let (name, start, end) = parse_span(spec).unwrap();
+            names.push(name);
+            Rule {
+                span: names.len() - 1,
+                start,
+                end,
+                key: Key::parse(key).unwrap(),
+            }
+        })
+        .collect();
+    Pairer::new(rules, names, by.map(str::to_string), Repeat::KeepLast).with_max_series(40)
+}
+
+/// Everything a read gives: its statistics or error, every sample and outcome, the pairer's
+/// diagnosis, missing keys and labels.
+fn read_all(text: &[u8], options: &TraceOptions, mut pairer: Pairer) -> String {
+    let mut sink = Record::default();
+    let result = read(text, "gen", options, &mut pairer, &mut sink, |_| {});
+    pairer.finish(&mut sink);
+    let mut out = String::new();
+    match result {
+        Ok(stats) => writeln!(out, "{stats:?}").unwrap(),
+        Err(e) => writeln!(out, "error: {e}").unwrap(),
+    }
+    writeln!(out, "{:?}", sink.0).unwrap();
+    writeln!(out, "{:?}", pairer.diagnose()).unwrap();
+    writeln!(out, "{:?}", pairer.missing_key).unwrap();
+    writeln!(out, "{:?}", pairer.labels().borrow()).unwrap();
+    writeln!(out, "{:?}", pairer.folded_note()).unwrap();
+    out
+}
+
+fn junk(rng: &mut impl Rng, out: &mut Vec<u8>) {
+    match rng.random_range(0..9) {
+        0 => out.extend_from_slice(b"\n"),
+        1 => out.extend_from_slice(b"# a comment\n"),
+        2 => out.extend_from_slice(b"not an event at all\n"),
+        3 => out.extend_from_slice(b"bad \xff\xfe utf-8\n"),
+        4 => out.extend_from_slice(b"   \r\n"),
+        5 => out.extend_from_slice(b"[12:00:00.1] no name\n"),
+        6 => out.extend_from_slice(b"sh 1 [000] 99999999999999999999.1: x: a=1\n"),
+        _ => out.extend_from_slice(b"{\"ts\": \"x\", \"name\": 3}\n"),
+    }
+}
+
+/// A perf script or ftrace text: wake-ups and switches of a few tasks, names beyond the
+/// 4096 kept for suggestions, stamps now and then going back, and junk.
+fn perf_text(rng: &mut impl Rng, events: usize, ftrace: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut ts: u64 = 13_760_000_000_000;
+    for i in 0..events {
+        ts += rng.random_range(0..20_000);
+        let t = if rng.random_ratio(1, 50) {
+            ts - 50_000
+        } else {
+            ts
+        };
+        let (s, ns) = (t / 1_000_000_000, t % 1_000_000_000);
+        let pid = rng.random_range(1..30);
+        let comm = ["sh", "lat worker 1", "kworker/0:1"][pid % 3];
+        let stamp = if ftrace {
+            format!("{comm}-{pid} [00{}] d..2. {s}.{:06}:", pid % 4, ns / 1000)
+        } else {
+            format!("{comm} {pid} [00{}] {s}.{ns:09}:", pid % 4)
+        };
+        let line = match rng.random_range(0..10) {
+            0..=3 => format!(
+                "{stamp} sched:sched_wakeup: comm={comm} pid={pid} prio=120 target_cpu=00{}",
+                pid % 4
+            ),
+            4..=7 => {
+                let next = rng.random_range(1..30);
+                let state = ["R", "S", "R+", "D"][rng.random_range(0..4)];
+                format!(
+                    "{stamp} sched:sched_switch: prev_comm={comm} prev_pid={pid} prev_prio=120 prev_state={state} ==> next_comm=x next_pid={next} next_prio=120"
+                )
+            }
+            8 => format!("{stamp} grp:name_{}: a=1", i % 6000),
+            _ => format!("{stamp} sched:sched_wakeup: comm={comm} prio=120"),
+        };
+        out.extend_from_slice(line.as_bytes());
+        out.extend_from_slice(if rng.random_ratio(1, 20) {
+            b"\r\n"
+        } else {
+            b"\n"
+        });
+        if rng.random_ratio(1, 40) {
+            junk(rng, &mut out);
+        }
+    }
+    out
+}
+
+/// Lines of 1 MiB less one byte (read) and of 1 MiB (too long, skipped), put between lines.
+fn long_lines(rng: &mut impl Rng, text: &mut Vec<u8>) {
+    for len in [(1 << 20) - 1, 1 << 20, (1 << 20) + 70_000] {
+        let at = rng.random_range(0..text.len());
+        let at = text[at..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(0, |p| at + p + 1);
+        let mut line = vec![b'x'; len];
+        line.push(b'\n');
+        text.splice(at..at, line);
+    }
+}
+
+/// babeltrace2 text whose time-of-day clock crosses midnight, with a few stamps of other
+/// kinds among them when `mixed`.
+fn babeltrace_text(rng: &mut impl Rng, events: usize, mixed: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    let day = 86_400_000_000_000u64;
+    let mut t = day - 3_000_000_000;
+    for _ in 0..events {
+        t += rng.random_range(0..4_000_000);
+        let tod = t % day;
+        let stamp = match rng.random_range(0..200) {
+            0 if mixed => format!("{}.{:09}", t / 1_000_000_000, t % 1_000_000_000),
+            _ => format!(
+                "{:02}:{:02}:{:02}.{:09}",
+                tod / 3_600_000_000_000,
+                tod / 60_000_000_000 % 60,
+                tod / 1_000_000_000 % 60,
+                tod % 1_000_000_000
+            ),
+        };
+        let what = ["func_entry", "func_exit"][rng.random_range(0..2)];
+        let addr = rng.random_range(0..6);
+        let line = format!(
+            "[{stamp}] (+0.000000100) host lttng_ust_cyg_profile:{what}: {{ cpu_id = 0 }}, {{ vtid = {} }}, {{ addr = 0x{addr:x}, call_site = 0x1 }}\n",
+            addr % 2
+        );
+        out.extend_from_slice(line.as_bytes());
+        if rng.random_ratio(1, 60) {
+            junk(rng, &mut out);
+        }
+    }
+    out
+}
+
+/// JSON lines of requests, with escapes, missing ids and junk.
+fn json_lines(rng: &mut impl Rng, events: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..events {
+        let id = rng.random_range(0..100);
+        let name = match rng.random_range(0..5) {
+            0 => "request\\u005fstart",
+            1 | 2 => "request_start",
+            _ => "request_done",
+        };
+        let line = match rng.random_range(0..30) {
+            0 => format!("{{\"ts\": {}, \"name\": \"{name}\"}}\n", i * 1000),
+            _ => format!(
+                "{{\"ts\": {}, \"name\": \"{name}\", \"id\": {id}, \"x\": [1, {{\"y\": \"a\\\"b\"}}]}}\n",
+                i * 1000 + rng.random_range(0..900)
+            ),
+        };
+        out.extend_from_slice(line.as_bytes());
+        if rng.random_ratio(1, 50) {
+            junk(rng, &mut out);
+        }
+    }
+    out
+}
+
+/// A format's name, a trace of it, its rules (spec, key) and `--by`.
+type Generated<'a> = (&'a str, Vec<u8>, &'a [(&'a str, &'a str)], Option<&'a str>);
+
+#[test]
+fn parallel_reads_equal_serial_ones_on_generated_traces() {
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(25);
+    let wake = [
+        ("w=sched:sched_wakeup..sched:sched_switch", "pid=next_pid"),
+        (
+            "p=sched:sched_switch:prev_state^=R..sched:sched_switch",
+            "prev_pid=next_pid",
+        ),
+    ];
+    let cyg = [(
+        "c=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit",
+        "addr,vtid",
+    )];
+    let requests = [("r=request_start..request_done", "id")];
+    for round in 0..3 {
+        let inputs: [Generated; 4] = [
+            (
+                "perf",
+                perf_text(&mut rng, 6000, false),
+                &wake,
+                Some("comm"),
+            ),
+            (
+                "ftrace",
+                perf_text(&mut rng, 6000, true),
+                &wake,
+                Some("common_pid"),
+            ),
+            (
+                "babeltrace",
+                babeltrace_text(&mut rng, 6000, round == 0),
+                &cyg,
+                Some("addr"),
+            ),
+            ("jsonl", json_lines(&mut rng, 6000), &requests, Some("id")),
+        ];
+        for (name, mut text, rules, by) in inputs {
+            if round == 1 {
+                text.pop(); // the last line without its newline
+            }
+            if round == 2 {
+                long_lines(&mut rng, &mut text);
+            }
+            for strict in [false, true] {
+                let options = |threads, chunk_bytes| TraceOptions {
+                    columns: Columns::default(),
+                    strict,
+                    threads,
+                    chunk_bytes,
+                    ..TraceOptions::default()
+                };
+                let serial = read_all(&text, &options(1, 0), pairer(rules, by));
+                assert!(strict || serial.contains("events: "), "{name}: {serial}");
+                for (threads, chunk) in [(2, 1), (3, 4093), (2, 65_536), (5, 0)] {
+                    let parallel = read_all(&text, &options(threads, chunk), pairer(rules, by));
+                    let diff = serial.lines().zip(parallel.lines()).find(|(a, b)| a != b);
+                    assert_eq!(
+                        serial, parallel,
+                        "{name} round {round} strict={strict} threads={threads} chunk={chunk}: first difference {diff:?}"
+                    );
+                }
+            }
+        }
+    }
+}
