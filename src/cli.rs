@@ -1538,7 +1538,9 @@ pub struct SpansArgs {
     /// available cores; 1 reads on one thread; other formats are read on one). Lines are cut
     /// into chunks of 1 MiB, parsed in parallel and paired in the input's order: the result is
     /// one thread's. Memory: at most 4 chunks per thread in flight, each its 1 MiB of input (up
-    /// to 2 MiB around a long line) and the events the rules name in it: 8-20 MiB for 2 threads.
+    /// to 2 MiB around a long line) and the events the rules name in it: 8-20 MiB for 2 threads
+    /// on usual traces; up to about 5 MiB per chunk more (40 MiB for 2 threads) where every
+    /// line is a short event the rules name, with many --key fields.
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).

@@ -361,3 +361,34 @@ fn parallel_reads_equal_serial_ones_on_generated_traces() {
         }
     }
 }
+
+/// A compressed input broken part way (a read error after whole chunks): every thread count
+/// and chunk size ends with the serial reader's error, never with exit 0 and the spans read
+/// so far (an error met with only the start of a line in the buffer was dropped).
+#[test]
+fn a_read_error_mid_file_is_an_error_whatever_the_chunks() {
+    use std::io::Write as _;
+    let text = std::fs::read(util::root().join("tests/data/traces/sched.perf.txt")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for _ in 0..8 {
+        gz.write_all(&text).unwrap();
+    }
+    let gz = gz.finish().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.perf.txt.gz");
+    std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
+    let p = path.to_str().unwrap();
+    let args = [
+        "-f",
+        "csv",
+        p,
+        "--span",
+        "w=sched:sched_wakeup..sched:sched_switch",
+    ];
+    let serial = spans(&args, &["--threads", "1"], None);
+    assert_eq!(serial.0, Some(1), "{serial:?}");
+    for (threads, chunk) in [("2", "1"), ("2", "7"), ("3", "4096"), ("2", "0")] {
+        let parallel = spans(&args, &["--threads", threads, "--chunk-bytes", chunk], None);
+        assert_eq!(serial, parallel, "{threads}/{chunk}");
+    }
+}

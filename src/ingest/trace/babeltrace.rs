@@ -43,13 +43,14 @@ pub struct Clock {
     pub day_offset: u64,
 }
 
-/// Nanoseconds of `HH:MM:SS.fraction`.
+/// Nanoseconds of `HH:MM:SS.fraction` (seconds below 61: a leap second, not more; more
+/// would overflow the sum, a panic in debug builds, and the unwrapping at midnight after it).
 fn time_of_day(text: &str) -> Option<u64> {
     let mut parts = text.splitn(3, ':');
     let h: u64 = parts.next()?.parse().ok()?;
     let m: u64 = parts.next()?.parse().ok()?;
     let s = super::seconds_to_ns(parts.next()?)?;
-    (h < 24 && m < 60).then_some((h * 3600 + m * 60) * 1_000_000_000 + s)
+    (h < 24 && m < 60 && s < 61 * 1_000_000_000).then(|| (h * 3600 + m * 60) * 1_000_000_000 + s)
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
@@ -313,6 +314,21 @@ mod tests {
             .map(|(k, v)| (line[k.clone()].to_string(), line[v.clone()].to_string()))
             .collect();
         (ev.ts_ns, ev.name(line).to_string(), f)
+    }
+
+    #[test]
+    fn a_time_of_day_with_too_many_seconds_is_malformed_not_an_overflow() {
+        let mut b = Babeltrace::default();
+        let mut ev = Event::default();
+        for stamp in ["23:59:18446744073.0", "00:00:61.0", "12:00:99999999999"] {
+            let line = format!("[{stamp}] (+0.000000001) vm a:b: {{ cpu_id = 0 }}");
+            assert!(
+                matches!(b.parse(&line, &mut ev), Parsed::Malformed(_)),
+                "{line}"
+            );
+        }
+        let (ts, _, _) = parse(&mut b, "[23:59:60.5] (+0.000000001) vm a:b: { cpu_id = 0 }");
+        assert_eq!(ts, (23 * 3600 + 59 * 60 + 60) * 1_000_000_000 + 500_000_000);
     }
 
     #[test]

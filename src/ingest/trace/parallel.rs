@@ -132,8 +132,13 @@ impl<'c, R: Read> Reader<'c, R> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     self.done = true;
+                    // With no whole line to give first, the error is given now: kept for
+                    // the next call, it would be lost behind the `None` that ends the read.
+                    let Some(job) = self.cut(buf, filled) else {
+                        return Err(e);
+                    };
                     self.error = Some(e);
-                    return Ok(self.cut(buf, filled));
+                    return Ok(Some(job));
                 }
             };
             if n == 0 {
@@ -644,5 +649,56 @@ fn count(lines: &mut Lines<'_>, chunk: &Chunk, before: u64, shift: u64) {
     }
     if let Some(last) = chunk.last_ts {
         lines.state.last_ts = Some(last + shift);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `data`, then an error.
+    struct Failing<'a>(&'a [u8]);
+
+    impl Read for Failing<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(io::Error::other("broken"));
+            }
+            let n = buf.len().min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    /// The chunks' whole lines, then the error (as text).
+    fn chunks(data: &[u8], chunk: usize) -> (Vec<String>, Option<String>) {
+        let mut reader = Reader::new(Failing(data), chunk, None);
+        let mut out = Vec::new();
+        loop {
+            match reader.next(Vec::new()) {
+                Ok(Some(job)) => out.push(String::from_utf8_lossy(&job.buf[..job.len]).into()),
+                Ok(None) => return (out, None),
+                Err(e) => return (out, Some(e.to_string())),
+            }
+        }
+    }
+
+    #[test]
+    fn a_read_error_after_the_last_whole_line_is_not_lost() {
+        // The error comes with only the start of a line in the buffer (the carried "bb"),
+        // or with nothing at all: the read must end with it, never with `None`.
+        for (data, chunk) in [(&b"a\nbb"[..], 4), (b"a\nbb", 1), (b"a\n", 2), (b"", 8)] {
+            let (_, error) = chunks(data, chunk);
+            assert_eq!(
+                error.as_deref(),
+                Some("broken"),
+                "{data:?} in chunks of {chunk}"
+            );
+        }
+        // Whole lines read before the error still come first.
+        let (lines, error) = chunks(b"a\nb\ncc", 64);
+        assert_eq!(lines, ["a\nb\n"]);
+        assert_eq!(error.as_deref(), Some("broken"));
     }
 }
