@@ -49,11 +49,19 @@ results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 LATSCOPE_REQUIRE_STACK=1 cargo test --locked --all-targets 2>&1 | tee "$results"
 
+step "cargo build --release: the binary the timing ratios measure"
+# What users run. In a debug build the X11 lab's client costs ~250 ns per pipelined request and
+# ~1 us per round trip more than in release (generic x11rb-protocol code is compiled at this
+# crate's opt-level 1), so beside x11perf on an idle server it measured itself (0.70x for
+# PutImage 10x10; release 1.23x). About 3.5 minutes from nothing on 2 cores without debug info.
+CARGO_PROFILE_RELEASE_DEBUG=0 cargo build --release --locked --bin latscope
+
 step "cargo test: the timing ratios, alone (latscope beside x11perf, perf, a C client)"
 # A ratio of two rates measured on a 2-core machine is only meaningful with nothing else
-# running: these tests are #[ignore]d in the parallel run above and run one at a time here.
-LATSCOPE_REQUIRE_STACK=1 cargo test --locked --test integration -- --ignored --test-threads=1 2>&1 |
-    tee -a "$results"
+# running: these tests are #[ignore]d in the parallel run above and run one at a time here,
+# against the release binary (LATSCOPE_BIN: tests/util.rs).
+LATSCOPE_BIN="$PWD/target/release/latscope" LATSCOPE_REQUIRE_STACK=1 \
+    cargo test --locked --test integration -- --ignored --test-threads=1 2>&1 | tee -a "$results"
 
 step "fuzzing the parsers (bounded)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
