@@ -612,15 +612,15 @@ fn a_fresh_lttng_trace_read_through_babeltrace2_times_each_call() {
         String::from_utf8_lossy(&text.stderr)
     );
     let p = util::write(d, "t.txt", &text.stdout);
-    let doc = spans_json(&[
+    let rule = [
         "--span",
         "call=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit",
         "--key",
         "addr,vtid",
         "--by",
         "addr",
-        p.to_str().unwrap(),
-    ]);
+    ];
+    let doc = spans_json(&[&rule[..], &[p.to_str().unwrap()]].concat());
     let mine = ours(&doc);
     let theirs = reference(&[
         "text",
@@ -649,14 +649,6 @@ fn a_fresh_lttng_trace_read_through_babeltrace2_times_each_call() {
         util::write(d, name, &text.stdout)
     };
     let all = layout("--names=all", "all.txt");
-    let rule = [
-        "--span",
-        "call=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit",
-        "--key",
-        "addr,vtid",
-        "--by",
-        "addr",
-    ];
     let out = run(&[&["spans"], &rule[..], &[all.to_str().unwrap()]].concat());
     assert!(
         stderr(&out).contains("babeltrace2 --names=all"),
