@@ -189,11 +189,14 @@ impl Babeltrace {
     }
 
     fn stamp(&mut self, text: &str) -> Option<u64> {
-        if text.contains(' ') {
+        let (space, colon) = text
+            .bytes()
+            .fold((false, false), |(s, c), b| (s || b == b' ', c || b == b':'));
+        if space {
             self.other_stamps += 1;
             return dated(text);
         }
-        if !text.contains(':') {
+        if !colon {
             self.other_stamps += 1;
             return super::seconds_to_ns(text);
         }
@@ -231,6 +234,18 @@ fn event_name(line: &str, from: usize) -> Option<std::ops::Range<usize>> {
     }
 }
 
+/// The bytes [`groups`] acts on: quotes, escapes, brackets and commas.
+static STRUCTURAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    let bytes = *b"\"\\{}[],";
+    while i < bytes.len() {
+        t[bytes[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
 /// Every `name = value` at the top level of every `{ ... }` group after `from`.
 fn groups(line: &str, from: usize, ev: &mut Event) {
     let bytes = line.as_bytes();
@@ -239,6 +254,12 @@ fn groups(line: &str, from: usize, ev: &mut Event) {
     let mut item_start = 0;
     let mut i = from;
     while i < bytes.len() {
+        // Names, values and spaces are crossed by one table look-up a byte (a `match` of
+        // every byte was a fifth of the reading time).
+        if !STRUCTURAL[bytes[i] as usize] {
+            i += 1;
+            continue;
+        }
         let c = bytes[i];
         if in_string {
             match c {
@@ -295,6 +316,15 @@ fn item(line: &str, range: std::ops::Range<usize>, ev: &mut Event) {
 }
 
 fn trim(line: &str, r: std::ops::Range<usize>) -> std::ops::Range<usize> {
+    // The usual ends are ASCII: white space trimmed as `str::trim` would, without its
+    // decoding of characters (a tenth of the reading time).
+    let b = &line.as_bytes()[r.clone()];
+    let white = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
+    let start = b.iter().position(|&c| !white(c)).unwrap_or(b.len());
+    let end = b.iter().rposition(|&c| !white(c)).map_or(start, |e| e + 1);
+    if b.get(start).is_none_or(u8::is_ascii) && (end == start || b[end - 1].is_ascii()) {
+        return r.start + start..r.start + end.max(start);
+    }
     let text = &line[r.clone()];
     let start = r.start + (text.len() - text.trim_start().len());
     let end = r.end - (text.len() - text.trim_end().len());
@@ -329,6 +359,21 @@ mod tests {
         }
         let (ts, _, _) = parse(&mut b, "[23:59:60.5] (+0.000000001) vm a:b: { cpu_id = 0 }");
         assert_eq!(ts, (23 * 3600 + 59 * 60 + 60) * 1_000_000_000 + 500_000_000);
+    }
+
+    #[test]
+    fn names_and_values_are_trimmed_of_white_space_as_str_trim_does() {
+        let mut b = Babeltrace::default();
+        // ASCII white space (a vertical tab and a form feed among it), and Unicode's: a
+        // no-break space and an ideographic space, which the ASCII trim leaves to `str::trim`.
+        let line = "[1.5] (+0.1) vm a:b: { \x0b id = \t7\x0c , \u{a0}who\u{3000} = \u{a0}x y\u{3000}, é = ü }";
+        let (_, _, f) = parse(&mut b, line);
+        let want = [("id", "7"), ("who", "x y"), ("é", "ü")];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(f, want);
     }
 
     #[test]

@@ -333,7 +333,7 @@ pub fn part_of<'a>(line: &'a str, part: &'a [u8]) -> Result<&'a str> {
 }
 
 /// `-?[1-9][0-9]*` or `0` that fits in an `i64` or `u64`: written back unchanged by serde_json.
-fn is_plain_integer(raw: &[u8]) -> bool {
+pub fn is_plain_integer(raw: &[u8]) -> bool {
     let digits = raw.strip_prefix(b"-").unwrap_or(raw);
     !digits.is_empty()
         && digits.len() <= 18

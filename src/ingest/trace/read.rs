@@ -8,7 +8,7 @@ use super::chrome::{Chrome, ChromeStats};
 use super::detect::detect_layout;
 use super::rules::Pairer;
 use super::syscalls::{Syscalls, Tracer};
-use super::table::{Columns, Csv, json_line};
+use super::table::{Columns, Csv, json_line, json_line_in_place};
 use super::{Event, Format, Parsed};
 use crate::ingest::{Cancel, LineReader, Location};
 use crate::span::SpanSink;
@@ -378,6 +378,8 @@ pub(super) struct LineState<'c> {
     pub(super) wanted: Vec<String>,
     syscalls: Syscalls,
     scratch: String,
+    /// the event's ranges point into `scratch` (not into the line)
+    in_scratch: bool,
     pub(super) ev: Event,
     pub(super) last_ts: Option<u64>,
     /// whether a rule reads a field of perf's or ftrace's prefix (`common_pid`, ...)
@@ -395,6 +397,7 @@ impl<'c> LineState<'c> {
             wanted,
             syscalls: Syscalls::default(),
             scratch: String::new(),
+            in_scratch: false,
             ev: Event::default(),
             last_ts: None,
         }
@@ -402,19 +405,28 @@ impl<'c> LineState<'c> {
 
     /// Parses one line into `self.ev`.
     pub(super) fn parse(&mut self, text: &str) -> Parsed {
+        self.in_scratch = matches!(self.format, Format::Csv);
         match self.format {
             Format::Perf | Format::Ftrace if self.prefixed => {
                 super::text::parse_lazy(text, &mut self.ev)
             }
             Format::Perf | Format::Ftrace => super::text::parse_lazy_unprefixed(text, &mut self.ev),
             Format::Babeltrace => self.babeltrace.parse(text, &mut self.ev),
-            Format::JsonLines => json_line(
-                text,
-                self.columns,
-                Some(&self.wanted),
-                &mut self.scratch,
-                &mut self.ev,
-            ),
+            Format::JsonLines => {
+                if let Some(parsed) =
+                    json_line_in_place(text, self.columns, &self.wanted, &mut self.ev)
+                {
+                    return parsed;
+                }
+                self.in_scratch = true;
+                json_line(
+                    text,
+                    self.columns,
+                    Some(&self.wanted),
+                    &mut self.scratch,
+                    &mut self.ev,
+                )
+            }
             Format::Csv => self
                 .csv
                 .parse(text, self.columns, &mut self.scratch, &mut self.ev),
@@ -424,10 +436,7 @@ impl<'c> LineState<'c> {
 
     /// The text the event's ranges point into.
     pub(super) fn line<'a>(&'a self, text: &'a str) -> &'a str {
-        match self.format {
-            Format::JsonLines | Format::Csv => &self.scratch,
-            _ => text,
-        }
+        if self.in_scratch { &self.scratch } else { text }
     }
 
     fn check_order(&mut self, stats: &mut TraceStats, file: &str, line: u64) {
