@@ -58,7 +58,7 @@ impl Event {
         let named = self
             .fields
             .iter()
-            .find(|(k, _)| line.get(k.clone()) == Some(name));
+            .find(|(k, _)| line.get(k.clone()).is_some_and(|k| same(k, name)));
         if named.is_none()
             && let Some(from) = self.lazy_payload
             && let Some(v) = text::equals_field(line, from, name)
@@ -76,6 +76,13 @@ impl Event {
     pub fn name<'l>(&self, line: &'l str) -> &'l str {
         line.get(self.name.clone()).unwrap_or("")
     }
+}
+
+/// `a == b` for the short names of fields, compared in line (a `bcmp` call per field looked
+/// up was a twentieth of the reading time).
+#[inline]
+pub fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
 }
 
 /// What the pairing engine reads of an event: its stamp, its name and its fields by name.
