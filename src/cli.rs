@@ -1534,10 +1534,12 @@ pub struct SpansArgs {
     /// Fail at the first line that is not an event, naming it.
     #[arg(long)]
     pub strict: bool,
-    /// Threads reading perf script, ftrace, babeltrace2 and JSON lines input, in all (default:
-    /// the available cores; 1 reads on one thread; other formats are read on one). Lines are
-    /// cut into chunks of 1 MiB, parsed in parallel and paired in the input's order by the
-    /// thread that reads them (it parses too, when it would wait): the result is one thread's. Memory: at most 4 chunks per thread in flight, each its 1 MiB of input (up
+    /// Threads reading perf script, ftrace, babeltrace2, JSON lines and Chrome JSON input, in
+    /// all (default: the available cores; 1 reads on one thread; other formats are read on
+    /// one). Lines are cut into chunks of 1 MiB, parsed in parallel and paired in the input's
+    /// order by the thread that reads them (it parses too, when it would wait): the result is
+    /// one thread's. Chrome JSON is read in parallel where it has one element a line (what
+    /// Chromium writes), serially elsewhere (a minified file, elements over several lines). Memory: at most 4 chunks per thread in flight, each its 1 MiB of input (up
     /// to 2 MiB around a long line) and the events the rules name in it: 8-20 MiB for 2 threads
     /// on usual traces; up to about 5 MiB per chunk more (40 MiB for 2 threads) where every
     /// line is a short event the rules name, with many --key fields.

@@ -362,6 +362,111 @@ fn parallel_reads_equal_serial_ones_on_generated_traces() {
     }
 }
 
+/// A Chrome JSON document in the layouts the parallel reader must tell apart: one element a
+/// line (Chromium's), elements written over several lines, a minified stretch with no
+/// newline, escapes, malformed elements, every kind of span, and (`cut`) a file that ends
+/// inside an element.
+fn chrome_json(rng: &mut impl Rng, events: usize, bare: bool, cut: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(if bare {
+        b"[\n".as_slice()
+    } else {
+        b"{\"otherData\": {\"x\": [1, \"]\"]}, \"traceEvents\": [\n"
+    });
+    let mut ts = 1_000u64;
+    let mut first = true;
+    for i in 0..events {
+        ts += rng.random_range(0..40);
+        let (pid, tid) = (rng.random_range(1..3), rng.random_range(1..4));
+        let element = match rng.random_range(0..14) {
+            0 => format!(r#"{{"ph":"B","name":"work","pid":{pid},"tid":{tid},"ts":{ts}}}"#),
+            1 => format!(r#"{{"ph":"E","pid":{pid},"tid":{tid},"ts":{ts}.5}}"#),
+            2 => format!(
+                r#"{{"ph":"X","name":"task \"{i}\"","cat":"c","pid":{pid},"tid":{tid},"ts":{ts},"dur":{}}}"#,
+                rng.random_range(0..500)
+            ),
+            3 => format!(
+                r#"{{"ph":"b","name":"load","cat":"net","id2":{{"local":"0x{}"}},"pid":{pid},"tid":{tid},"ts":{ts}}}"#,
+                i % 5
+            ),
+            4 => format!(
+                r#"{{"ph":"e","name":"load","cat":"net","id2":{{"local":"0x{}"}},"pid":{pid},"tid":{tid},"ts":{ts}}}"#,
+                rng.random_range(0..5)
+            ),
+            5 => format!(r#"{{"ph":"S","name":"leg","id":"7","pid":{pid},"tid":{tid},"ts":{ts}}}"#),
+            6 => format!(r#"{{"ph":"F","name":"leg","id":"7","pid":{pid},"tid":{tid},"ts":{ts}}}"#),
+            7 => format!(
+                r#"{{"ph":"i","name":"mark_start","pid":{pid},"tid":{tid},"ts":{ts},"args":{{"req":{}}}}}"#,
+                i % 7
+            ),
+            8 if i / 700 % 2 == 0 => format!(
+                r#"{{"ph":"i","name":"mark_end","pid":{pid},"tid":{tid},"ts":{ts},"args":{{"req":{}}}}}"#,
+                rng.random_range(0..7)
+            ),
+            8 => format!(
+                // over several lines, as a pretty printer writes it (in some stretches)
+                "{{\n  \"ph\": \"i\",\n  \"name\": \"mark_end\",\n  \"pid\": {pid}, \"tid\": {tid},\n  \"ts\": {ts},\n  \"args\": {{\n    \"req\": {}\n  }}\n}}",
+                rng.random_range(0..7)
+            ),
+            9 => format!(
+                r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":"T\u00e9{tid}"}}}}"#
+            ),
+            10 => format!(r#"{{"ph":"i","name":"no time","pid":{pid}}}"#),
+            // malformed ones, in some stretches (a piece holding one is read serially)
+            11 | 12 if i / 1000 % 2 == 0 => {
+                format!(r#"{{"ph":"I","name":"ok","pid":{pid},"ts":{ts}}}"#)
+            }
+            11 => format!(r#"{{"ph":"X","ts":"x","pid":{pid},"ts":{ts}}}"#),
+            12 => format!(r#"{{"ph":"n","name":"bad","pid":{pid},"ts":{ts},}}"#),
+            _ => format!(r#"{{"ph":"C","name":"ctr","pid":{pid},"ts":{ts},"args":{{"v":{i}}}}}"#),
+        };
+        if !first {
+            // Chromium's ",\n", a minified stretch, or white space around the comma
+            out.extend_from_slice(match i / 500 % 3 {
+                0 => b",\n".as_slice(),
+                1 => b",",
+                _ => b" ,\r\n  ",
+            });
+        }
+        first = false;
+        out.extend_from_slice(element.as_bytes());
+    }
+    if cut {
+        out.extend_from_slice(br#",{"ph":"X","name":"cut","ts":1"#);
+    } else {
+        out.extend_from_slice(if bare {
+            b"\n]\n".as_slice()
+        } else {
+            b"\n],\n\"tail\": [{\"ph\": \"X\"}]}\n"
+        });
+    }
+    out
+}
+
+#[test]
+fn parallel_chrome_reads_equal_serial_ones_on_generated_documents() {
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(26);
+    let marks = [("r=mark_start..mark_end", "req")];
+    for (bare, cut) in [(false, false), (true, false), (false, true)] {
+        let text = chrome_json(&mut rng, 5000, bare, cut);
+        let options = |threads, chunk_bytes| TraceOptions {
+            threads,
+            chunk_bytes,
+            ..TraceOptions::default()
+        };
+        let serial = read_all(&text, &options(1, 0), pairer(&marks, Some("tid")));
+        assert!(serial.contains("elements: 5000"), "{serial}");
+        for (threads, chunk) in [(2, 1), (3, 97), (2, 4093), (2, 65_536), (5, 0)] {
+            let parallel = read_all(&text, &options(threads, chunk), pairer(&marks, Some("tid")));
+            let diff = serial.lines().zip(parallel.lines()).find(|(a, b)| a != b);
+            assert_eq!(
+                serial, parallel,
+                "bare={bare} cut={cut} threads={threads} chunk={chunk}: first difference {diff:?}"
+            );
+        }
+    }
+}
+
 /// A compressed input broken part way (a read error after whole chunks): every thread count
 /// and chunk size ends with the serial reader's error, never with exit 0 and the spans read
 /// so far (an error met with only the start of a line in the buffer was dropped).

@@ -334,12 +334,7 @@ impl Chrome {
                             if let Ok((e, end)) = Element::parse_prefix(chunk, i)
                                 && end - i <= MAX_ELEMENT
                             {
-                                self.stats.elements += 1;
-                                let n = self.stats.elements;
-                                if !self.event(e, n, pairer, sink) {
-                                    self.stats.malformed += 1;
-                                    self.stats.first_malformed.get_or_insert(n);
-                                }
+                                self.take(e, pairer, sink);
                                 i = end;
                                 continue;
                             }
@@ -360,6 +355,45 @@ impl Chrome {
                     self.byte(chunk[i]);
                     i += 1;
                 }
+            }
+        }
+    }
+
+    /// A whole element read where it lay, between two others of the events array.
+    fn take(&mut self, e: Element, pairer: &mut Pairer, sink: &mut impl SpanSink) {
+        self.stats.elements += 1;
+        let n = self.stats.elements;
+        if !self.event(e, n, pairer, sink) {
+            self.stats.malformed += 1;
+            self.stats.first_malformed.get_or_insert(n);
+        }
+    }
+
+    /// Whether the document stands between two elements of the events array (outside any
+    /// string and element): where [`Chrome::feed`] reads each whole element where it lies,
+    /// so that elements read elsewhere ([`Run`]) may be taken instead.
+    pub fn between_elements(&self) -> bool {
+        matches!(self.mode, Mode::Array(d) if self.depth == d + 1)
+            && !self.in_string
+            && !self.in_element
+    }
+
+    /// Takes the elements of `run`, read from `text`, as [`Chrome::feed`] would have read
+    /// them there: only when the document stands [`Chrome::between_elements`], and the
+    /// run's text is the next of the document.
+    pub fn take_run(
+        &mut self,
+        run: &Run,
+        text: &str,
+        pairer: &mut Pairer,
+        sink: &mut impl SpanSink,
+    ) {
+        debug_assert!(self.between_elements());
+        for slots in &run.elements {
+            match slots.element(text) {
+                Some(e) => self.take(e, pairer, sink),
+                // Not reached: the run was read from this text.
+                None => self.take(Element::default(), pairer, sink),
             }
         }
     }
@@ -777,6 +811,154 @@ impl Chrome {
 }
 
 /// Series `span` without a group (an orphan end has no start to take one from).
+/// The elements of a chunk read alone, where it is a run of whole elements of the events
+/// array (`,` and white space between them): what a worker of the parallel reader makes of a
+/// chunk, for [`Chrome::take_run`].
+#[derive(Debug, Default)]
+pub struct Run {
+    elements: Vec<Slots>,
+}
+
+impl Run {
+    /// The elements of `text` read as a run of whole ones; `None` when it is not one (the
+    /// document's head or end, an element cut by the chunk or over [`MAX_ELEMENT`], a
+    /// malformed one): the chunk is then fed to the serial reader, which reads it right.
+    /// What [`Chrome::feed`] does between elements, done without knowing where the document
+    /// stands.
+    pub fn read(text: &str) -> Option<Run> {
+        let b = text.as_bytes();
+        let mut run = Run::default();
+        let mut i = 0;
+        loop {
+            i = json::skip_ws(b, i);
+            match b.get(i) {
+                None => return Some(run),
+                Some(b',') => i += 1,
+                Some(b'{') => {
+                    let (e, end) = Element::parse_prefix(b, i).ok()?;
+                    if end - i > MAX_ELEMENT {
+                        return None;
+                    }
+                    run.elements.push(Slots::of(&e, b));
+                    i = end;
+                }
+                Some(_) => return None,
+            }
+        }
+    }
+
+    /// How many elements the run holds.
+    pub fn len(&self) -> usize {
+        self.elements.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.elements.is_empty()
+    }
+}
+
+/// Where an [`Element`]'s members lie in the text it was read from (a string with escapes,
+/// decoded, is kept as it is).
+#[derive(Debug, Default)]
+struct Slots {
+    name: Str,
+    ph: Str,
+    scope: Str,
+    cat: Str,
+    ts: Raw,
+    dur: Raw,
+    pid: Raw,
+    tid: Raw,
+    id: Raw,
+    /// whether `id2` was there, and its members
+    id2: Option<(Raw, Raw)>,
+    args: Raw,
+}
+
+type Raw = Option<(u32, u32)>;
+
+#[derive(Debug, Default)]
+enum Str {
+    #[default]
+    Absent,
+    At(u32, u32),
+    Decoded(Box<str>),
+}
+
+/// Where `part`, a slice of `text`, lies in it.
+fn at(text: &[u8], part: &[u8]) -> (u32, u32) {
+    let start = (part.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    // Chunks are far below 4 GiB: the parallel reader's are 1 MiB.
+    (start as u32, (start + part.len()) as u32)
+}
+
+impl Slots {
+    fn of(e: &Element, text: &[u8]) -> Slots {
+        let raw = |r: Option<&[u8]>| r.map(|r| at(text, r));
+        let string = |s: &Option<Cow<str>>| match s {
+            None => Str::Absent,
+            Some(Cow::Borrowed(s)) => {
+                let (a, b) = at(text, s.as_bytes());
+                Str::At(a, b)
+            }
+            Some(Cow::Owned(s)) => Str::Decoded(s.as_str().into()),
+        };
+        Slots {
+            name: string(&e.name),
+            ph: string(&e.ph),
+            scope: string(&e.scope),
+            cat: string(&e.cat),
+            ts: raw(e.ts),
+            dur: raw(e.dur),
+            pid: raw(e.pid),
+            tid: raw(e.tid),
+            id: raw(e.id),
+            id2: e.id2.as_ref().map(|i| (raw(i.local), raw(i.global))),
+            args: raw(e.args),
+        }
+    }
+
+    /// The element again, from the text it was read from.
+    fn element<'t>(&'t self, text: &'t str) -> Option<Element<'t>> {
+        let raw = |r: Raw| -> Option<Option<&'t [u8]>> {
+            match r {
+                None => Some(None),
+                Some((a, b)) => text.as_bytes().get(a as usize..b as usize).map(Some),
+            }
+        };
+        let string = |s: &'t Str| -> Option<Option<Cow<'t, str>>> {
+            match s {
+                Str::Absent => Some(None),
+                Str::At(a, b) => text
+                    .get(*a as usize..*b as usize)
+                    .map(|s| Some(Cow::Borrowed(s))),
+                Str::Decoded(s) => Some(Some(Cow::Borrowed(&**s))),
+            }
+        };
+        let id2 = match self.id2 {
+            None => None,
+            Some((local, global)) => Some(Id2 {
+                local: raw(local)?,
+                global: raw(global)?,
+            }),
+        };
+        Some(Element {
+            name: string(&self.name)?,
+            ph: string(&self.ph)?,
+            ts: raw(self.ts)?,
+            dur: raw(self.dur)?,
+            pid: raw(self.pid)?,
+            tid: raw(self.tid)?,
+            id: raw(self.id)?,
+            id2,
+            scope: string(&self.scope)?,
+            cat: string(&self.cat)?,
+            args: raw(self.args)?,
+        })
+    }
+}
+
 fn all(span: usize) -> SeriesKey {
     SeriesKey {
         span,

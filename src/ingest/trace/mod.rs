@@ -17,6 +17,7 @@ pub mod chrome;
 pub mod detect;
 pub mod json;
 pub mod parallel;
+pub mod parallel_chrome;
 pub mod read;
 pub mod rules;
 pub mod syscalls;

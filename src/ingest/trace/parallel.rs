@@ -515,7 +515,7 @@ pub(super) fn read<R: Read>(
         for _ in 0..threads.saturating_sub(1).max(1) {
             let mut worker = new_worker();
             let (job_rx, done_tx) = (&job_rx, done_tx.clone());
-            scope.spawn(move || work(&mut worker, job_rx, &done_tx));
+            scope.spawn(move || work(|job| worker.chunk(job), job_rx, &done_tx));
         }
         drop(done_tx);
         // A queued chunk, parsed here. `try_lock`: a worker holds the lock while it waits
@@ -524,11 +524,7 @@ pub(super) fn read<R: Read>(
             let queued = job_rx.try_lock().ok()?.try_recv().ok();
             queued.map(|(seq, job)| (seq, own.chunk(job)))
         };
-        let mut order = InOrder {
-            results: done_rx,
-            pending: (0..cap).map(|_| None).collect(),
-            taken: 0,
-        };
+        let mut order = InOrder::new(done_rx, cap);
         let mut pool: Vec<Vec<u8>> = Vec::new();
         let mut sent = 0usize;
         let mut collect = Collect {
@@ -577,10 +573,10 @@ pub(super) fn read<R: Read>(
 
 /// A worker's loop: chunks from the shared queue until it closes. A panic is reported as a
 /// missing result (the calling thread stops waiting), then goes on to the scope's join.
-fn work(
-    worker: &mut Worker<'_>,
-    jobs: &Mutex<Receiver<(usize, Job)>>,
-    done: &SyncSender<(usize, Option<Done>)>,
+pub(super) fn work<J, D>(
+    mut parse: impl FnMut(J) -> D,
+    jobs: &Mutex<Receiver<(usize, J)>>,
+    done: &SyncSender<(usize, Option<D>)>,
 ) {
     loop {
         // The lock is held while waiting for a chunk, never while parsing one.
@@ -588,7 +584,7 @@ fn work(
         let Ok((seq, job)) = next else {
             return;
         };
-        match std::panic::catch_unwind(AssertUnwindSafe(|| worker.chunk(job))) {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| parse(job))) {
             Ok(chunk) => {
                 if done.send((seq, Some(chunk))).is_err() {
                     return;
@@ -603,19 +599,28 @@ fn work(
 }
 
 /// Results as they come, given in the order of their sequence numbers.
-struct InOrder {
-    results: Receiver<(usize, Option<Done>)>,
+pub(super) struct InOrder<D> {
+    results: Receiver<(usize, Option<D>)>,
     /// results come early in the slot `seq % len` (at most `len` are out at once)
-    pending: Vec<Option<Done>>,
+    pending: Vec<Option<D>>,
     /// results given so far: the next one's sequence number
-    taken: usize,
+    pub(super) taken: usize,
 }
 
-impl InOrder {
+impl<D> InOrder<D> {
+    /// Results from `results`, of which at most `cap` are out at once.
+    pub(super) fn new(results: Receiver<(usize, Option<D>)>, cap: usize) -> Self {
+        InOrder {
+            results,
+            pending: (0..cap.max(1)).map(|_| None).collect(),
+            taken: 0,
+        }
+    }
+
     /// The next result in order; `None` when a worker failed. While it is not there, the
     /// chunks still queued are parsed by `help` (the calling thread would otherwise wait idle
     /// for a worker that shares its core).
-    fn next(&mut self, help: &mut impl FnMut() -> Option<(usize, Done)>) -> Option<Done> {
+    pub(super) fn next(&mut self, help: &mut impl FnMut() -> Option<(usize, D)>) -> Option<D> {
         let slot = self.taken % self.pending.len();
         let len = self.pending.len();
         while self.pending[slot].is_none() {

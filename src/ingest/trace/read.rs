@@ -461,6 +461,14 @@ fn read_chrome(
     mut progress: impl FnMut(u64),
 ) -> io::Result<()> {
     let mut chrome = Chrome::default();
+    if options.threads > 1 {
+        let ended =
+            super::parallel_chrome::read(input, options, &mut chrome, pairer, sink, progress)?;
+        stats.bytes += ended.bytes;
+        stats.interrupted |= ended.interrupted;
+        finish_chrome(chrome, sink, stats);
+        return Ok(());
+    }
     let mut buf = vec![0u8; 1 << 20];
     let cancelled = || options.cancel.as_ref().is_some_and(Cancel::is_raised);
     loop {
@@ -482,9 +490,13 @@ fn read_chrome(
             break;
         }
     }
+    finish_chrome(chrome, sink, stats);
+    Ok(())
+}
+
+fn finish_chrome(mut chrome: Chrome, sink: &mut impl SpanSink, stats: &mut TraceStats) {
     chrome.finish(sink);
     stats.chrome = chrome.stats;
     stats.events = chrome.stats.elements;
     stats.malformed = chrome.stats.malformed;
-    Ok(())
 }

@@ -1,0 +1,215 @@
+//! Chrome JSON on several cores, with the result of the serial reader, bit for bit.
+//!
+//! Chromium, Perfetto's JSON export and most tools write one element of the events array per
+//! line. A raw newline never lies inside a JSON string, so a chunk of the file cut after a
+//! newline starts outside every string; whether it starts between two elements of the array
+//! only a reading in order knows (the document's head, an element written over several
+//! lines). So a worker reads a chunk *as if* it were a run of whole elements, `,` and white
+//! space between them ([`Run::read`]), each element parsed where it lies (where the members
+//! are; parsing is 80% of the serial reading). The calling thread reads the input, and takes
+//! the chunks in order: a worker's run when the document stands between two elements at the
+//! chunk's start ([`Chrome::between_elements`]), and otherwise (or when the chunk is not a
+//! run) the chunk's bytes through the serial state machine ([`Chrome::feed`]), which takes
+//! chunks cut anywhere. Each element thus goes through the same pairing ([`Chrome::take_run`]
+//! and `feed` share it) in the file's order. A file with no newlines (minified JSON) is read
+//! in chunks of [`CHUNK`] that are never runs: at the serial reader's speed.
+//!
+//! The threads, the queues and the order are the line reader's ([`super::parallel`]): N
+//! threads in all, the calling thread parses queued chunks while it would wait, at most
+//! [`IN_FLIGHT`] chunks per thread out.
+
+use std::io::{self, Read};
+use std::sync::Mutex;
+use std::sync::mpsc::sync_channel;
+
+use super::chrome::{Chrome, Run};
+use super::parallel::{CHUNK, IN_FLIGHT, InOrder, work};
+use super::read::TraceOptions;
+use super::rules::Pairer;
+use crate::ingest::Cancel;
+use crate::span::SpanSink;
+
+/// Bytes of the document, cut after a newline where the read held one.
+struct Piece {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Piece {
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// What a worker made of a piece: its elements, when it is a run of whole ones.
+fn parse(piece: Piece) -> (Piece, Option<Run>) {
+    let run = std::str::from_utf8(piece.bytes()).ok().and_then(Run::read);
+    (piece, run)
+}
+
+/// How the read ended.
+#[derive(Debug, Default)]
+pub struct Ended {
+    /// bytes read
+    pub bytes: u64,
+    /// Ctrl-C stopped it
+    pub interrupted: bool,
+}
+
+/// Cuts the input into pieces that end after a newline.
+struct Pieces<'c, R> {
+    inner: R,
+    chunk: usize,
+    cancel: Option<&'c Cancel>,
+    /// the bytes after the last newline of the piece before
+    carry: Vec<u8>,
+    done: bool,
+    ended: Ended,
+}
+
+impl<R: Read> Pieces<'_, R> {
+    /// The next piece, read into `buf`; `None` at the end (or when Ctrl-C stopped the read:
+    /// every byte read was given first).
+    fn next(&mut self, mut buf: Vec<u8>) -> io::Result<Option<Piece>> {
+        if self.done {
+            return Ok(None);
+        }
+        let carried = self.carry.len();
+        buf.resize(carried + self.chunk, 0);
+        buf[..carried].copy_from_slice(&self.carry);
+        self.carry.clear();
+        let mut filled = carried;
+        while filled < buf.len() {
+            match self.inner.read(&mut buf[filled..]) {
+                Ok(0) => {
+                    self.done = true;
+                    break;
+                }
+                Ok(n) => {
+                    filled += n;
+                    self.ended.bytes += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted && !self.cancelled() => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.stop(),
+                Err(e) => return Err(e),
+            }
+            if self.cancelled() {
+                self.stop();
+            }
+            if self.done {
+                break;
+            }
+        }
+        // The whole buffer at the end, or when it holds no newline (never a run, then).
+        let len = match memchr::memrchr(b'\n', &buf[..filled]) {
+            Some(p) if !self.done => p + 1,
+            _ => filled,
+        };
+        self.carry.extend_from_slice(&buf[len..filled]);
+        Ok((len > 0).then_some(Piece { buf, len }))
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.is_some_and(Cancel::is_raised)
+    }
+
+    fn stop(&mut self) {
+        self.ended.interrupted = true;
+        self.done = true;
+    }
+}
+
+/// Reads the Chrome JSON `input` on `options.threads` threads in all into `chrome`, `pairer`
+/// and `sink`, in the document's order; `options.chunk_bytes` per piece (0: [`CHUNK`]).
+pub fn read<R: Read>(
+    input: R,
+    options: &TraceOptions,
+    chrome: &mut Chrome,
+    pairer: &mut Pairer,
+    sink: &mut impl SpanSink,
+    mut progress: impl FnMut(u64),
+) -> io::Result<Ended> {
+    let threads = options.threads.max(1);
+    let mut pieces = Pieces {
+        inner: input,
+        chunk: match options.chunk_bytes {
+            0 => CHUNK,
+            n => n,
+        },
+        cancel: options.cancel.as_ref(),
+        carry: Vec::new(),
+        done: false,
+        ended: Ended::default(),
+    };
+    let cap = threads * IN_FLIGHT;
+    let (job_tx, job_rx) = sync_channel::<(usize, Piece)>(cap);
+    let (done_tx, done_rx) = sync_channel(cap);
+    let job_rx = Mutex::new(job_rx);
+    let result = std::thread::scope(|scope| {
+        for _ in 0..threads.saturating_sub(1).max(1) {
+            let (job_rx, done_tx) = (&job_rx, done_tx.clone());
+            scope.spawn(move || work(parse, job_rx, &done_tx));
+        }
+        drop(done_tx);
+        // See the line reader: `try_lock`, as a waiting worker holds the lock.
+        let mut help = || {
+            let queued = job_rx.try_lock().ok()?.try_recv().ok();
+            queued.map(|(seq, piece)| (seq, parse(piece)))
+        };
+        let mut order = InOrder::new(done_rx, cap);
+        let mut take = |(piece, run): (Piece, Option<Run>)| {
+            take(chrome, &piece, run.as_ref(), pairer, sink);
+            piece.buf
+        };
+        let mut pool: Vec<Vec<u8>> = Vec::new();
+        let mut sent = 0usize;
+        let result = loop {
+            if sent - order.taken == cap {
+                let Some(done) = order.next(&mut help) else {
+                    break Ok(()); // a worker panicked: the scope's join says so
+                };
+                pool.push(take(done));
+            }
+            match pieces.next(pool.pop().unwrap_or_default()) {
+                Ok(Some(piece)) => {
+                    // Never blocks: at most `cap` pieces are out.
+                    if job_tx.send((sent, piece)).is_err() {
+                        break Ok(());
+                    }
+                    sent += 1;
+                    progress(pieces.ended.bytes);
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        drop(job_tx);
+        while order.taken < sent {
+            let Some(done) = order.next(&mut help) else {
+                break;
+            };
+            take(done);
+        }
+        result
+    });
+    result.map(|()| pieces.ended)
+}
+
+/// The next piece of the document: its run where the document stands between elements, its
+/// bytes through the serial reader otherwise.
+fn take(
+    chrome: &mut Chrome,
+    piece: &Piece,
+    run: Option<&Run>,
+    pairer: &mut Pairer,
+    sink: &mut impl SpanSink,
+) {
+    if let Some(run) = run
+        && chrome.between_elements()
+        && let Ok(text) = std::str::from_utf8(piece.bytes())
+    {
+        chrome.take_run(run, text, pairer, sink);
+    } else {
+        chrome.feed(piece.bytes(), pairer, sink);
+    }
+}
