@@ -1179,6 +1179,17 @@ pub struct WaylandArgs {
     /// Fail at the first malformed WAYLAND_DEBUG line instead of counting it.
     #[arg(long)]
     pub strict: bool,
+    /// Threads reading each log, in all (default: the available cores; 1 reads on one
+    /// thread). Lines are cut into chunks of 1 MiB and parsed in parallel; the clock, the
+    /// objects and the spans follow them in the log's order on the thread that reads them (it
+    /// parses too, when it would wait): the result is one thread's. Memory: at most 4 chunks
+    /// per thread in flight, each its 1 MiB of input and its messages' places (8-16 MiB for 2
+    /// threads).
+    #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
+    /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub chunk_bytes: usize,
     #[command(flatten)]
     pub output: OutputArgs,
 }

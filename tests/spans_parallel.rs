@@ -3,7 +3,8 @@
 //! and on generated traces made to cut the parallel reader's chunks at every awkward place
 //! (lines longer than the read buffer, CRLF, invalid UTF-8, stamps going back, babeltrace2
 //! clocks crossing midnight and mixing kinds of stamps, more than 4096 event names, a last
-//! line without a newline, `--strict`).
+//! line without a newline, `--strict`). `latscope wayland --threads N` alike, on the committed
+//! WAYLAND_DEBUG logs and on generated ones.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -496,4 +497,113 @@ fn a_read_error_mid_file_is_an_error_whatever_the_chunks() {
         let parallel = spans(&args, &["--threads", threads, "--chunk-bytes", chunk], None);
         assert_eq!(serial, parallel, "{threads}/{chunk}");
     }
+}
+
+/// Exit status, standard output and standard error of `latscope wayland ARGS`.
+fn wayland(args: &[&str], stdin: Option<&Path>) -> (Option<i32>, String, String) {
+    let mut cmd = latscope();
+    cmd.arg("wayland").args(args);
+    if let Some(p) = stdin {
+        cmd.stdin(Stdio::from(std::fs::File::open(p).unwrap()));
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A WAYLAND_DEBUG log made of the committed glmark2 client log's lines, with what cuts the
+/// parallel reader's chunks awkwardly: coloured lines, malformed and foreign lines, invalid
+/// UTF-8, a line longer than the read buffer, CRLF, the 32-bit clock wrapping, and no newline
+/// at the end.
+fn wayland_log(rng: &mut impl Rng) -> Vec<u8> {
+    let src = std::fs::read_to_string(
+        util::root().join("tests/data/wayland/weston-glmark2-build.client.log"),
+    )
+    .unwrap();
+    let lines: Vec<&str> = src.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().cycle().take(lines.len() * 3).enumerate() {
+        // the stamp moved on by a third of the 32-bit microsecond counter per pass: it wraps
+        let shifted = match line.strip_prefix('[').and_then(|l| l.split_once(']')) {
+            Some((stamp, rest)) => match stamp.split_once('.') {
+                Some((ms, us)) => {
+                    let ms: u64 = ms.trim().parse().unwrap_or(0);
+                    let ms = (ms + (i / lines.len()) as u64 * 1_431_655) % 4_294_967;
+                    format!("[{ms:7}.{us}]{rest}")
+                }
+                None => line.to_string(),
+            },
+            None => line.to_string(),
+        };
+        match rng.random_range(0..60) {
+            0 => out.extend_from_slice(format!("\x1b[1;32m{shifted}\x1b[0m").as_bytes()),
+            1 => out.extend_from_slice(b"[1234567.890]  -> wl_surface@"),
+            2 => out.extend_from_slice(b"toolkit warning: \xff\xfe not utf-8"),
+            3 => out.extend_from_slice(format!("{shifted}\r").as_bytes()),
+            4 if i % 7 == 0 => out.extend_from_slice(&vec![b'x'; 3 << 20]),
+            _ => out.extend_from_slice(shifted.as_bytes()),
+        }
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"[1234567.890]  -> wl_surface@3.commit(");
+    out
+}
+
+#[test]
+fn parallel_wayland_reads_equal_serial_ones_on_committed_and_generated_logs() {
+    let dir =
+        std::env::temp_dir().join(format!("latscope-wayland-parallel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let generated = dir.join("generated.log");
+    std::fs::write(
+        &generated,
+        wayland_log(&mut rand_pcg::Pcg64::seed_from_u64(27)),
+    )
+    .unwrap();
+    let mut logs = Vec::new();
+    files(&util::root().join("tests/data/wayland"), &mut logs);
+    logs.retain(|p| p.extension().is_some_and(|e| e == "log"));
+    logs.sort();
+    logs.push(generated.clone());
+    for log in &logs {
+        let p = log.to_str().unwrap();
+        for extra in [
+            &["-f", "json"][..],
+            &["-f", "json", "--group", "surface"],
+            &["-f", "json", "--strict"],
+            &["-f", "csv"],
+        ] {
+            let mut args = extra.to_vec();
+            args.push(p);
+            let serial = wayland(&[&args[..], &["--threads", "1"]].concat(), None);
+            if *log == generated && extra == ["-f", "json"] {
+                // what the generated log is made to hold
+                for nonzero in ["clock_wraps", "malformed", "too_long", "skipped"] {
+                    let zero = format!("\"{nonzero}\":0,");
+                    assert!(!serial.1.contains(&zero), "{nonzero}: {}", serial.1);
+                }
+            }
+            assert!(
+                serial.0 == Some(0) || extra.contains(&"--strict"),
+                "{p} {extra:?}: {serial:?}"
+            );
+            for (threads, chunk) in [("2", "1"), ("3", "97"), ("2", "4096"), ("4", "0")] {
+                let parallel = wayland(
+                    &[&args[..], &["--threads", threads, "--chunk-bytes", chunk]].concat(),
+                    None,
+                );
+                assert_eq!(serial, parallel, "{p} {extra:?} {threads}/{chunk}");
+            }
+        }
+        let serial = wayland(&["-f", "json", "--threads", "1", "-"], Some(log));
+        let parallel = wayland(
+            &["-f", "json", "--threads", "2", "--chunk-bytes", "513", "-"],
+            Some(log),
+        );
+        assert_eq!(serial, parallel, "{p} from standard input");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,5 +1,6 @@
 //! A whole log through reader, parser, clock and span rules, then every renderer: no panic,
-//! and every sample a span produced is accounted for in the report.
+//! and every sample a span produced is accounted for in the report; the parallel reader
+//! (chunks of 1 to 64 bytes, 2 or 3 threads, `--strict` or not) gives the serial one's report.
 #![no_main]
 
 use latscope::ingest::wayland::{self, ReadOptions, SpanKind, SpanOptions, GroupBy};
@@ -18,7 +19,19 @@ fuzz_target!(|data: &[u8]| {
     let options = ReadOptions { spans: SpanOptions { enabled: [true; 4], group_by }, ..Default::default() };
     let linear = LinearSpec::parse("0,10ms,1ms", Unit::Us).ok();
     let mut sink = Aggregator::new(SpanKind::result_names(), linear);
-    let Ok(stats) = wayland::analyze(data, "fuzz", 0, &options, &mut sink, |_| {}) else {
+    let parallel = ReadOptions {
+        threads: 2 + usize::from(data.first().is_some_and(|b| b & 4 != 0)),
+        chunk_bytes: 1 + data.len() % 64,
+        strict: data.first().is_some_and(|b| b & 8 != 0),
+        ..options.clone()
+    };
+    let serial = ReadOptions { strict: parallel.strict, ..options };
+    let mut other = Aggregator::new(SpanKind::result_names(), linear.clone());
+    let one = wayland::analyze(data, "fuzz", 0, &parallel, &mut other, |_| {});
+    let result = wayland::analyze(data, "fuzz", 0, &serial, &mut sink, |_| {});
+    assert_eq!(format!("{result:?}"), format!("{one:?}"), "serial and parallel reads differ");
+    assert_eq!(format!("{sink:?}"), format!("{other:?}"), "serial and parallel spans differ");
+    let Ok(stats) = result else {
         return;
     };
     let report = SpansReport {

@@ -14,7 +14,7 @@ use super::wayland::{Input, ReportTo, analyse_and_print};
 use crate::cli::{DemoArgs, Format};
 use latscope::doc::Document;
 use latscope::files;
-use latscope::ingest::wayland::SpanOptions;
+use latscope::ingest::wayland::ReadOptions;
 use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport};
 use latscope::report::html::{self, Body, Section};
 
@@ -243,8 +243,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     };
     analyse_and_print(
         &[input],
-        SpanOptions::default(),
-        false,
+        ReadOptions::default(),
         &args.output,
         Some(ReportTo::Page(Box::new(page))),
     )

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::cli::{Format, OutputArgs, WaylandArgs};
 use crate::signals;
 use latscope::ingest::compressed;
-use latscope::ingest::wayland::{self, InputStats, ReadOptions, SpanKind, SpanOptions};
+use latscope::ingest::wayland::{self, InputStats, ReadOptions, SpanKind};
 use latscope::report::csv::CsvSink;
 use latscope::report::json::Json;
 use latscope::report::markdown::Markdown;
@@ -76,13 +76,14 @@ impl Input {
 /// Runs `latscope wayland`.
 pub fn run(args: &WaylandArgs) -> Result<()> {
     let inputs: Vec<Input> = args.files.iter().map(|p| Input::from_path(p)).collect();
-    analyse_and_print(
-        &inputs,
-        args.span_options(),
-        args.strict,
-        &args.output,
-        None,
-    )
+    let options = ReadOptions {
+        spans: args.span_options(),
+        strict: args.strict,
+        cancel: None,
+        threads: usize::from(args.threads),
+        chunk_bytes: args.chunk_bytes,
+    };
+    analyse_and_print(&inputs, options, &args.output, None)
 }
 
 /// Analyses `inputs` and prints the report in the requested format. Shared with `demo`.
@@ -91,8 +92,7 @@ pub fn run(args: &WaylandArgs) -> Result<()> {
 /// `--report`.
 pub fn analyse_and_print(
     inputs: &[Input],
-    spans: SpanOptions,
-    strict: bool,
+    options: ReadOptions,
     output: &OutputArgs,
     report_to: Option<ReportTo>,
 ) -> Result<()> {
@@ -104,9 +104,8 @@ pub fn analyse_and_print(
     let names = SpanKind::result_names();
     let files: Vec<String> = inputs.iter().map(Input::name).collect();
     let options = ReadOptions {
-        spans,
-        strict,
         cancel: Some(signals::cancel_on_interrupt()),
+        ..options
     };
     if output.format == Format::Csv {
         let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), names, files);

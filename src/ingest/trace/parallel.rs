@@ -74,10 +74,10 @@ pub fn reads(format: Format) -> bool {
 }
 
 /// Whole lines of the input, and whether a line too long to read ends just before them.
-struct Job {
-    buf: Vec<u8>,
-    len: usize,
-    lead_too_long: bool,
+pub(crate) struct Job {
+    pub(crate) buf: Vec<u8>,
+    pub(crate) len: usize,
+    pub(crate) lead_too_long: bool,
 }
 
 /// Cuts the input into chunks of whole lines.
@@ -93,8 +93,10 @@ pub struct Reader<'c, R> {
     lead: bool,
     done: bool,
     error: Option<io::Error>,
-    cancelled: bool,
-    bytes: u64,
+    pub(crate) cancelled: bool,
+    pub(crate) bytes: u64,
+    /// the input ended without a newline (the serial reader's `unterminated_last_line`)
+    pub(crate) unterminated: bool,
 }
 
 impl<'c, R: Read> Reader<'c, R> {
@@ -111,12 +113,13 @@ impl<'c, R: Read> Reader<'c, R> {
             error: None,
             cancelled: false,
             bytes: 0,
+            unterminated: false,
         }
     }
 
     /// The next chunk, read into `buf`; `None` at the end. A read error comes after the
     /// whole lines read before it, as the serial reader delivers them.
-    fn next(&mut self, mut buf: Vec<u8>) -> io::Result<Option<Job>> {
+    pub(crate) fn next(&mut self, mut buf: Vec<u8>) -> io::Result<Option<Job>> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
@@ -151,6 +154,7 @@ impl<'c, R: Read> Reader<'c, R> {
             };
             if n == 0 {
                 self.done = true;
+                self.unterminated = self.skipping || (filled > 0 && buf[filled - 1] != b'\n');
                 let lead = std::mem::take(&mut self.lead) || self.skipping;
                 let len = if self.skipping { 0 } else { filled };
                 return Ok((len > 0 || lead).then_some(Job {
@@ -212,7 +216,11 @@ impl<'c, R: Read> Reader<'c, R> {
 
 /// Calls `f(n, line)` for every line of a chunk, numbered from 1, as the serial reader would
 /// give them; returns how many there were.
-fn for_each_line(data: &[u8], lead_too_long: bool, mut f: impl FnMut(u64, Line<'_>)) -> u64 {
+pub(crate) fn for_each_line(
+    data: &[u8],
+    lead_too_long: bool,
+    mut f: impl FnMut(u64, Line<'_>),
+) -> u64 {
     // A chunk of UTF-8 (the usual) is checked at once; its lines are then given as text.
     let text = std::str::from_utf8(data).ok();
     let line = |start: usize, end: usize| -> Line<'_> {
@@ -566,14 +574,14 @@ pub(super) fn read<R: Read>(
     Ok(ReadSummary {
         lines: result?,
         bytes: reader.bytes,
-        unterminated_last_line: false,
+        unterminated_last_line: reader.unterminated,
         cancelled: reader.cancelled,
     })
 }
 
 /// A worker's loop: chunks from the shared queue until it closes. A panic is reported as a
 /// missing result (the calling thread stops waiting), then goes on to the scope's join.
-pub(super) fn work<J, D>(
+pub(crate) fn work<J, D>(
     mut parse: impl FnMut(J) -> D,
     jobs: &Mutex<Receiver<(usize, J)>>,
     done: &SyncSender<(usize, Option<D>)>,
@@ -599,17 +607,17 @@ pub(super) fn work<J, D>(
 }
 
 /// Results as they come, given in the order of their sequence numbers.
-pub(super) struct InOrder<D> {
+pub(crate) struct InOrder<D> {
     results: Receiver<(usize, Option<D>)>,
     /// results come early in the slot `seq % len` (at most `len` are out at once)
     pending: Vec<Option<D>>,
     /// results given so far: the next one's sequence number
-    pub(super) taken: usize,
+    pub(crate) taken: usize,
 }
 
 impl<D> InOrder<D> {
     /// Results from `results`, of which at most `cap` are out at once.
-    pub(super) fn new(results: Receiver<(usize, Option<D>)>, cap: usize) -> Self {
+    pub(crate) fn new(results: Receiver<(usize, Option<D>)>, cap: usize) -> Self {
         InOrder {
             results,
             pending: (0..cap.max(1)).map(|_| None).collect(),
@@ -620,7 +628,7 @@ impl<D> InOrder<D> {
     /// The next result in order; `None` when a worker failed. While it is not there, the
     /// chunks still queued are parsed by `help` (the calling thread would otherwise wait idle
     /// for a worker that shares its core).
-    pub(super) fn next(&mut self, help: &mut impl FnMut() -> Option<(usize, D)>) -> Option<D> {
+    pub(crate) fn next(&mut self, help: &mut impl FnMut() -> Option<(usize, D)>) -> Option<D> {
         let slot = self.taken % self.pending.len();
         let len = self.pending.len();
         while self.pending[slot].is_none() {

@@ -10,6 +10,7 @@ pub mod args;
 pub mod clock;
 pub mod line;
 pub mod objects;
+mod parallel;
 pub mod spans;
 
 use std::io::Read;
@@ -86,6 +87,10 @@ pub struct ReadOptions {
     pub strict: bool,
     /// stop reading when raised
     pub cancel: Option<Cancel>,
+    /// threads reading the input, in all (0 and 1: the calling thread alone; see `parallel.rs`)
+    pub threads: usize,
+    /// bytes per chunk of the parallel reader (0: 1 MiB)
+    pub chunk_bytes: usize,
 }
 
 /// Analyses one WAYLAND_DEBUG input named `file` (for messages), the `file_index`-th of the
@@ -113,11 +118,17 @@ pub fn analyze(
         scratch: Vec::new(),
         error: None,
     };
-    let mut reader = LineReader::new(input);
-    if let Some(cancel) = &options.cancel {
-        reader = reader.cancel_on(cancel.clone());
-    }
-    let read = reader.for_each_line(|number, line| state.line(number, line, sink), on_progress);
+    let read = if options.threads > 1 {
+        let (threads, chunk) = (options.threads, options.chunk_bytes);
+        let cancel = options.cancel.as_ref();
+        parallel::read(input, threads, chunk, cancel, &mut state, sink, on_progress)
+    } else {
+        let mut reader = LineReader::new(input);
+        if let Some(cancel) = &options.cancel {
+            reader = reader.cancel_on(cancel.clone());
+        }
+        reader.for_each_line(|number, line| state.line(number, line, sink), on_progress)
+    };
     state.tracker.finish(sink);
     let summary = read.map_err(|source| Error::Read {
         file: file.to_string(),
@@ -160,19 +171,28 @@ impl FileState<'_> {
                 return;
             }
         };
-        match line::parse_line(text, &mut self.scratch) {
-            line::Parsed::Message(msg) => {
-                self.stats.messages += 1;
-                let ts = self.clock.nanos(msg.stamp);
-                self.tracker.message(&msg, ts, sink);
-            }
-            line::Parsed::Zombie(stamp) => {
-                self.stats.zombies += 1;
-                self.clock.nanos(stamp);
-            }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        match line::parse_line(text, &mut scratch) {
+            line::Parsed::Message(msg) => self.message(&msg, sink),
+            line::Parsed::Zombie(stamp) => self.zombie(stamp),
             line::Parsed::Other => self.stats.skipped += 1,
             line::Parsed::Malformed(reason) => self.malformed(number, reason),
         }
+        self.scratch = scratch;
+    }
+
+    /// A protocol message, in the order of the log (the clock and the objects follow it).
+    #[inline]
+    fn message(&mut self, msg: &line::Message<'_>, sink: &mut impl SpanSink) {
+        self.stats.messages += 1;
+        let ts = self.clock.nanos(msg.stamp);
+        self.tracker.message(msg, ts, sink);
+    }
+
+    /// An event for an object that no longer exists: only its stamp counts (for the clock).
+    fn zombie(&mut self, stamp: line::Stamp) {
+        self.stats.zombies += 1;
+        self.clock.nanos(stamp);
     }
 
     #[cold]

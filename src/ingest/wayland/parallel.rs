@@ -1,0 +1,277 @@
+//! WAYLAND_DEBUG logs on several cores, with the result of the serial reader, bit for bit.
+//!
+//! A line parses alone ([`line::parse_line`]: half of the reading time); what depends on the
+//! order of lines does not: the clock (the 32-bit microsecond counter's wraps, midnight), the
+//! objects and their spans ([`SpanTracker`](super::spans::SpanTracker)), the examples of
+//! malformed lines and `--strict`'s stop. So the log is cut into chunks of whole lines as the
+//! trace reader cuts its line formats ([`crate::ingest::trace::parallel`]: the same reader,
+//! queues and order, N threads in all, the calling thread parsing queued chunks while it would
+//! wait); a worker parses a chunk's lines into records of where each message's parts lie, and
+//! the calling thread takes the records in the log's order through the serial reader's own
+//! steps ([`FileState`]).
+
+use std::io::{self, Read};
+use std::sync::Mutex;
+use std::sync::mpsc::sync_channel;
+
+use super::FileState;
+use super::line::{self, Malformed, Message, Parsed, Stamp};
+use crate::ingest::lines::Line;
+use crate::ingest::trace::parallel::{CHUNK, IN_FLIGHT, InOrder, Job, Reader, for_each_line, work};
+use crate::ingest::{Cancel, ReadSummary};
+use crate::span::SpanSink;
+
+/// Where a part of a message lies: in the chunk, or in its stripped text (coloured lines).
+type Part = (u32, u32);
+
+/// What a line was, with its number within the chunk.
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    line: u64,
+    what: What,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum What {
+    Message(Parts),
+    Zombie(Stamp),
+    Malformed(Malformed),
+}
+
+/// A [`Message`], its slices as [`Part`]s.
+#[derive(Debug, Clone, Copy)]
+struct Parts {
+    stamp: Stamp,
+    tid: Option<u32>,
+    queue: Option<Part>,
+    conn: Option<u32>,
+    discarded: bool,
+    sent: bool,
+    interface: Part,
+    id: u32,
+    name: Part,
+    args: Part,
+    /// the parts lie in [`Chunk::stripped`]
+    stripped: bool,
+}
+
+/// What a worker made of a chunk.
+#[derive(Debug, Default)]
+struct Chunk {
+    lines: u64,
+    skipped: u64,
+    too_long: u64,
+    records: Vec<Record>,
+    /// coloured lines without their escape sequences
+    stripped: Vec<u8>,
+}
+
+/// Where `part`, a slice of `text`, lies in it; `None` past a `u32` offset.
+fn at(text: &[u8], part: &[u8]) -> Option<Part> {
+    let start = (part.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    let end = start.checked_add(part.len())?;
+    (end <= text.len()).then_some((u32::try_from(start).ok()?, u32::try_from(end).ok()?))
+}
+
+impl Parts {
+    fn of(msg: &Message<'_>, text: &[u8], stripped: bool) -> Option<Parts> {
+        Some(Parts {
+            stamp: msg.stamp,
+            tid: msg.tid,
+            queue: match msg.queue {
+                Some(q) => Some(at(text, q)?),
+                None => None,
+            },
+            conn: msg.conn,
+            discarded: msg.discarded,
+            sent: msg.sent,
+            interface: at(text, msg.interface)?,
+            id: msg.id,
+            name: at(text, msg.name)?,
+            args: at(text, msg.args)?,
+            stripped,
+        })
+    }
+
+    /// The message again, from the chunk's text and its stripped text.
+    fn message<'a>(&self, data: &'a [u8], stripped: &'a [u8]) -> Option<Message<'a>> {
+        let text = if self.stripped { stripped } else { data };
+        let part = |(a, b): Part| text.get(a as usize..b as usize);
+        Some(Message {
+            stamp: self.stamp,
+            tid: self.tid,
+            queue: match self.queue {
+                Some(q) => Some(part(q)?),
+                None => None,
+            },
+            conn: self.conn,
+            discarded: self.discarded,
+            sent: self.sent,
+            interface: part(self.interface)?,
+            id: self.id,
+            name: part(self.name)?,
+            args: part(self.args)?,
+        })
+    }
+}
+
+/// Parses a chunk's lines into records.
+fn parse(job: Job) -> (Job, Chunk) {
+    let mut chunk = Chunk::default();
+    let mut scratch = Vec::new();
+    let data = &job.buf[..job.len];
+    chunk.lines = for_each_line(data, job.lead_too_long, |n, line| {
+        let text = match line {
+            Line::Text(text) => text,
+            Line::Str(text) => text.as_bytes(),
+            Line::TooLong { .. } => {
+                chunk.too_long += 1;
+                return;
+            }
+        };
+        // [`line::parse_line`], with the stripped copy kept readable here.
+        let coloured = text.first() == Some(&0x1b);
+        if coloured {
+            line::strip_ansi(text, &mut scratch);
+        }
+        let parsed = line::parse_plain(if coloured { &scratch } else { text });
+        let what = match parsed {
+            Parsed::Message(msg) => {
+                let parts = if coloured {
+                    Parts::of(&msg, &scratch, true).map(|mut p| {
+                        let base = chunk.stripped.len() as u32;
+                        for part in [Some(&mut p.interface), Some(&mut p.name), Some(&mut p.args)]
+                            .into_iter()
+                            .chain([p.queue.as_mut()])
+                            .flatten()
+                        {
+                            *part = (part.0 + base, part.1 + base);
+                        }
+                        p
+                    })
+                } else {
+                    Parts::of(&msg, data, false)
+                };
+                match parts {
+                    Some(parts) => {
+                        if coloured {
+                            chunk.stripped.extend_from_slice(&scratch);
+                        }
+                        What::Message(parts)
+                    }
+                    // Not reached: a chunk is far below 4 GiB.
+                    None => What::Malformed(Malformed::Unterminated),
+                }
+            }
+            Parsed::Zombie(stamp) => What::Zombie(stamp),
+            Parsed::Other => {
+                chunk.skipped += 1;
+                return;
+            }
+            Parsed::Malformed(reason) => What::Malformed(reason),
+        };
+        chunk.records.push(Record { line: n, what });
+    });
+    (job, chunk)
+}
+
+/// Takes a parsed chunk whose first line is line `before + 1`, as the serial reader takes
+/// its lines; returns how many lines it held.
+fn take(
+    state: &mut FileState<'_>,
+    (job, chunk): &(Job, Chunk),
+    before: u64,
+    sink: &mut impl SpanSink,
+) -> u64 {
+    let data = &job.buf[..job.len];
+    for record in &chunk.records {
+        if state.error.is_some() {
+            return chunk.lines;
+        }
+        match record.what {
+            What::Message(parts) => match parts.message(data, &chunk.stripped) {
+                Some(msg) => state.message(&msg, sink),
+                // Not reached: the parts were taken from this text.
+                None => state.malformed(before + record.line, Malformed::Unterminated),
+            },
+            What::Zombie(stamp) => state.zombie(stamp),
+            What::Malformed(reason) => state.malformed(before + record.line, reason),
+        }
+    }
+    state.stats.skipped += chunk.skipped;
+    state.stats.too_long += chunk.too_long;
+    chunk.lines
+}
+
+/// Reads `input` on `threads` threads in all into `state` and `sink`; `chunk` bytes per
+/// chunk (0: [`CHUNK`]).
+pub(super) fn read(
+    input: impl Read,
+    threads: usize,
+    chunk: usize,
+    cancel: Option<&Cancel>,
+    state: &mut FileState<'_>,
+    sink: &mut impl SpanSink,
+    mut progress: impl FnMut(u64),
+) -> io::Result<ReadSummary> {
+    let chunk = if chunk == 0 { CHUNK } else { chunk };
+    let mut reader = Reader::new(input, chunk, cancel);
+    let cap = threads * IN_FLIGHT;
+    let (job_tx, job_rx) = sync_channel::<(usize, Job)>(cap);
+    let (done_tx, done_rx) = sync_channel(cap);
+    let job_rx = Mutex::new(job_rx);
+    let result = std::thread::scope(|scope| {
+        for _ in 0..threads.saturating_sub(1).max(1) {
+            let (job_rx, done_tx) = (&job_rx, done_tx.clone());
+            scope.spawn(move || work(parse, job_rx, &done_tx));
+        }
+        drop(done_tx);
+        // See the trace reader: `try_lock`, as a waiting worker holds the lock.
+        let mut help = || {
+            let queued = job_rx.try_lock().ok()?.try_recv().ok();
+            queued.map(|(seq, job)| (seq, parse(job)))
+        };
+        let mut order = InOrder::new(done_rx, cap);
+        let mut total = 0u64;
+        let mut take = |done: (Job, Chunk)| {
+            total += take(state, &done, total, sink);
+            done.0.buf
+        };
+        let mut pool: Vec<Vec<u8>> = Vec::new();
+        let mut sent = 0usize;
+        let result = loop {
+            if sent - order.taken == cap {
+                let Some(done) = order.next(&mut help) else {
+                    break Ok(()); // a worker panicked: the scope's join says so
+                };
+                pool.push(take(done));
+            }
+            match reader.next(pool.pop().unwrap_or_default()) {
+                Ok(Some(job)) => {
+                    // Never blocks: at most `cap` chunks are out.
+                    if job_tx.send((sent, job)).is_err() {
+                        break Ok(());
+                    }
+                    sent += 1;
+                    progress(reader.bytes);
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        drop(job_tx);
+        while order.taken < sent {
+            let Some(done) = order.next(&mut help) else {
+                break;
+            };
+            take(done);
+        }
+        result.map(|()| total)
+    });
+    Ok(ReadSummary {
+        lines: result?,
+        bytes: reader.bytes,
+        unterminated_last_line: reader.unterminated,
+        cancelled: reader.cancelled,
+    })
+}
