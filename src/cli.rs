@@ -1183,8 +1183,8 @@ pub struct WaylandArgs {
     /// thread). Lines are cut into chunks of 1 MiB and parsed in parallel; the clock, the
     /// objects and the spans follow them in the log's order on the thread that reads them (it
     /// parses too, when it would wait): the result is one thread's. Memory: at most 4 chunks
-    /// per thread in flight, each its 1 MiB of input and its messages' places (8-16 MiB for 2
-    /// threads).
+    /// per thread in flight, each its 1 MiB of input and where its messages lie (about 2 MiB
+    /// more for usual logs, 5 at most: 25-50 MiB for 2 threads).
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).
@@ -1550,7 +1550,9 @@ pub struct SpansArgs {
     /// one). Lines are cut into chunks of 1 MiB, parsed in parallel and paired in the input's
     /// order by the thread that reads them (it parses too, when it would wait): the result is
     /// one thread's. Chrome JSON is read in parallel where it has one element a line (what
-    /// Chromium writes), serially elsewhere (a minified file, elements over several lines). Memory: at most 4 chunks per thread in flight, each its 1 MiB of input (up
+    /// Chromium writes), serially elsewhere (a minified file, elements over several lines,
+    /// elements under 96 bytes on average); its chunks take up to 3 MiB each with their
+    /// elements. Memory: at most 4 chunks per thread in flight, each its 1 MiB of input (up
     /// to 2 MiB around a long line) and the events the rules name in it: 8-20 MiB for 2 threads
     /// on usual traces; up to about 5 MiB per chunk more (40 MiB for 2 threads) where every
     /// line is a short event the rules name, with many --key fields.

@@ -468,34 +468,48 @@ fn parallel_chrome_reads_equal_serial_ones_on_generated_documents() {
     }
 }
 
-/// A compressed input broken part way (a read error after whole chunks): every thread count
+/// A compressed input broken part way (a read error after whole chunks), of perf text, Chrome
+/// JSON and a WAYLAND_DEBUG log: every thread count
 /// and chunk size ends with the serial reader's error, never with exit 0 and the spans read
 /// so far (an error met with only the start of a line in the buffer was dropped).
 #[test]
 fn a_read_error_mid_file_is_an_error_whatever_the_chunks() {
     use std::io::Write as _;
-    let text = std::fs::read(util::root().join("tests/data/traces/sched.perf.txt")).unwrap();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    for _ in 0..8 {
-        gz.write_all(&text).unwrap();
-    }
-    let gz = gz.finish().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("broken.perf.txt.gz");
-    std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
-    let p = path.to_str().unwrap();
-    let args = [
-        "-f",
-        "csv",
-        p,
-        "--span",
-        "w=sched:sched_wakeup..sched:sched_switch",
+    let cases: [(&str, &str, &[&str]); 3] = [
+        (
+            "traces/sched.perf.txt",
+            "spans",
+            &["--span", "w=sched:sched_wakeup..sched:sched_switch"],
+        ),
+        ("traces/chromium-async.json", "spans", &[]),
+        ("wayland/weston-glmark2-build.client.log", "wayland", &[]),
     ];
-    let serial = spans(&args, &["--threads", "1"], None);
-    assert_eq!(serial.0, Some(1), "{serial:?}");
-    for (threads, chunk) in [("2", "1"), ("2", "7"), ("3", "4096"), ("2", "0")] {
-        let parallel = spans(&args, &["--threads", threads, "--chunk-bytes", chunk], None);
-        assert_eq!(serial, parallel, "{threads}/{chunk}");
+    let dir = tempfile::tempdir().unwrap();
+    for (sample, command, rules) in cases {
+        let text = std::fs::read(util::root().join("tests/data").join(sample)).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        for _ in 0..8 {
+            gz.write_all(&text).unwrap();
+        }
+        let gz = gz.finish().unwrap();
+        let path = dir.path().join("broken.gz");
+        std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
+        let p = path.to_str().unwrap();
+        let args = [&["-f", "csv", p][..], rules].concat();
+        let run = |extra: &[&str]| match command {
+            "spans" => spans(&args, extra, None),
+            _ => wayland(&[&args[..], extra].concat(), None),
+        };
+        let serial = run(&["--threads", "1"]);
+        assert_eq!(serial.0, Some(1), "{sample}: {serial:?}");
+        assert!(
+            serial.1.lines().count() > 10,
+            "{sample}: spans read before the error: {serial:?}"
+        );
+        for (threads, chunk) in [("2", "1"), ("2", "7"), ("3", "4096"), ("2", "0")] {
+            let parallel = run(&["--threads", threads, "--chunk-bytes", chunk]);
+            assert_eq!(serial, parallel, "{sample} {threads}/{chunk}");
+        }
     }
 }
 

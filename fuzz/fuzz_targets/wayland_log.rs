@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         ..options.clone()
     };
     let serial = ReadOptions { strict: parallel.strict, ..options };
-    let mut other = Aggregator::new(SpanKind::result_names(), linear.clone());
+    let mut other = Aggregator::new(SpanKind::result_names(), linear);
     let one = wayland::analyze(data, "fuzz", 0, &parallel, &mut other, |_| {});
     let result = wayland::analyze(data, "fuzz", 0, &serial, &mut sink, |_| {});
     assert_eq!(format!("{result:?}"), format!("{one:?}"), "serial and parallel reads differ");

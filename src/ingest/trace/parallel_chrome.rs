@@ -64,6 +64,8 @@ struct Pieces<'c, R> {
     /// the bytes after the last newline of the piece before
     carry: Vec<u8>,
     done: bool,
+    /// a read error, given after the bytes read before it
+    error: Option<io::Error>,
     ended: Ended,
 }
 
@@ -71,6 +73,9 @@ impl<R: Read> Pieces<'_, R> {
     /// The next piece, read into `buf`; `None` at the end (or when Ctrl-C stopped the read:
     /// every byte read was given first).
     fn next(&mut self, mut buf: Vec<u8>) -> io::Result<Option<Piece>> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
         if self.done {
             return Ok(None);
         }
@@ -91,7 +96,16 @@ impl<R: Read> Pieces<'_, R> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted && !self.cancelled() => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => self.stop(),
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // The serial reader reads every byte before the error: they come first,
+                    // whole (a run or not), then the error.
+                    self.done = true;
+                    if filled == 0 {
+                        return Err(e);
+                    }
+                    self.error = Some(e);
+                    return Ok(Some(Piece { buf, len: filled }));
+                }
             }
             if self.cancelled() {
                 self.stop();
@@ -139,6 +153,7 @@ pub fn read<R: Read>(
         cancel: options.cancel.as_ref(),
         carry: Vec::new(),
         done: false,
+        error: None,
         ended: Ended::default(),
     };
     let cap = threads * IN_FLIGHT;
@@ -157,7 +172,7 @@ pub fn read<R: Read>(
             queued.map(|(seq, piece)| (seq, parse(piece)))
         };
         let mut order = InOrder::new(done_rx, cap);
-        let mut take = |(piece, run): (Piece, Option<Run>)| {
+        let mut apply = |(piece, run): (Piece, Option<Run>)| {
             take(chrome, &piece, run.as_ref(), pairer, sink);
             piece.buf
         };
@@ -168,7 +183,7 @@ pub fn read<R: Read>(
                 let Some(done) = order.next(&mut help) else {
                     break Ok(()); // a worker panicked: the scope's join says so
                 };
-                pool.push(take(done));
+                pool.push(apply(done));
             }
             match pieces.next(pool.pop().unwrap_or_default()) {
                 Ok(Some(piece)) => {
@@ -188,7 +203,7 @@ pub fn read<R: Read>(
             let Some(done) = order.next(&mut help) else {
                 break;
             };
-            take(done);
+            apply(done);
         }
         result
     });

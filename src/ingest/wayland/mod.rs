@@ -189,6 +189,20 @@ impl FileState<'_> {
         self.tracker.message(msg, ts, sink);
     }
 
+    /// [`FileState::message`], with what it means already worked out (by a worker of the
+    /// parallel reader).
+    #[inline]
+    fn message_meaning(
+        &mut self,
+        msg: &line::Message<'_>,
+        meaning: &spans::Meaning,
+        sink: &mut impl SpanSink,
+    ) {
+        self.stats.messages += 1;
+        let ts = self.clock.nanos(msg.stamp);
+        self.tracker.message_meaning(msg, meaning, ts, sink);
+    }
+
     /// An event for an object that no longer exists: only its stamp counts (for the clock).
     fn zombie(&mut self, stamp: line::Stamp) {
         self.stats.zombies += 1;

@@ -6,9 +6,10 @@
 //! malformed lines and `--strict`'s stop. So the log is cut into chunks of whole lines as the
 //! trace reader cuts its line formats ([`crate::ingest::trace::parallel`]: the same reader,
 //! queues and order, N threads in all, the calling thread parsing queued chunks while it would
-//! wait); a worker parses a chunk's lines into records of where each message's parts lie, and
-//! the calling thread takes the records in the log's order through the serial reader's own
-//! steps ([`FileState`]).
+//! wait); a worker parses a chunk's lines into records of where each message's parts lie and
+//! what it means to the span rules ([`Meaning`]: its kind, the objects it creates), and the
+//! calling thread takes the records in the log's order through the serial reader's own steps
+//! ([`FileState`]).
 
 use std::io::{self, Read};
 use std::sync::Mutex;
@@ -16,6 +17,7 @@ use std::sync::mpsc::sync_channel;
 
 use super::FileState;
 use super::line::{self, Malformed, Message, Parsed, Stamp};
+use super::spans::Meaning;
 use crate::ingest::lines::Line;
 use crate::ingest::trace::parallel::{CHUNK, IN_FLIGHT, InOrder, Job, Reader, for_each_line, work};
 use crate::ingest::{Cancel, ReadSummary};
@@ -53,6 +55,8 @@ struct Parts {
     args: Part,
     /// the parts lie in [`Chunk::stripped`]
     stripped: bool,
+    /// what the message means to the span rules, worked out here
+    meaning: Meaning,
 }
 
 /// What a worker made of a chunk.
@@ -64,7 +68,15 @@ struct Chunk {
     records: Vec<Record>,
     /// coloured lines without their escape sequences
     stripped: Vec<u8>,
+    /// no records: the chunk is read serially on the calling thread (more records than
+    /// [`SHORTEST_LINE`] allows, or an offset past a `u32`)
+    serial: bool,
 }
+
+/// The average line length below which a chunk's records are not kept (a record is about
+/// 110 bytes; WAYLAND_DEBUG messages average 45 to 80): records stay within 5 times the
+/// chunk's bytes, and a chunk of short lines is read serially.
+const SHORTEST_LINE: usize = 24;
 
 /// Where `part`, a slice of `text`, lies in it; `None` past a `u32` offset.
 fn at(text: &[u8], part: &[u8]) -> Option<Part> {
@@ -90,6 +102,7 @@ impl Parts {
             name: at(text, msg.name)?,
             args: at(text, msg.args)?,
             stripped,
+            meaning: Meaning::of(msg),
         })
     }
 
@@ -120,7 +133,11 @@ fn parse(job: Job) -> (Job, Chunk) {
     let mut chunk = Chunk::default();
     let mut scratch = Vec::new();
     let data = &job.buf[..job.len];
+    let most = data.len() / SHORTEST_LINE + 16;
     chunk.lines = for_each_line(data, job.lead_too_long, |n, line| {
+        if chunk.serial {
+            return;
+        }
         let text = match line {
             Line::Text(text) => text,
             Line::Str(text) => text.as_bytes(),
@@ -152,16 +169,14 @@ fn parse(job: Job) -> (Job, Chunk) {
                 } else {
                     Parts::of(&msg, data, false)
                 };
-                match parts {
-                    Some(parts) => {
-                        if coloured {
-                            chunk.stripped.extend_from_slice(&scratch);
-                        }
-                        What::Message(parts)
-                    }
-                    // Not reached: a chunk is far below 4 GiB.
-                    None => What::Malformed(Malformed::Unterminated),
+                let Some(parts) = parts else {
+                    chunk.serial = true;
+                    return;
+                };
+                if coloured {
+                    chunk.stripped.extend_from_slice(&scratch);
                 }
+                What::Message(parts)
             }
             Parsed::Zombie(stamp) => What::Zombie(stamp),
             Parsed::Other => {
@@ -170,8 +185,16 @@ fn parse(job: Job) -> (Job, Chunk) {
             }
             Parsed::Malformed(reason) => What::Malformed(reason),
         };
+        if chunk.records.len() >= most {
+            chunk.serial = true;
+            return;
+        }
         chunk.records.push(Record { line: n, what });
     });
+    if chunk.serial {
+        chunk.records = Vec::new();
+        chunk.stripped = Vec::new();
+    }
     (job, chunk)
 }
 
@@ -184,13 +207,18 @@ fn take(
     sink: &mut impl SpanSink,
 ) -> u64 {
     let data = &job.buf[..job.len];
+    if chunk.serial {
+        return for_each_line(data, job.lead_too_long, |n, line| {
+            state.line(before + n, line, sink);
+        });
+    }
     for record in &chunk.records {
         if state.error.is_some() {
             return chunk.lines;
         }
         match record.what {
             What::Message(parts) => match parts.message(data, &chunk.stripped) {
-                Some(msg) => state.message(&msg, sink),
+                Some(msg) => state.message_meaning(&msg, &parts.meaning, sink),
                 // Not reached: the parts were taken from this text.
                 None => state.malformed(before + record.line, Malformed::Unterminated),
             },
@@ -233,7 +261,7 @@ pub(super) fn read(
         };
         let mut order = InOrder::new(done_rx, cap);
         let mut total = 0u64;
-        let mut take = |done: (Job, Chunk)| {
+        let mut apply = |done: (Job, Chunk)| {
             total += take(state, &done, total, sink);
             done.0.buf
         };
@@ -244,7 +272,7 @@ pub(super) fn read(
                 let Some(done) = order.next(&mut help) else {
                     break Ok(()); // a worker panicked: the scope's join says so
                 };
-                pool.push(take(done));
+                pool.push(apply(done));
             }
             match reader.next(pool.pop().unwrap_or_default()) {
                 Ok(Some(job)) => {
@@ -264,7 +292,7 @@ pub(super) fn read(
             let Some(done) = order.next(&mut help) else {
                 break;
             };
-            take(done);
+            apply(done);
         }
         result.map(|()| total)
     });

@@ -168,6 +168,39 @@ impl Conn {
     }
 }
 
+/// What a message means to the span rules, from its text alone: which known message it is
+/// and the objects its `new id` arguments create. The parallel reader works it out on the
+/// threads that parse lines, off the one that pairs ([`SpanTracker::message_meaning`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meaning {
+    known: Known,
+    /// ids created (at most 4 are followed, as before)
+    created: [u32; 4],
+    n_created: u8,
+}
+
+impl Meaning {
+    /// What `msg` means.
+    pub fn of(msg: &Message<'_>) -> Meaning {
+        let mut meaning = Meaning {
+            known: Known::classify(msg.interface, msg.name),
+            created: [0; 4],
+            n_created: 0,
+        };
+        args::for_each_new_id(msg.args, &args::NewIdFinder::new(), |_, id| {
+            if let Some(slot) = meaning.created.get_mut(usize::from(meaning.n_created)) {
+                *slot = id;
+                meaning.n_created += 1;
+            }
+        });
+        meaning
+    }
+
+    fn created(&self) -> &[u32] {
+        &self.created[..usize::from(self.n_created)]
+    }
+}
+
 /// Known messages, classified once per line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Known {
@@ -237,7 +270,6 @@ pub struct SpanTracker {
     file_index: u32,
     conns: Vec<Conn>,
     last_conn: usize,
-    new_id: args::NewIdFinder,
     stats: StreamStats,
 }
 
@@ -249,7 +281,6 @@ impl SpanTracker {
             file_index,
             conns: Vec::new(),
             last_conn: 0,
-            new_id: args::NewIdFinder::new(),
             stats: StreamStats::default(),
         }
     }
@@ -284,8 +315,20 @@ impl SpanTracker {
 
     /// Feeds one message stamped `ts` (unwrapped nanoseconds).
     pub fn message(&mut self, msg: &Message<'_>, ts: u64, sink: &mut impl SpanSink) {
-        let known = Known::classify(msg.interface, msg.name);
-        self.track_creations(msg, sink);
+        self.message_meaning(msg, &Meaning::of(msg), ts, sink);
+    }
+
+    /// [`SpanTracker::message`], with what the message means already worked out
+    /// ([`Meaning::of`] of the same message).
+    pub fn message_meaning(
+        &mut self,
+        msg: &Message<'_>,
+        meaning: &Meaning,
+        ts: u64,
+        sink: &mut impl SpanSink,
+    ) {
+        let known = meaning.known;
+        self.track_creations(msg, meaning.created(), sink);
         let Some(is_request) = known.is_request() else {
             return;
         };
@@ -329,16 +372,8 @@ impl SpanTracker {
 
     /// Every `new id` argument creates an object; the object its id named before is gone, so
     /// spans still waiting on it can never end.
-    fn track_creations(&mut self, msg: &Message<'_>, sink: &mut impl SpanSink) {
-        let mut created = [0u32; 4];
-        let mut n = 0;
-        args::for_each_new_id(msg.args, &self.new_id, |_, id| {
-            if n < created.len() {
-                created[n] = id;
-                n += 1;
-            }
-        });
-        for &id in &created[..n] {
+    fn track_creations(&mut self, msg: &Message<'_>, created: &[u32], sink: &mut impl SpanSink) {
+        for &id in created {
             let side = side_of(id < SERVER_ID_BASE, msg.sent);
             let ci = self.conn_index(side, msg.conn);
             let conn = &mut self.conns[ci];
