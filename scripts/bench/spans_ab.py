@@ -4,7 +4,7 @@
     scripts/bench/spans_ab.py BEFORE,AFTER [THREADS] [FORMATS] [--dir DIR]
 
     THREADS: comma-separated thread counts (default 1,2); a count of 1 is pinned to CPU 1
-    FORMATS: comma-separated among perf,ftrace,babeltrace,chrome,jsonl (default all)
+    FORMATS: comma-separated among perf,ftrace,babeltrace,chrome,jsonl,wayland (default all)
 
 Each run is every binary at every thread count, in turn, RUNS times (env, default 7), so that a
 burst of load on a shared machine hits all alike. Prints per format the median wall seconds and
@@ -26,6 +26,7 @@ CASES = {
                              "--key", "addr,vtid"]),
     "chrome": ("c.json", []),
     "jsonl": ("j.jsonl", ["--span", "r=request_start..request_done", "--key", "id"]),
+    "wayland": ("w.log", None),  # `latscope wayland`
 }
 
 
@@ -45,7 +46,8 @@ def main():
         for _ in range(runs):
             for b in bins:
                 for t in threads:
-                    cmd = [b, "spans", "-f", "json", *rule, "--threads", t, path]
+                    cmd = [b, "wayland", "-f", "json", "--threads", t, path] if rule is None else \
+                        [b, "spans", "-f", "json", *rule, "--threads", t, path]
                     if t == "1":
                         cmd = ["taskset", "-c", "1"] + cmd
                     start = time.perf_counter()

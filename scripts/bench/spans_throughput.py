@@ -9,8 +9,7 @@ events repeated with shifted time stamps until each file has about --mb megabyte
 script text, ftrace text, babeltrace2 text, Chrome JSON, JSON lines, and a WAYLAND_DEBUG log
 (mklog.py). Each is read --runs times by latscope pinned to one CPU, interleaved with
 `grep -c` on the same file pinned alike (the floor: one pass that finds lines), and by
-latscope unpinned with `--threads N` (default: every CPU; 0 skips it; `latscope wayland` reads
-on one thread). Prints a Markdown table of medians: MB/s, events/s, the ratio to grep -c on
+latscope unpinned with `--threads N` (default: every CPU; 0 skips it). Prints a Markdown table of medians: MB/s, events/s, the ratio to grep -c on
 one core, then N threads' MB/s, their ratio to grep -c and their speed-up over one core; then what perf script takes to write text of
 its own (when perf is installed and we are root). Machines are shared: compare medians of one
 run, and say the load.
@@ -193,12 +192,11 @@ def main():
                 [a.binary, "spans", "-f", "json", *rule, path]
             subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # the page cache
             ours, grep, many = [], [], []
-            spans = rule is not None  # `latscope wayland` has no --threads
             for _ in range(a.runs):  # interleaved: a burst of load hits both alike
-                ours.append(measure(pin + cmd + (["--threads", "1"] if spans else [])))
+                ours.append(measure(pin + cmd + ["--threads", "1"]))
                 # on the plain text (grep -c of the compressed bytes would say nothing)
                 grep.append(measure(pin + ["grep", "-c", pattern, paths[0]]))
-                if a.threads and spans:
+                if a.threads:
                     many_pin = ["taskset", "-c", a.cpus] if a.cpus else []
                     many.append(measure(many_pin + cmd + ["--threads", str(a.threads)]))
             t, g = statistics.median(w for w, _ in ours), statistics.median(w for w, _ in grep)
