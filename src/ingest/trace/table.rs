@@ -141,7 +141,8 @@ fn stamped(
 ) -> Parsed {
     let ts = match time {
         None => None,
-        // Exact from the text, never through a float.
+        // Exact from the text, never through a float; the usual integer in one pass.
+        Some(raw) if let Some(ns) = integer_ns(raw, columns.scale) => Some(ns),
         Some(raw) if is_plain_decimal(raw) => Some(super::decimal_bytes_to_ns(raw, columns.scale)),
         Some(raw) => Some(
             json::text_of(raw)
@@ -201,7 +202,18 @@ pub fn json_line_in_place(
                 return None;
             }
             let v = json::skip_ws(b, j + 1);
-            let v_end = json::skip_value(b, v, 1).ok()?;
+            // The value's end, and its text when it needs no decoding (`None`: it does).
+            let (v_end, plain) = match b.get(v) {
+                Some(b'"') => {
+                    let (end, escaped) = json::string(b, v).ok()?;
+                    (end, (!escaped).then_some(v + 1..end - 1))
+                }
+                Some(b'-' | b'0'..=b'9') => {
+                    let end = json::number(b, v).ok()?;
+                    (end, json::is_plain_integer(&b[v..end]).then_some(v..end))
+                }
+                _ => (json::skip_value(b, v, 1).ok()?, None),
+            };
             let k = &b[key.clone()];
             if same(k, time_column) {
                 time = Some(&b[v..v_end]);
@@ -216,7 +228,7 @@ pub fn json_line_in_place(
                         return None;
                     }
                     kept |= 1 << bit;
-                    let value = plain_value(b, v, v_end)?;
+                    let value = plain?;
                     if bit == 63 {
                         name = Some(value.clone());
                     }
@@ -240,17 +252,6 @@ pub fn json_line_in_place(
     Some(stamped(time, name, columns, ev))
 }
 
-/// The range of the text of the value `b[v..end]` when it needs no decoding: a string
-/// without escapes (inside its quotes), or a plain integer.
-fn plain_value(b: &[u8], v: usize, end: usize) -> Option<std::ops::Range<usize>> {
-    let raw = &b[v..end];
-    if raw[0] == b'"' {
-        let inner = v + 1..end - 1;
-        return (!b[inner.clone()].contains(&b'\\')).then_some(inner);
-    }
-    json::is_plain_integer(raw).then_some(v..end)
-}
-
 /// `a == b` for the short keys of a row, without a `memcmp` call per key (a tenth of the
 /// reading time of a three-column row).
 #[inline]
@@ -260,6 +261,26 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 fn not_an_object() -> Parsed {
     Parsed::Malformed("not a JSON object")
+}
+
+/// A plain integer stamp (`0` or digits without a leading zero) × `scale`, in one pass:
+/// `Some(None)` when it overflows, `None` when it is not one (what [`is_plain_decimal`] and
+/// [`super::decimal_bytes_to_ns`] make of it, without their two passes and a `memchr` call:
+/// a fifth of the reading of a three-column row).
+fn integer_ns(raw: &[u8], scale: u64) -> Option<Option<u64>> {
+    if raw.is_empty() || raw.len() > 1 && raw[0] == b'0' {
+        return None;
+    }
+    let mut whole: Option<u64> = Some(0);
+    for &c in raw {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        whole = whole
+            .and_then(|w| w.checked_mul(10))
+            .and_then(|w| w.checked_add(u64::from(c - b'0')));
+    }
+    Some(whole.and_then(|w| w.checked_mul(scale)))
 }
 
 /// `DIGITS[.DIGITS]`: a time stamp read exactly from its text.
@@ -414,11 +435,19 @@ mod tests {
             (r#"{"name": "a"}"#, true),
             (r#"{"ts": -1, "name": "a"}"#, true),
             (r#"{}"#, true),
+            (r#"{"ts": 0, "name": "a", "id": 0}"#, true),
+            (r#"{"ts": 99999999999999999999, "name": "a"}"#, true),
+            (r#"{"ts": 18446744073709551615, "name": "a"}"#, true),
+            (r#"{"ts": 1.000000001, "name": "a", "id": -7}"#, true),
             // decoded, duplicated or broken: the general reader's
             (r#"{"ts": 1, "name": "a\tb"}"#, false),
             (r#"{"ts": 1, "n\u0061me": "a"}"#, false),
             (r#"{"ts": 1, "name": "a", "id": 1.50}"#, false),
             (r#"{"ts": 1, "name": "a", "id": true}"#, false),
+            (r#"{"ts": 0123, "name": "a"}"#, false),
+            (r#"{"ts": 1, "name": "a", "id": "x\"y"}"#, false),
+            (r#"{"ts": 1, "name": "a", "id": 1e3}"#, false),
+            (r#"{"ts": 1, "name": "a", "id": -}"#, false),
             (r#"{"ts": 1, "name": "a", "id": 1, "id": 2}"#, false),
             (r#"{"ts": 1, "name": "a",}"#, false),
             (r#"{"ts": 1, "name": "a"} x"#, false),
