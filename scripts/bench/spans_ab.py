@@ -55,9 +55,9 @@ def main():
                         [b, "spans", "-f", "json", *rule, "--threads", t, path]
                     if t == "1":
                         cmd = ["taskset", "-c", "1"] + cmd
-                    if t == "1" and rule is None and not takes_threads(b):
-                        cmd.remove("--threads")
-                        cmd.remove("1")  # a build before `wayland --threads`: one thread
+                    if rule is None and not takes_threads(b):
+                        at = cmd.index("--threads")  # a build before `wayland --threads`:
+                        del cmd[at:at + 2]  # one thread whatever the count
                     start = time.perf_counter()
                     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout
                     times.setdefault((b, t), []).append(time.perf_counter() - start)
