@@ -1180,11 +1180,12 @@ pub struct WaylandArgs {
     #[arg(long)]
     pub strict: bool,
     /// Threads reading each log, in all (default: the available cores; 1 reads on one
-    /// thread). Lines are cut into chunks of 1 MiB and parsed in parallel; the clock, the
+    /// thread). Lines are cut into chunks of 256 KiB and parsed in parallel; the clock, the
     /// objects and the spans follow them in the log's order on the thread that reads them (it
     /// parses too, when it would wait): the result is one thread's. Memory: at most 4 chunks
-    /// per thread in flight, each its 1 MiB of input and where its messages lie (about 2 MiB
-    /// more for usual logs, 5 at most: 25-50 MiB for 2 threads).
+    /// per thread in flight, each its 256 KiB of input and where its messages lie (2.5 times
+    /// that for usual logs, 5 at most): 12.5 MiB resident in all for 2 threads on a 100 MB log,
+    /// 9.4 MiB for one.
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).
@@ -1547,15 +1548,16 @@ pub struct SpansArgs {
     pub strict: bool,
     /// Threads reading perf script, ftrace, babeltrace2, JSON lines and Chrome JSON input, in
     /// all (default: the available cores; 1 reads on one thread; other formats are read on
-    /// one). Lines are cut into chunks of 1 MiB, parsed in parallel and paired in the input's
-    /// order by the thread that reads them (it parses too, when it would wait): the result is
-    /// one thread's. Chrome JSON is read in parallel where it has one element a line (what
-    /// Chromium writes), serially elsewhere (a minified file, elements over several lines,
-    /// elements under 96 bytes on average); its chunks take up to 3 MiB each with their
-    /// elements. Memory: at most 4 chunks per thread in flight, each its 1 MiB of input (up
-    /// to 2 MiB around a long line) and the events the rules name in it: 8-20 MiB for 2 threads
-    /// on usual traces; up to about 5 MiB per chunk more (40 MiB for 2 threads) where every
-    /// line is a short event the rules name, with many --key fields.
+    /// one). Lines are cut into chunks of 256 KiB, parsed in parallel and paired in the
+    /// input's order by the thread that reads them (it parses too, when it would wait): the
+    /// result is one thread's. Chrome JSON is read in parallel where it has one element a
+    /// line (what Chromium writes), serially elsewhere (a minified file, elements over several
+    /// lines, elements under 96 bytes on average). Memory: at most 4 chunks per thread in
+    /// flight, each its 256 KiB of input (up to 2 MiB around a longer line) and the events the
+    /// rules name in it (or, Chrome JSON, its elements: twice its bytes at most): 11-15 MiB
+    /// resident in all for 2 threads on 100 MB traces, 9-10 MiB for one; up to about 5 times
+    /// a chunk's bytes more where every line is a short event the rules name, with many --key
+    /// fields.
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).

@@ -89,7 +89,7 @@ pub struct ReadOptions {
     pub cancel: Option<Cancel>,
     /// threads reading the input, in all (0 and 1: the calling thread alone; see `parallel.rs`)
     pub threads: usize,
-    /// bytes per chunk of the parallel reader (0: 1 MiB)
+    /// bytes per chunk of the parallel reader (0: 256 KiB)
     pub chunk_bytes: usize,
 }
 
