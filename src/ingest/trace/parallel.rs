@@ -217,16 +217,16 @@ impl<'c, R: Read> Reader<'c, R> {
 }
 
 /// Calls `f(n, line)` for every line of a chunk, numbered from 1, as the serial reader would
-/// give them; returns how many there were. `utf8`: lines are given as text where the chunk is
+/// give them; returns how many there were. `UTF8`: lines are given as text where the chunk is
 /// UTF-8 (a reader of bytes, as the WAYLAND_DEBUG one, skips the check).
-pub(crate) fn for_each_line(
+#[inline]
+pub(crate) fn for_each_line<const UTF8: bool>(
     data: &[u8],
     lead_too_long: bool,
-    utf8: bool,
     mut f: impl FnMut(u64, Line<'_>),
 ) -> u64 {
     // A chunk of UTF-8 (the usual) is checked at once; its lines are then given as text.
-    let text = if utf8 {
+    let text = if UTF8 {
         std::str::from_utf8(data).ok()
     } else {
         None
@@ -347,7 +347,7 @@ impl<'a> Worker<'a> {
         self.state.babeltrace = Babeltrace::default();
         self.state.last_ts = None;
         let mut chunk = Chunk::default();
-        let lines = for_each_line(&job.buf[..job.len], job.lead_too_long, true, |n, line| {
+        let lines = for_each_line::<true>(&job.buf[..job.len], job.lead_too_long, |n, line| {
             if !chunk.serial {
                 self.line(&mut chunk, n, line);
             }
@@ -690,7 +690,7 @@ fn apply(
     let mixed = chunk.clock.first_of_day().is_some() && chunk.clock.other_stamps() > 0;
     if chunk.serial || mixed {
         let data = &done.job.buf[..done.job.len];
-        return for_each_line(data, done.job.lead_too_long, true, |n, line| {
+        return for_each_line::<true>(data, done.job.lead_too_long, |n, line| {
             lines.line(before + n, line, pairer, sink)
         });
     }

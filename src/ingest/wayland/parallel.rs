@@ -134,7 +134,7 @@ fn parse(job: Job) -> (Job, Chunk) {
     let mut scratch = Vec::new();
     let data = &job.buf[..job.len];
     let most = data.len() / SHORTEST_LINE + 16;
-    chunk.lines = for_each_line(data, job.lead_too_long, false, |n, line| {
+    chunk.lines = for_each_line::<false>(data, job.lead_too_long, |n, line| {
         if chunk.serial {
             return;
         }
@@ -208,7 +208,7 @@ fn take(
 ) -> u64 {
     let data = &job.buf[..job.len];
     if chunk.serial {
-        return for_each_line(data, job.lead_too_long, false, |n, line| {
+        return for_each_line::<false>(data, job.lead_too_long, |n, line| {
             state.line(before + n, line, sink);
         });
     }
