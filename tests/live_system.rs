@@ -165,6 +165,12 @@ fn live_beside_perf(t: &Tree, sleeper: &Path, save: &Path) -> (std::process::Out
     let perf = Command::new("perf")
         .args([
             "record",
+            // bpftrace stamps with CLOCK_MONOTONIC; perf's own clock is each CPU's sched
+            // clock, which a VM's CPUs need not agree on: a wake-up on one CPU and its switch
+            // on another then differed by hundreds of ns between the two (p50 2,952 live
+            // against 3,367 by perf, and back in the next run).
+            "-k",
+            "CLOCK_MONOTONIC",
             "-m",
             "2048",
             "-e",
