@@ -35,6 +35,7 @@
 //! bounded channels are enough for this: one producer, one consumer, and work that needs no
 //! other work.
 
+use std::cell::Cell;
 use std::io::{self, Read};
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
@@ -510,61 +511,102 @@ pub(super) fn read<R: Read>(
     let matcher = pairer.matcher();
     let (format, columns) = (lines.state.format, lines.state.columns);
     let wanted = lines.state.wanted.clone();
-    let cap = threads * IN_FLIGHT;
-    // One queue of chunks that any idle worker takes, and one of results, put back in the
-    // input's order by sequence number (see the module docs).
-    let (job_tx, job_rx) = sync_channel::<(usize, Job)>(cap);
-    let (done_tx, done_rx) = sync_channel::<(usize, Option<Done>)>(cap);
-    let job_rx = Mutex::new(job_rx);
-    let new_worker = || Worker {
-        state: super::read::LineState::new(format, columns, wanted.clone()),
-        names: Names {
-            matcher: &matcher,
-            cache: FxHashMap::default(),
-            listed: FxHashSet::default(),
-            seq: 0,
-        },
+    let parser = || {
+        let mut worker = Worker {
+            state: super::read::LineState::new(format, columns, wanted.clone()),
+            names: Names {
+                matcher: &matcher,
+                cache: FxHashMap::default(),
+                listed: FxHashSet::default(),
+                seq: 0,
+            },
+        };
+        move |job| worker.chunk(job)
     };
-    // The calling thread's own worker, for the chunks it parses while it would wait.
-    let mut own = new_worker();
-    let result = std::thread::scope(|scope| {
+    let mut collect = Collect {
+        lines,
+        pairer,
+        sink,
+        total: 0,
+    };
+    // After `--strict`'s first malformed line the rest is read, not parsed.
+    let failed = Cell::new(false);
+    let read = |mut buf| loop {
+        match reader.next(buf)? {
+            Some(job) if failed.get() => buf = job.buf,
+            next => {
+                progress(reader.bytes);
+                return Ok(next);
+            }
+        }
+    };
+    let apply = |done| {
+        let buf = collect.take(done);
+        failed.set(collect.lines.failure.is_some());
+        buf
+    };
+    in_order(threads, read, parser, apply)?;
+    Ok(ReadSummary {
+        lines: collect.total,
+        bytes: reader.bytes,
+        unterminated_last_line: reader.unterminated,
+        cancelled: reader.cancelled,
+    })
+}
+
+/// What the three parallel readers share: the chunks `read` gives (into a spent buffer, to
+/// reuse) are parsed on `threads` threads in all, each with a parser of its own from
+/// `parser`, and `apply` takes the results in the order read and gives back their buffers.
+/// See the module docs: one queue of chunks that any worker takes, one of results put back in
+/// order by number ([`InOrder`]), the calling thread parsing queued chunks while it would
+/// wait, at most [`IN_FLIGHT`] chunks per thread out. A read error comes after every chunk
+/// read before it was applied.
+pub(crate) fn in_order<J, D, P>(
+    threads: usize,
+    mut read: impl FnMut(Vec<u8>) -> io::Result<Option<J>>,
+    parser: impl Fn() -> P,
+    mut apply: impl FnMut(D) -> Vec<u8>,
+) -> io::Result<()>
+where
+    J: Send,
+    D: Send,
+    P: FnMut(J) -> D + Send,
+{
+    let cap = threads.max(1) * IN_FLIGHT;
+    let (job_tx, job_rx) = sync_channel::<(usize, J)>(cap);
+    let (done_tx, done_rx) = sync_channel::<(usize, Option<D>)>(cap);
+    let job_rx = Mutex::new(job_rx);
+    // The calling thread's own parser, for the chunks it parses while it would wait.
+    let mut own = parser();
+    std::thread::scope(|scope| {
         for _ in 0..threads.saturating_sub(1).max(1) {
-            let mut worker = new_worker();
-            let (job_rx, done_tx) = (&job_rx, done_tx.clone());
-            scope.spawn(move || work(|job| worker.chunk(job), job_rx, &done_tx));
+            let (job_rx, done_tx, parse) = (&job_rx, done_tx.clone(), parser());
+            scope.spawn(move || work(parse, job_rx, &done_tx));
         }
         drop(done_tx);
         // A queued chunk, parsed here. `try_lock`: a worker holds the lock while it waits
         // for a chunk, which only this thread can send.
         let mut help = || {
             let queued = job_rx.try_lock().ok()?.try_recv().ok();
-            queued.map(|(seq, job)| (seq, own.chunk(job)))
+            queued.map(|(seq, job)| (seq, own(job)))
         };
         let mut order = InOrder::new(done_rx, cap);
         let mut pool: Vec<Vec<u8>> = Vec::new();
         let mut sent = 0usize;
-        let mut collect = Collect {
-            lines,
-            pairer,
-            sink,
-            total: 0,
-        };
         let result = loop {
             if sent - order.taken == cap {
                 let Some(done) = order.next(&mut help) else {
                     break Ok(()); // a worker panicked: the scope's join says so
                 };
-                pool.push(collect.take(done));
+                pool.push(apply(done));
             }
-            match reader.next(pool.pop().unwrap_or_default()) {
-                Ok(Some(job)) if collect.lines.failure.is_some() => pool.push(job.buf),
+            match read(pool.pop().unwrap_or_default()) {
                 Ok(Some(job)) => {
                     // Never blocks: at most `cap` chunks are out, queued or parsed.
                     if job_tx.send((sent, job)).is_err() {
                         break Ok(());
                     }
                     sent += 1;
-                    progress(reader.bytes);
                 }
                 Ok(None) => break Ok(()),
                 Err(e) => break Err(e),
@@ -575,21 +617,15 @@ pub(super) fn read<R: Read>(
             let Some(done) = order.next(&mut help) else {
                 break;
             };
-            collect.take(done);
+            apply(done);
         }
-        result.map(|()| collect.total)
-    });
-    Ok(ReadSummary {
-        lines: result?,
-        bytes: reader.bytes,
-        unterminated_last_line: reader.unterminated,
-        cancelled: reader.cancelled,
+        result
     })
 }
 
 /// A worker's loop: chunks from the shared queue until it closes. A panic is reported as a
 /// missing result (the calling thread stops waiting), then goes on to the scope's join.
-pub(crate) fn work<J, D>(
+fn work<J, D>(
     mut parse: impl FnMut(J) -> D,
     jobs: &Mutex<Receiver<(usize, J)>>,
     done: &SyncSender<(usize, Option<D>)>,
@@ -615,17 +651,17 @@ pub(crate) fn work<J, D>(
 }
 
 /// Results as they come, given in the order of their sequence numbers.
-pub(crate) struct InOrder<D> {
+struct InOrder<D> {
     results: Receiver<(usize, Option<D>)>,
     /// results come early in the slot `seq % len` (at most `len` are out at once)
     pending: Vec<Option<D>>,
     /// results given so far: the next one's sequence number
-    pub(crate) taken: usize,
+    taken: usize,
 }
 
 impl<D> InOrder<D> {
     /// Results from `results`, of which at most `cap` are out at once.
-    pub(crate) fn new(results: Receiver<(usize, Option<D>)>, cap: usize) -> Self {
+    fn new(results: Receiver<(usize, Option<D>)>, cap: usize) -> Self {
         InOrder {
             results,
             pending: (0..cap.max(1)).map(|_| None).collect(),
@@ -636,7 +672,7 @@ impl<D> InOrder<D> {
     /// The next result in order; `None` when a worker failed. While it is not there, the
     /// chunks still queued are parsed by `help` (the calling thread would otherwise wait idle
     /// for a worker that shares its core).
-    pub(crate) fn next(&mut self, help: &mut impl FnMut() -> Option<(usize, D)>) -> Option<D> {
+    fn next(&mut self, help: &mut impl FnMut() -> Option<(usize, D)>) -> Option<D> {
         let slot = self.taken % self.pending.len();
         let len = self.pending.len();
         while self.pending[slot].is_none() {

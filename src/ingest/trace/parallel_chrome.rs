@@ -14,16 +14,14 @@
 //! and `feed` share it) in the file's order. A file with no newlines (minified JSON) is read
 //! in chunks of [`CHUNK`] that are never runs: at the serial reader's speed.
 //!
-//! The threads, the queues and the order are the line reader's ([`super::parallel`]): N
-//! threads in all, the calling thread parses queued chunks while it would wait, at most
-//! [`IN_FLIGHT`] chunks per thread out.
+//! The threads, the queues and the order are the line reader's ([`super::parallel::in_order`]):
+//! N threads in all, the calling thread parses queued chunks while it would wait, at most
+//! [`IN_FLIGHT`](super::parallel::IN_FLIGHT) chunks per thread out.
 
 use std::io::{self, Read};
-use std::sync::Mutex;
-use std::sync::mpsc::sync_channel;
 
 use super::chrome::{Chrome, Run};
-use super::parallel::{CHUNK, IN_FLIGHT, InOrder, work};
+use super::parallel::{CHUNK, in_order};
 use super::read::TraceOptions;
 use super::rules::Pairer;
 use crate::ingest::Cancel;
@@ -156,58 +154,17 @@ pub fn read<R: Read>(
         error: None,
         ended: Ended::default(),
     };
-    let cap = threads * IN_FLIGHT;
-    let (job_tx, job_rx) = sync_channel::<(usize, Piece)>(cap);
-    let (done_tx, done_rx) = sync_channel(cap);
-    let job_rx = Mutex::new(job_rx);
-    let result = std::thread::scope(|scope| {
-        for _ in 0..threads.saturating_sub(1).max(1) {
-            let (job_rx, done_tx) = (&job_rx, done_tx.clone());
-            scope.spawn(move || work(parse, job_rx, &done_tx));
-        }
-        drop(done_tx);
-        // See the line reader: `try_lock`, as a waiting worker holds the lock.
-        let mut help = || {
-            let queued = job_rx.try_lock().ok()?.try_recv().ok();
-            queued.map(|(seq, piece)| (seq, parse(piece)))
-        };
-        let mut order = InOrder::new(done_rx, cap);
-        let mut apply = |(piece, run): (Piece, Option<Run>)| {
-            take(chrome, &piece, run.as_ref(), pairer, sink);
-            piece.buf
-        };
-        let mut pool: Vec<Vec<u8>> = Vec::new();
-        let mut sent = 0usize;
-        let result = loop {
-            if sent - order.taken == cap {
-                let Some(done) = order.next(&mut help) else {
-                    break Ok(()); // a worker panicked: the scope's join says so
-                };
-                pool.push(apply(done));
-            }
-            match pieces.next(pool.pop().unwrap_or_default()) {
-                Ok(Some(piece)) => {
-                    // Never blocks: at most `cap` pieces are out.
-                    if job_tx.send((sent, piece)).is_err() {
-                        break Ok(());
-                    }
-                    sent += 1;
-                    progress(pieces.ended.bytes);
-                }
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(e),
-            }
-        };
-        drop(job_tx);
-        while order.taken < sent {
-            let Some(done) = order.next(&mut help) else {
-                break;
-            };
-            apply(done);
-        }
-        result
-    });
-    result.map(|()| pieces.ended)
+    let read = |buf| {
+        let piece = pieces.next(buf)?;
+        progress(pieces.ended.bytes);
+        Ok(piece)
+    };
+    let apply = |(piece, run): (Piece, Option<Run>)| {
+        take(chrome, &piece, run.as_ref(), pairer, sink);
+        piece.buf
+    };
+    in_order(threads, read, || parse, apply)?;
+    Ok(pieces.ended)
 }
 
 /// The next piece of the document: its run where the document stands between elements, its

@@ -12,14 +12,12 @@
 //! ([`FileState`]).
 
 use std::io::{self, Read};
-use std::sync::Mutex;
-use std::sync::mpsc::sync_channel;
 
 use super::FileState;
 use super::line::{self, Malformed, Message, Parsed, Stamp};
 use super::spans::Meaning;
 use crate::ingest::lines::Line;
-use crate::ingest::trace::parallel::{CHUNK, IN_FLIGHT, InOrder, Job, Reader, for_each_line, work};
+use crate::ingest::trace::parallel::{CHUNK, Job, Reader, for_each_line, in_order};
 use crate::ingest::{Cancel, ReadSummary};
 use crate::span::SpanSink;
 
@@ -244,60 +242,19 @@ pub(super) fn read(
 ) -> io::Result<ReadSummary> {
     let chunk = if chunk == 0 { CHUNK } else { chunk };
     let mut reader = Reader::new(input, chunk, cancel);
-    let cap = threads * IN_FLIGHT;
-    let (job_tx, job_rx) = sync_channel::<(usize, Job)>(cap);
-    let (done_tx, done_rx) = sync_channel(cap);
-    let job_rx = Mutex::new(job_rx);
-    let result = std::thread::scope(|scope| {
-        for _ in 0..threads.saturating_sub(1).max(1) {
-            let (job_rx, done_tx) = (&job_rx, done_tx.clone());
-            scope.spawn(move || work(parse, job_rx, &done_tx));
-        }
-        drop(done_tx);
-        // See the trace reader: `try_lock`, as a waiting worker holds the lock.
-        let mut help = || {
-            let queued = job_rx.try_lock().ok()?.try_recv().ok();
-            queued.map(|(seq, job)| (seq, parse(job)))
-        };
-        let mut order = InOrder::new(done_rx, cap);
-        let mut total = 0u64;
-        let mut apply = |done: (Job, Chunk)| {
-            total += take(state, &done, total, sink);
-            done.0.buf
-        };
-        let mut pool: Vec<Vec<u8>> = Vec::new();
-        let mut sent = 0usize;
-        let result = loop {
-            if sent - order.taken == cap {
-                let Some(done) = order.next(&mut help) else {
-                    break Ok(()); // a worker panicked: the scope's join says so
-                };
-                pool.push(apply(done));
-            }
-            match reader.next(pool.pop().unwrap_or_default()) {
-                Ok(Some(job)) => {
-                    // Never blocks: at most `cap` chunks are out.
-                    if job_tx.send((sent, job)).is_err() {
-                        break Ok(());
-                    }
-                    sent += 1;
-                    progress(reader.bytes);
-                }
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(e),
-            }
-        };
-        drop(job_tx);
-        while order.taken < sent {
-            let Some(done) = order.next(&mut help) else {
-                break;
-            };
-            apply(done);
-        }
-        result.map(|()| total)
-    });
+    let mut total = 0u64;
+    let read = |buf| {
+        let job = reader.next(buf)?;
+        progress(reader.bytes);
+        Ok(job)
+    };
+    let apply = |done: (Job, Chunk)| {
+        total += take(state, &done, total, sink);
+        done.0.buf
+    };
+    in_order(threads, read, || parse, apply)?;
     Ok(ReadSummary {
-        lines: result?,
+        lines: total,
         bytes: reader.bytes,
         unterminated_last_line: reader.unterminated,
         cancelled: reader.cancelled,
