@@ -5,6 +5,7 @@
 //! and must still be read) and hold only the state of what is open. Files, standard input and
 //! Ctrl-C are handled here, at the edge.
 
+pub mod chunks;
 pub mod compressed;
 pub mod lines;
 pub mod trace;

@@ -14,17 +14,17 @@
 //! and `feed` share it) in the file's order. A file with no newlines (minified JSON) is read
 //! in chunks of [`CHUNK`] that are never runs: at the serial reader's speed.
 //!
-//! The threads, the queues and the order are the line reader's ([`super::parallel::in_order`]):
+//! The threads, the queues and the order are the line reader's ([`crate::ingest::chunks`]):
 //! N threads in all, the calling thread parses queued chunks while it would wait, at most
-//! [`IN_FLIGHT`](super::parallel::IN_FLIGHT) chunks per thread out.
+//! [`IN_FLIGHT`](crate::ingest::chunks::IN_FLIGHT) chunks per thread out.
 
 use std::io::{self, Read};
 
 use super::chrome::{Chrome, Run};
-use super::parallel::{CHUNK, in_order};
 use super::read::TraceOptions;
 use super::rules::Pairer;
 use crate::ingest::Cancel;
+use crate::ingest::chunks::{CHUNK, in_order};
 use crate::span::SpanSink;
 
 /// Bytes of the document, cut after a newline where the read held one.

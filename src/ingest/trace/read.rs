@@ -27,7 +27,7 @@ pub struct TraceOptions {
     /// threads parsing line formats (0 and 1: the calling thread alone; see
     /// [`super::parallel`])
     pub threads: usize,
-    /// bytes of input per chunk of the parallel reader (0: [`super::parallel::CHUNK`])
+    /// bytes of input per chunk of the parallel reader (0: [`crate::ingest::chunks::CHUNK`])
     pub chunk_bytes: usize,
 }
 
@@ -197,10 +197,10 @@ pub fn read(
     let (summary, read_error) = if threads > 1 && super::parallel::reads(format) {
         let cancel = options.cancel.as_ref().filter(|_| !interrupted);
         let chunk = match options.chunk_bytes {
-            0 => super::parallel::CHUNK,
+            0 => crate::ingest::chunks::CHUNK,
             n => n,
         };
-        let reader = super::parallel::Reader::new(input, chunk, cancel);
+        let reader = crate::ingest::chunks::Reader::new(input, chunk, cancel);
         match super::parallel::read(reader, threads, &mut state, pairer, sink, progress) {
             Ok(summary) => (summary, None),
             Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),

@@ -4,9 +4,9 @@
 //! order of lines does not: the clock (the 32-bit microsecond counter's wraps, midnight), the
 //! objects and their spans ([`SpanTracker`](super::spans::SpanTracker)), the examples of
 //! malformed lines and `--strict`'s stop. So the log is cut into chunks of whole lines as the
-//! trace reader cuts its line formats ([`crate::ingest::trace::parallel`]: the same reader,
-//! queues and order, N threads in all, the calling thread parsing queued chunks while it would
-//! wait); a worker parses a chunk's lines into records of where each message's parts lie and
+//! trace reader cuts its line formats ([`crate::ingest::chunks`]: the same reader, queues and
+//! order, N threads in all, the calling thread parsing queued chunks while it would wait); a
+//! worker parses a chunk's lines into records of where each message's parts lie and
 //! what it means to the span rules ([`Meaning`]: its kind, the objects it creates), and the
 //! calling thread takes the records in the log's order through the serial reader's own steps
 //! ([`FileState`]).
@@ -16,8 +16,8 @@ use std::io::{self, Read};
 use super::FileState;
 use super::line::{self, Malformed, Message, Parsed, Stamp};
 use super::spans::Meaning;
+use crate::ingest::chunks::{CHUNK, Job, Reader, for_each_line, in_order};
 use crate::ingest::lines::Line;
-use crate::ingest::trace::parallel::{CHUNK, Job, Reader, for_each_line, in_order};
 use crate::ingest::{Cancel, ReadSummary};
 use crate::span::SpanSink;
 
