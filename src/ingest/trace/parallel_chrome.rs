@@ -1,7 +1,7 @@
 //! Chrome JSON on several cores, with the result of the serial reader, bit for bit.
 //!
-//! Chromium, Perfetto's JSON export and most tools write one element of the events array per
-//! line. A raw newline never lies inside a JSON string, so a chunk of the file cut after a
+//! Chromium's traces (the committed samples, `--trace-startup`) hold one element of the events
+//! array per line. A raw newline never lies inside a JSON string, so a chunk of the file cut after a
 //! newline starts outside every string; whether it starts between two elements of the array
 //! only a reading in order knows (the document's head, an element written over several
 //! lines). So a worker reads a chunk *as if* it were a run of whole elements, `,` and white
