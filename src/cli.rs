@@ -1183,9 +1183,9 @@ pub struct WaylandArgs {
     /// thread). Lines are cut into chunks of 256 KiB and parsed in parallel; the clock, the
     /// objects and the spans follow them in the log's order on the thread that reads them (it
     /// parses too, when it would wait): the result is one thread's. Memory: at most 4 chunks
-    /// per thread in flight, each its 256 KiB of input and where its messages lie (2.5 times
-    /// that for usual logs, 5 at most): 12.5 MiB resident in all for 2 threads on a 100 MB log,
-    /// 9.4 MiB for one.
+    /// per thread in flight, each its 256 KiB of input and where its messages lie (about 2.2
+    /// times that for usual logs, 4.3 at most): 12.3 MiB resident in all for 2 threads on a
+    /// 100 MB log, 9.2 MiB for one.
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).

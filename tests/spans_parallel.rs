@@ -55,10 +55,15 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Exit status, standard output and standard error of `latscope spans ARGS`.
-fn spans(args: &[&str], extra: &[&str], stdin: Option<&Path>) -> (Option<i32>, String, String) {
+/// Exit status, standard output and standard error of `latscope COMMAND ARGS EXTRA`.
+fn outcome(
+    command: &str,
+    args: &[&str],
+    extra: &[&str],
+    stdin: Option<&Path>,
+) -> (Option<i32>, String, String) {
     let mut cmd = latscope();
-    cmd.arg("spans").args(args).args(extra);
+    cmd.arg(command).args(args).args(extra);
     if let Some(p) = stdin {
         cmd.stdin(Stdio::from(std::fs::File::open(p).unwrap()));
     }
@@ -85,9 +90,14 @@ fn parallel_documents_equal_serial_ones_on_every_committed_sample() {
             if strict {
                 args.push("--strict");
             }
-            let serial = spans(&args, &["--threads", "1"], None);
+            let serial = outcome("spans", &args, &["--threads", "1"], None);
             for (threads, chunk) in [("2", "1"), ("3", "97"), ("2", "4096"), ("4", "0")] {
-                let parallel = spans(&args, &["--threads", threads, "--chunk-bytes", chunk], None);
+                let parallel = outcome(
+                    "spans",
+                    &args,
+                    &["--threads", threads, "--chunk-bytes", chunk],
+                    None,
+                );
                 assert_eq!(
                     serial, parallel,
                     "{p} {format} strict={strict} {threads}/{chunk}"
@@ -98,8 +108,9 @@ fn parallel_documents_equal_serial_ones_on_every_committed_sample() {
         // Standard input, in blocks.
         let mut args = vec!["-f", "json", "-"];
         args.extend_from_slice(RULES);
-        let serial = spans(&args, &["--threads", "1"], Some(path));
-        let parallel = spans(
+        let serial = outcome("spans", &args, &["--threads", "1"], Some(path));
+        let parallel = outcome(
+            "spans",
             &args,
             &["--threads", "2", "--chunk-bytes", "513"],
             Some(path),
@@ -496,10 +507,7 @@ fn a_read_error_mid_file_is_an_error_whatever_the_chunks() {
         std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
         let p = path.to_str().unwrap();
         let args = [&["-f", "csv", p][..], rules].concat();
-        let run = |extra: &[&str]| match command {
-            "spans" => spans(&args, extra, None),
-            _ => wayland(&[&args[..], extra].concat(), None),
-        };
+        let run = |extra: &[&str]| outcome(command, &args, extra, None);
         let serial = run(&["--threads", "1"]);
         assert_eq!(serial.0, Some(1), "{sample}: {serial:?}");
         assert!(
@@ -511,21 +519,6 @@ fn a_read_error_mid_file_is_an_error_whatever_the_chunks() {
             assert_eq!(serial, parallel, "{sample} {threads}/{chunk}");
         }
     }
-}
-
-/// Exit status, standard output and standard error of `latscope wayland ARGS`.
-fn wayland(args: &[&str], stdin: Option<&Path>) -> (Option<i32>, String, String) {
-    let mut cmd = latscope();
-    cmd.arg("wayland").args(args);
-    if let Some(p) = stdin {
-        cmd.stdin(Stdio::from(std::fs::File::open(p).unwrap()));
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// A WAYLAND_DEBUG log made of the committed glmark2 client log's lines, with what cuts the
@@ -568,10 +561,8 @@ fn wayland_log(rng: &mut impl Rng) -> Vec<u8> {
 
 #[test]
 fn parallel_wayland_reads_equal_serial_ones_on_committed_and_generated_logs() {
-    let dir =
-        std::env::temp_dir().join(format!("latscope-wayland-parallel-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let generated = dir.join("generated.log");
+    let dir = tempfile::tempdir().unwrap();
+    let generated = dir.path().join("generated.log");
     std::fs::write(
         &generated,
         wayland_log(&mut rand_pcg::Pcg64::seed_from_u64(27)),
@@ -592,7 +583,7 @@ fn parallel_wayland_reads_equal_serial_ones_on_committed_and_generated_logs() {
         ] {
             let mut args = extra.to_vec();
             args.push(p);
-            let serial = wayland(&[&args[..], &["--threads", "1"]].concat(), None);
+            let serial = outcome("wayland", &args, &["--threads", "1"], None);
             if *log == generated && extra == ["-f", "json"] {
                 // what the generated log is made to hold
                 for nonzero in ["clock_wraps", "malformed", "too_long", "skipped"] {
@@ -605,19 +596,15 @@ fn parallel_wayland_reads_equal_serial_ones_on_committed_and_generated_logs() {
                 "{p} {extra:?}: {serial:?}"
             );
             for (threads, chunk) in [("2", "1"), ("3", "97"), ("2", "4096"), ("4", "0")] {
-                let parallel = wayland(
-                    &[&args[..], &["--threads", threads, "--chunk-bytes", chunk]].concat(),
-                    None,
-                );
+                let extra = ["--threads", threads, "--chunk-bytes", chunk];
+                let parallel = outcome("wayland", &args, &extra, None);
                 assert_eq!(serial, parallel, "{p} {extra:?} {threads}/{chunk}");
             }
         }
-        let serial = wayland(&["-f", "json", "--threads", "1", "-"], Some(log));
-        let parallel = wayland(
-            &["-f", "json", "--threads", "2", "--chunk-bytes", "513", "-"],
-            Some(log),
-        );
+        let stdin = ["-f", "json", "-"];
+        let serial = outcome("wayland", &stdin, &["--threads", "1"], Some(log));
+        let extra = ["--threads", "2", "--chunk-bytes", "513"];
+        let parallel = outcome("wayland", &stdin, &extra, Some(log));
         assert_eq!(serial, parallel, "{p} from standard input");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

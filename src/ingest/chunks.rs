@@ -10,8 +10,8 @@
 //! chunk in order is not back, the calling thread parses the chunks still queued itself
 //! instead of waiting. Before, N workers beside a calling thread that reads and pairs (a
 //! quarter of the work) were 3 threads on 2 cores, dealt chunks in turn: a worker the
-//! scheduler left out held up the rest, and `--threads 2` read perf text 1.47-1.59× as fast as
-//! one thread on the 2-core VM; now 1.7-2.1× in quiet runs (the README's table).
+//! scheduler left out held up the rest, and `--threads 2` read perf text 1.53-1.59× as fast as
+//! one thread on the 2-core VM; now 1.71-2.12× in quiet runs (the README's table).
 //!
 //! At most [`IN_FLIGHT`] chunks per thread are read and not yet taken, so memory is that many
 //! chunks (of [`CHUNK`], plus the end of a line carried over) and their results. std's
@@ -27,10 +27,25 @@ use std::sync::{Mutex, PoisonError};
 use crate::ingest::Cancel;
 use crate::ingest::lines::{DEFAULT_BUFFER, Line, trim_cr, trim_cr_str};
 
-/// Bytes of input per chunk (a chunk ends at the last newline of this many): chunks of 256 KiB
-/// read 3-5% faster than chunks of 1 MiB with 2 threads on 2 cores (the records and text a
-/// chunk leaves for the pairing thread are still in the shared cache when it takes them).
+/// Bytes of input per chunk (a chunk ends at the last newline of this many): with 2 threads on
+/// 2 cores, chunks of 256 KiB read the 100 MB benchmark inputs 2.7-4.9% faster than chunks of
+/// 1 MiB (medians of 7, every format; not profiled further: the likely reason is that a
+/// chunk's records are still in cache when the pairing thread takes them).
 pub const CHUNK: usize = 256 << 10;
+
+/// The chunk size a reader uses when `asked` bytes (0: [`CHUNK`]; `--chunk-bytes`).
+pub fn chunk_size(asked: usize) -> usize {
+    if asked == 0 { CHUNK } else { asked }
+}
+
+/// Where `part`, a slice of `text`, lies in it, as `u32` offsets: what a worker's record keeps
+/// of a value instead of a copy. `None` when it does not lie there or lies past 4 GiB (the
+/// chunk is then read serially).
+pub(crate) fn place(text: &[u8], part: &[u8]) -> Option<(u32, u32)> {
+    let start = (part.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    let end = start.checked_add(part.len()).filter(|&e| e <= text.len())?;
+    Some((u32::try_from(start).ok()?, u32::try_from(end).ok()?))
+}
 
 /// Chunks per worker read and not yet paired: enough that a thread the scheduler leaves out
 /// for a few time slices (a shared machine) does not stop the others at once.
@@ -67,11 +82,12 @@ pub struct Reader<'c, R> {
 }
 
 impl<'c, R: Read> Reader<'c, R> {
-    /// Chunks of about `chunk` bytes of `inner`; the read stops when `cancel` is raised.
+    /// Chunks of about `chunk` bytes of `inner` (0: [`CHUNK`]); the read stops when
+    /// `cancel` is raised.
     pub fn new(inner: R, chunk: usize, cancel: Option<&'c Cancel>) -> Self {
         Reader {
             inner,
-            chunk: chunk.max(1),
+            chunk: chunk_size(chunk),
             cancel,
             carry: Vec::new(),
             skipping: false,

@@ -56,10 +56,10 @@ impl Event {
 
     /// The value of field `name` in `line` (the first one, if repeated).
     pub fn field<'l>(&self, line: &'l str, name: &str) -> Option<&'l str> {
-        let named = self
-            .fields
-            .iter()
-            .find(|(k, _)| line.get(k.clone()).is_some_and(|k| same(k, name)));
+        let named = self.fields.iter().find(|(k, _)| {
+            line.get(k.clone())
+                .is_some_and(|k| same(k.as_bytes(), name.as_bytes()))
+        });
         if named.is_none()
             && let Some(from) = self.lazy_payload
             && let Some(v) = text::equals_field(line, from, name)
@@ -79,11 +79,12 @@ impl Event {
     }
 }
 
-/// `a == b` for the short names of fields, compared in line (a `bcmp` call per field looked
-/// up was a twentieth of the reading time).
+/// `a == b` for the short names of fields and columns, compared in line: a `bcmp` call per
+/// field looked up, per `=` of a perf payload or per key of a JSON row took 4-7% of the
+/// reading time.
 #[inline]
-pub fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
+pub fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// What the pairing engine reads of an event: its stamp, its name and its fields by name.

@@ -32,7 +32,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::babeltrace::Babeltrace;
 use super::read::{Lines, TOO_LONG, note_malformed};
 use super::rules::{MAX_NAMES, NameMatcher, Pairer};
-use super::{EventView, Format, InLine, Parsed};
+use super::{EventView, Format, InLine, Parsed, same};
 use crate::ingest::chunks::{Job, Reader, for_each_line, in_order};
 use crate::ingest::lines::Line;
 use crate::ingest::{Location, ReadSummary};
@@ -278,7 +278,10 @@ impl EventView for RecordView<'_> {
     }
 
     fn field(&self, name: &str) -> Option<&str> {
-        let i = self.wanted.iter().position(|w| super::same(w, name))?;
+        let i = self
+            .wanted
+            .iter()
+            .position(|w| same(w.as_bytes(), name.as_bytes()))?;
         match self.values[i] {
             ABSENT => None,
             (a, b) => Some(&self.chunk.text[a as usize..b as usize]),
@@ -312,12 +315,8 @@ pub(super) fn read<R: Read>(
         };
         move |job| worker.chunk(job)
     };
-    let mut collect = Collect {
-        lines,
-        pairer,
-        sink,
-        total: 0,
-    };
+    // lines of the chunks taken
+    let mut total = 0u64;
     // After `--strict`'s first malformed line the rest is read, not parsed.
     let failed = Cell::new(false);
     let read = |mut buf| loop {
@@ -329,35 +328,18 @@ pub(super) fn read<R: Read>(
             }
         }
     };
-    let apply = |done| {
-        let buf = collect.take(done);
-        failed.set(collect.lines.failure.is_some());
-        buf
+    let apply = |done: Done| {
+        total += apply(lines, &done, total, pairer, sink);
+        failed.set(lines.failure.is_some());
+        done.job.buf
     };
     in_order(threads, read, parser, apply)?;
     Ok(ReadSummary {
-        lines: collect.total,
+        lines: total,
         bytes: reader.bytes,
         unterminated_last_line: reader.unterminated,
         cancelled: reader.cancelled,
     })
-}
-
-/// The calling thread's side: chunks taken in order.
-struct Collect<'l, 'r, 'p, 's, S> {
-    lines: &'l mut Lines<'r>,
-    pairer: &'p mut Pairer,
-    sink: &'s mut S,
-    /// lines of the chunks taken
-    total: u64,
-}
-
-impl<S: SpanSink> Collect<'_, '_, '_, '_, S> {
-    /// Takes the next chunk; returns its buffer.
-    fn take(&mut self, done: Done) -> Vec<u8> {
-        self.total += apply(self.lines, &done, self.total, self.pairer, self.sink);
-        done.job.buf
-    }
 }
 
 /// Takes a parsed chunk whose first line is line `before + 1`; returns its lines.

@@ -12,7 +12,7 @@
 //! run) the chunk's bytes through the serial state machine ([`Chrome::feed`]), which takes
 //! chunks cut anywhere. Each element thus goes through the same pairing ([`Chrome::take_run`]
 //! and `feed` share it) in the file's order. A file with no newlines (minified JSON) is read
-//! in chunks of [`CHUNK`] that are never runs: at the serial reader's speed.
+//! in chunks of [`CHUNK`](crate::ingest::chunks::CHUNK) that are never runs: at the serial reader's speed.
 //!
 //! The threads, the queues and the order are the line reader's ([`crate::ingest::chunks`]):
 //! N threads in all, the calling thread parses queued chunks while it would wait, at most
@@ -24,7 +24,7 @@ use super::chrome::{Chrome, Run};
 use super::read::TraceOptions;
 use super::rules::Pairer;
 use crate::ingest::Cancel;
-use crate::ingest::chunks::{CHUNK, in_order};
+use crate::ingest::chunks::{chunk_size, in_order};
 use crate::span::SpanSink;
 
 /// Bytes of the document, cut after a newline where the read held one.
@@ -132,7 +132,7 @@ impl<R: Read> Pieces<'_, R> {
 }
 
 /// Reads the Chrome JSON `input` on `options.threads` threads in all into `chrome`, `pairer`
-/// and `sink`, in the document's order; `options.chunk_bytes` per piece (0: [`CHUNK`]).
+/// and `sink`, in the document's order; `options.chunk_bytes` per piece (0: [`CHUNK`](crate::ingest::chunks::CHUNK)).
 pub fn read<R: Read>(
     input: R,
     options: &TraceOptions,
@@ -144,10 +144,7 @@ pub fn read<R: Read>(
     let threads = options.threads.max(1);
     let mut pieces = Pieces {
         inner: input,
-        chunk: match options.chunk_bytes {
-            0 => CHUNK,
-            n => n,
-        },
+        chunk: chunk_size(options.chunk_bytes),
         cancel: options.cancel.as_ref(),
         carry: Vec::new(),
         done: false,

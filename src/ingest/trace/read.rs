@@ -196,11 +196,7 @@ pub fn read(
     let threads = options.threads.max(1);
     let (summary, read_error) = if threads > 1 && super::parallel::reads(format) {
         let cancel = options.cancel.as_ref().filter(|_| !interrupted);
-        let chunk = match options.chunk_bytes {
-            0 => crate::ingest::chunks::CHUNK,
-            n => n,
-        };
-        let reader = crate::ingest::chunks::Reader::new(input, chunk, cancel);
+        let reader = crate::ingest::chunks::Reader::new(input, options.chunk_bytes, cancel);
         match super::parallel::read(reader, threads, &mut state, pairer, sink, progress) {
             Ok(summary) => (summary, None),
             Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),

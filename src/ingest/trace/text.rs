@@ -191,13 +191,7 @@ pub fn equals_field(line: &str, from: usize, name: &str) -> Option<std::ops::Ran
         let Some(start) = eq.checked_sub(n).filter(|&s| s >= from) else {
             continue;
         };
-        // Compared in line: the names are a few bytes, and a `bcmp` call per `=` of the
-        // payload was a twentieth of the reading time.
-        let named = b[start..eq]
-            .iter()
-            .zip(name.as_bytes())
-            .all(|(x, y)| x == y);
-        if !named || (start > from && b[start - 1] != b' ') {
+        if !super::same(&b[start..eq], name.as_bytes()) || (start > from && b[start - 1] != b' ') {
             continue;
         }
         // The token's own end, then the tokens that continue its value.

@@ -184,9 +184,7 @@ impl FileState<'_> {
     /// A protocol message, in the order of the log (the clock and the objects follow it).
     #[inline]
     fn message(&mut self, msg: &line::Message<'_>, sink: &mut impl SpanSink) {
-        self.stats.messages += 1;
-        let ts = self.clock.nanos(msg.stamp);
-        self.tracker.message(msg, ts, sink);
+        self.message_meaning(msg, &spans::Meaning::of(msg), sink);
     }
 
     /// [`FileState::message`], with what it means already worked out (by a worker of the

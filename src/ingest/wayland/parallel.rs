@@ -16,7 +16,7 @@ use std::io::{self, Read};
 use super::FileState;
 use super::line::{self, Malformed, Message, Parsed, Stamp};
 use super::spans::Meaning;
-use crate::ingest::chunks::{CHUNK, Job, Reader, for_each_line, in_order};
+use crate::ingest::chunks::{Job, Reader, for_each_line, in_order, place};
 use crate::ingest::lines::Line;
 use crate::ingest::{Cancel, ReadSummary};
 use crate::span::SpanSink;
@@ -71,17 +71,11 @@ struct Chunk {
     serial: bool,
 }
 
-/// The average line length below which a chunk's records are not kept (a record is about
-/// 110 bytes; WAYLAND_DEBUG messages average 45 to 80): records stay within 5 times the
-/// chunk's bytes, and a chunk of short lines is read serially.
+/// The average line length below which a chunk's records are not kept (a record is 104
+/// bytes; the committed WAYLAND_DEBUG logs average 48 to 58 bytes a line, so records take
+/// about 2.2 times a chunk's bytes): records stay within 4.3 times the chunk's bytes, and a
+/// chunk of shorter lines is read serially.
 const SHORTEST_LINE: usize = 24;
-
-/// Where `part`, a slice of `text`, lies in it; `None` past a `u32` offset.
-fn at(text: &[u8], part: &[u8]) -> Option<Part> {
-    let start = (part.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
-    let end = start.checked_add(part.len())?;
-    (end <= text.len()).then_some((u32::try_from(start).ok()?, u32::try_from(end).ok()?))
-}
 
 impl Parts {
     fn of(msg: &Message<'_>, text: &[u8], stripped: bool) -> Option<Parts> {
@@ -89,16 +83,16 @@ impl Parts {
             stamp: msg.stamp,
             tid: msg.tid,
             queue: match msg.queue {
-                Some(q) => Some(at(text, q)?),
+                Some(q) => Some(place(text, q)?),
                 None => None,
             },
             conn: msg.conn,
             discarded: msg.discarded,
             sent: msg.sent,
-            interface: at(text, msg.interface)?,
+            interface: place(text, msg.interface)?,
             id: msg.id,
-            name: at(text, msg.name)?,
-            args: at(text, msg.args)?,
+            name: place(text, msg.name)?,
+            args: place(text, msg.args)?,
             stripped,
             meaning: Meaning::of(msg),
         })
@@ -144,44 +138,37 @@ fn parse(job: Job) -> (Job, Chunk) {
                 return;
             }
         };
-        // [`line::parse_line`], with the stripped copy kept readable here.
+        // [`line::parse_line`], a coloured line stripped into the chunk's stripped text (kept
+        // for a message, dropped otherwise).
         let coloured = text.first() == Some(&0x1b);
+        let base = chunk.stripped.len();
         if coloured {
             line::strip_ansi(text, &mut scratch);
+            chunk.stripped.extend_from_slice(&scratch);
         }
-        let parsed = line::parse_plain(if coloured { &scratch } else { text });
-        let what = match parsed {
-            Parsed::Message(msg) => {
-                let parts = if coloured {
-                    Parts::of(&msg, &scratch, true).map(|mut p| {
-                        let base = chunk.stripped.len() as u32;
-                        for part in [Some(&mut p.interface), Some(&mut p.name), Some(&mut p.args)]
-                            .into_iter()
-                            .chain([p.queue.as_mut()])
-                            .flatten()
-                        {
-                            *part = (part.0 + base, part.1 + base);
-                        }
-                        p
-                    })
-                } else {
-                    Parts::of(&msg, data, false)
-                };
-                let Some(parts) = parts else {
+        let (within, text) = match coloured {
+            true => (&chunk.stripped[..], &chunk.stripped[base..]),
+            false => (data, text),
+        };
+        // `None`: not a WAYLAND_DEBUG line
+        let what = match line::parse_plain(text) {
+            Parsed::Message(msg) => match Parts::of(&msg, within, coloured) {
+                Some(parts) => Some(What::Message(parts)),
+                None => {
                     chunk.serial = true;
                     return;
-                };
-                if coloured {
-                    chunk.stripped.extend_from_slice(&scratch);
                 }
-                What::Message(parts)
-            }
-            Parsed::Zombie(stamp) => What::Zombie(stamp),
-            Parsed::Other => {
-                chunk.skipped += 1;
-                return;
-            }
-            Parsed::Malformed(reason) => What::Malformed(reason),
+            },
+            Parsed::Zombie(stamp) => Some(What::Zombie(stamp)),
+            Parsed::Other => None,
+            Parsed::Malformed(reason) => Some(What::Malformed(reason)),
+        };
+        if !matches!(what, Some(What::Message(_))) {
+            chunk.stripped.truncate(base);
+        }
+        let Some(what) = what else {
+            chunk.skipped += 1;
+            return;
         };
         if chunk.records.len() >= most {
             chunk.serial = true;
@@ -230,7 +217,7 @@ fn take(
 }
 
 /// Reads `input` on `threads` threads in all into `state` and `sink`; `chunk` bytes per
-/// chunk (0: [`CHUNK`]).
+/// chunk (0: [`CHUNK`](crate::ingest::chunks::CHUNK)).
 pub(super) fn read(
     input: impl Read,
     threads: usize,
@@ -240,7 +227,6 @@ pub(super) fn read(
     sink: &mut impl SpanSink,
     mut progress: impl FnMut(u64),
 ) -> io::Result<ReadSummary> {
-    let chunk = if chunk == 0 { CHUNK } else { chunk };
     let mut reader = Reader::new(input, chunk, cancel);
     let mut total = 0u64;
     let read = |buf| {
