@@ -70,8 +70,23 @@ echo "fuzz: building ${#targets[@]} targets" >&2
 cargo "${toolchain[@]}" fuzz build "${sanitizer[@]}"
 for target in "${targets[@]}"; do
     echo "fuzz: $target for ${seconds}s" >&2
-    cargo "${toolchain[@]}" fuzz run "${sanitizer[@]}" "$target" -- -max_total_time="$seconds" \
-        -max_len=65536 -print_final_stats=1 2>&1 | tail -n 15
-    # cargo fuzz exits non-zero on a crash; pipefail propagates it.
+    log=$(mktemp)
+    marker=$(mktemp)
+    if cargo "${toolchain[@]}" fuzz run "${sanitizer[@]}" "$target" -- -max_total_time="$seconds" \
+        -max_len=65536 -print_final_stats=1 >"$log" 2>&1; then
+        tail -n 15 "$log"
+        rm -f "$log" "$marker"
+        continue
+    fi
+    # A failure: what libFuzzer and the panic said (not only cargo-fuzz's own backtrace, which
+    # says nothing), and each input it saved, in base64, so that a CI log alone reproduces it:
+    #   base64 -d > crash; cargo fuzz run TARGET crash
+    grep -v -E '^#[0-9]+|Uses: |^"' "$log" | tail -n 80
+    find fuzz/artifacts/"$target" -type f -newer "$marker" 2>/dev/null | while read -r artifact; do
+        echo "fuzz: $artifact ($(stat -c %s "$artifact") bytes), base64:" >&2
+        head -c 65536 "$artifact" | base64 -w 100
+    done
+    rm -f "$log" "$marker"
+    exit 1
 done
 echo "fuzz: no crash in ${seconds}s per target" >&2

@@ -562,6 +562,29 @@ fn an_hdr_claiming_a_4_gib_payload_is_refused_in_bounded_memory() {
 }
 
 #[test]
+fn bpftrace_counts_adding_past_2_64_are_an_error_not_a_wrapped_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!(
+        r#"{{"type": "hist", "data": {{"@ns": [{{"min": 0, "max": 1, "count": {}}}, {{"min": 2, "max": 3, "count": 5}}]}}}}"#,
+        u64::MAX
+    );
+    std::fs::write(dir.path().join("b.json"), line + "\n").unwrap();
+    for args in [
+        &["compare", "b.json", "b.json"][..],
+        &["report", "b.json", "-o", "r.html"],
+    ] {
+        let (code, err, _) = row(dir.path(), args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(
+                "b.json: invalid bpftrace document: the counts of @ns add up past 2^64 - 1"
+            ),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn a_character_device_is_not_read_as_a_result() {
     let dir = tempfile::tempdir().unwrap();
     for args in [

@@ -8,11 +8,13 @@ use hdrhistogram::Histogram;
 use serde::Deserialize;
 
 use super::dist::Summary;
-use super::{Data, Item};
+use super::{Data, DocError, IMPORTED, Item};
 use crate::stats::change::Estimate;
 
 /// An HdrHistogram interval log: the intervals of each tag merged into one distribution.
-pub fn hlog(text: &str) -> Vec<Item> {
+/// Counts that add up past 2^64 are an error (they cannot be summarised, and wrapping or
+/// saturating would be a wrong count).
+pub fn hlog(file: &str, text: &str) -> Result<Vec<Item>, DocError> {
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
     let mut tags: Vec<(String, Histogram<u64>)> = Vec::new();
     for entry in IntervalLogIterator::new(text.as_bytes()).flatten() {
@@ -30,6 +32,9 @@ pub fn hlog(text: &str) -> Vec<Item> {
         };
         match tags.iter_mut().find(|(n, _)| *n == name) {
             Some((_, total)) => {
+                if total.len().checked_add(h.len()).is_none() {
+                    return Err(too_many(file, IMPORTED[1], &name));
+                }
                 // Deserialized histograms have fixed bounds: let this one grow to fit later ones.
                 total.auto(true);
                 let _ = total.add(&h);
@@ -43,14 +48,37 @@ pub fn hlog(text: &str) -> Vec<Item> {
                 .iter_recorded()
                 .map(|v| (v.value_iterated_to() as f64, v.count_at_value()))
                 .collect();
-            Item {
+            counted(file, IMPORTED[1], &name, &points)?;
+            Ok(Item {
                 name,
                 group: None,
                 summary: Summary::of_points(&points),
                 data: Data::Samples(points),
-            }
+            })
         })
         .collect()
+}
+
+/// `Ok` when the points' counts add up within a u64.
+fn counted(
+    file: &str,
+    kind: &'static str,
+    name: &str,
+    points: &[(f64, u64)],
+) -> Result<(), DocError> {
+    points
+        .iter()
+        .try_fold(0u64, |total, p| total.checked_add(p.1))
+        .map(|_| ())
+        .ok_or_else(|| too_many(file, kind, name))
+}
+
+fn too_many(file: &str, kind: &'static str, name: &str) -> DocError {
+    DocError::Invalid {
+        file: file.into(),
+        kind,
+        reason: format!("the counts of {name} add up past 2^64 - 1"),
+    }
 }
 
 /// One line of bpftrace `-f json` output.
@@ -85,7 +113,8 @@ type Bucket = (f64, f64, u64);
 
 /// bpftrace `-f json` output: the last printed state of every `hist()`/`lhist()` map (keys as
 /// groups). Only buckets are known, so percentiles are bucket estimates with their error.
-pub fn bpftrace(text: &str) -> Vec<Item> {
+/// Counts that add up past 2^64 are an error, as in [`hlog`].
+pub fn bpftrace(file: &str, text: &str) -> Result<Vec<Item>, DocError> {
     let mut maps: Vec<(MapKey, Vec<Bucket>)> = Vec::new();
     for line in text.lines() {
         let Ok(doc) = serde_json::from_str::<Line>(line) else {
@@ -121,23 +150,38 @@ pub fn bpftrace(text: &str) -> Vec<Item> {
         }
     }
     maps.into_iter()
-        .map(|((name, group), buckets)| bucket_item(name, group, &buckets))
+        .map(|((name, group), buckets)| {
+            let label = super::label(&name, group.as_deref());
+            let mids = midpoints(&buckets);
+            counted(file, IMPORTED[0], &label, &mids)?;
+            Ok(bucket_item(name, group, &buckets, &mids))
+        })
+        .collect()
+}
+
+/// `(bucket midpoint, count)` of `(lo, hi_inclusive, count)` buckets.
+fn midpoints(buckets: &[Bucket]) -> Vec<(f64, u64)> {
+    buckets
+        .iter()
+        .map(|&(lo, hi, c)| ((lo + hi) / 2.0, c))
         .collect()
 }
 
 /// An item known by `(lo, hi_inclusive, count)` buckets: estimates at bucket midpoints, with
 /// half the bucket width as their error.
-fn bucket_item(name: String, group: Option<String>, buckets: &[Bucket]) -> Item {
-    let mids: Vec<(f64, u64)> = buckets
-        .iter()
-        .map(|&(lo, hi, c)| ((lo + hi) / 2.0, c))
-        .collect();
-    let mut summary = Summary::of_points(&mids);
+/// `mids` are the buckets' [`midpoints`], whose counts add up within a u64.
+fn bucket_item(
+    name: String,
+    group: Option<String>,
+    buckets: &[Bucket],
+    mids: &[(f64, u64)],
+) -> Item {
+    let mut summary = Summary::of_points(mids);
     summary.min = buckets.first().map(|b| b.0 as u64);
     summary.max = buckets.last().map(|b| b.1 as u64);
     summary.stddev = None;
     let estimate = |q: f64| {
-        let v = crate::stats::ab::quantile(&mids, q);
+        let v = crate::stats::ab::quantile(mids, q);
         let error = buckets
             .iter()
             .find(|b| (b.0 + b.1) / 2.0 == v)
@@ -153,5 +197,94 @@ fn bucket_item(name: String, group: Option<String>, buckets: &[Bucket]) -> Item 
             p50: estimate(0.5),
             p99: estimate(0.99),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bpftrace_line(counts: &[u64]) -> String {
+        let buckets: Vec<String> = counts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                format!(
+                    r#"{{"min": {}, "max": {}, "count": {c}}}"#,
+                    2 * i,
+                    2 * i + 1
+                )
+            })
+            .collect();
+        format!(
+            r#"{{"type": "hist", "data": {{"@us": {{"a": [{}]}}}}}}"#,
+            buckets.join(", ")
+        )
+    }
+
+    /// One interval of an HdrHistogram log: `(value, count)` recorded, V2-encoded, in base64.
+    fn hlog_line(counts: &[(u64, u64)]) -> String {
+        use hdrhistogram::serialization::{Serializer, V2Serializer};
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for &(v, n) in counts {
+            h.record_n(v, n).unwrap();
+        }
+        let mut bytes = Vec::new();
+        V2Serializer::new().serialize(&h, &mut bytes).unwrap();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
+        format!("Tag=t,0.000,1.000,1.0,{encoded}\n")
+    }
+
+    #[test]
+    fn bpftrace_counts_are_summed_and_their_midpoints_summarised() {
+        let items = bpftrace("b.json", &bpftrace_line(&[3, 0, 1])).unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].label(), "@us [a]");
+        // buckets [0,1] x3 and [4,5] x1: midpoints 0.5 and 4.5, mean (1.5 + 4.5) / 4
+        assert_eq!(items[0].summary.count, 4);
+        assert_eq!(items[0].summary.mean, Some(1.5));
+        assert_eq!(
+            (items[0].summary.min, items[0].summary.max),
+            (Some(0), Some(5))
+        );
+    }
+
+    #[test]
+    fn bpftrace_counts_adding_past_a_u64_are_refused_by_map_name() {
+        let text = bpftrace_line(&[u64::MAX, 1]);
+        let e = bpftrace("b.json", &text).unwrap_err().to_string();
+        assert!(
+            e.contains("b.json") && e.contains("@us [a] add up past 2^64"),
+            "{e}"
+        );
+        assert!(bpftrace("b.json", &bpftrace_line(&[u64::MAX - 1, 1])).is_ok());
+    }
+
+    #[test]
+    fn hlog_intervals_of_one_tag_are_merged() {
+        let text = hlog_line(&[(100, 2)]) + &hlog_line(&[(300, 1)]);
+        let items = hlog("h.hlog", &text).unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].summary.count, 3);
+        assert_eq!(
+            (items[0].summary.min, items[0].summary.max),
+            (Some(100), Some(300))
+        );
+    }
+
+    #[test]
+    fn hlog_intervals_adding_past_a_u64_are_refused_by_tag() {
+        // The encoding holds counts up to 2^63 - 1: three of them pass 2^64.
+        let most = i64::MAX as u64;
+        for text in [
+            hlog_line(&[(100, most)]) + &hlog_line(&[(200, most)]) + &hlog_line(&[(300, most)]),
+            hlog_line(&[(100, most), (200, most), (300, most)]),
+        ] {
+            let e = hlog("h.hlog", &text).unwrap_err().to_string();
+            assert!(
+                e.contains("h.hlog") && e.contains("counts of t add up past"),
+                "{e}"
+            );
+        }
     }
 }

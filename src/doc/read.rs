@@ -270,14 +270,14 @@ pub fn load(file: &str, text: &str) -> Result<Loaded, DocError> {
         return Ok(Loaded {
             kind: super::IMPORTED[1].into(),
             document: None,
-            items: import::hlog(text),
+            items: import::hlog(file, text)?,
         });
     }
     if first.starts_with('{') && first.contains("\"type\"") && !first.contains("\"kind\"") {
         return Ok(Loaded {
             kind: super::IMPORTED[0].into(),
             document: None,
-            items: import::bpftrace(text),
+            items: import::bpftrace(file, text)?,
         });
     }
     let doc = read(file, text)?;
