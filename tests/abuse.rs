@@ -585,6 +585,32 @@ fn bpftrace_counts_adding_past_2_64_are_an_error_not_a_wrapped_count() {
 }
 
 #[test]
+fn an_hlog_of_many_tags_with_the_widest_headers_is_read_in_bounded_memory() {
+    use base64::Engine;
+    // An empty V2 histogram of 5 digits over 1..2^64-1: 64 bytes of header whose buckets take
+    // 50 MB once decoded. Sixty tags of it are 4 KB of log.
+    let mut v2 = 0x1c84_9313u32.to_be_bytes().to_vec();
+    v2.extend(0u32.to_be_bytes()); // payload length
+    v2.extend(0u32.to_be_bytes()); // normalizing offset
+    v2.extend(5u32.to_be_bytes()); // significant digits
+    v2.extend(1u64.to_be_bytes()); // lowest
+    v2.extend(u64::MAX.to_be_bytes()); // highest
+    v2.extend(1f64.to_be_bytes()); // conversion ratio
+    v2.extend([0x00, 0x02]); // no count at index 0, one at index 1
+    v2[4..8].copy_from_slice(&2u32.to_be_bytes());
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&v2);
+    let log: String = (0..60)
+        .map(|t| format!("Tag=t{t},0.000,1.000,1.0,{encoded}\n"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("wide.hlog"), log).unwrap();
+    let (code, err, rss) = row(dir.path(), &["export", "wide.hlog", "--to", "bpftrace"]);
+    assert_eq!(code, Some(0), "{err}");
+    // One decoded header at a time (50 MB), not sixty (3 GB).
+    assert!(rss < 200 * 1024, "used {rss} KiB");
+}
+
+#[test]
 fn a_character_device_is_not_read_as_a_result() {
     let dir = tempfile::tempdir().unwrap();
     for args in [

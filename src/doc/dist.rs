@@ -253,6 +253,11 @@ pub fn decode_hdr(bytes: &[u8]) -> Result<hdrhistogram::Histogram<u64>, String> 
                     "the HdrHistogram claims a {claimed}-byte payload but holds {present} bytes: truncated or forged"
                 ));
             }
+            if holds_the_largest_varint(&bytes[V2_HEADER..V2_HEADER + claimed]) {
+                return Err(
+                    "the HdrHistogram holds a run of 2^63 empty buckets: forged".to_string()
+                );
+            }
             Deserializer::new()
                 .deserialize(&mut &bytes[..V2_HEADER + claimed])
                 .map_err(decode_error)
@@ -279,6 +284,29 @@ pub fn decode_hdr(bytes: &[u8]) -> Result<hdrhistogram::Histogram<u64>, String> 
         }
         _ => Err("the HdrHistogram cannot be decoded: not an HdrHistogram V2 encoding".into()),
     }
+}
+
+/// Whether an HdrHistogram V2 payload (its varints: 7 bits a byte, the ninth byte whole) holds
+/// 2^64 - 1, which zig-zag decodes to i64::MIN: hdrhistogram 7.6 negates it as a run of empty
+/// buckets (`-count_or_zeros`, "won't overflow" says its comment), which overflows. A release
+/// build wraps and refuses the histogram; a build with overflow checks (the fuzzer's) panics.
+fn holds_the_largest_varint(payload: &[u8]) -> bool {
+    let mut i = 0;
+    while i < payload.len() {
+        let start = i;
+        while i < payload.len() && i - start < 8 && payload[i] & 0x80 != 0 {
+            i += 1;
+        }
+        // `i` is the last byte of this varint (or past the end of a truncated one).
+        if i - start == 8
+            && payload[start..].len() > 8
+            && payload[start..=i].iter().all(|&b| b == 0xFF)
+        {
+            return true;
+        }
+        i += 1;
+    }
+    false
 }
 
 /// How many times its compressed size an HdrHistogram may inflate to.
@@ -460,6 +488,49 @@ mod tests {
             let h = decode_hdr(&encoded(compressed)).unwrap();
             assert_eq!((h.len(), h.min(), h.max()), (4, 10, 3001), "{compressed}");
         }
+    }
+
+    /// A V2 header (digits 3, values 1 to 2) and `payload`.
+    fn v2_with_payload(payload: &[u8]) -> Vec<u8> {
+        let mut b = 0x1c84_9313u32.to_be_bytes().to_vec();
+        b.extend((payload.len() as u32).to_be_bytes());
+        b.extend(0u32.to_be_bytes()); // normalizing offset
+        b.extend(3u32.to_be_bytes()); // significant digits
+        b.extend(1u64.to_be_bytes()); // lowest
+        b.extend(2u64.to_be_bytes()); // highest
+        b.extend(1f64.to_be_bytes()); // conversion ratio
+        b.extend(payload);
+        b
+    }
+
+    #[test]
+    fn an_hdr_with_a_run_of_2_63_empty_buckets_is_refused_not_negated() {
+        // Nine 0xFF: the varint 2^64 - 1, zig-zag i64::MIN (found by the doc_reader fuzzer).
+        let forged = v2_with_payload(&[0xFF; 9]);
+        let e = decode_hdr(&forged).unwrap_err();
+        assert!(e.contains("2^63 empty buckets: forged"), "{e}");
+        // After other varints too, and inside a compressed one.
+        let later = v2_with_payload(&[
+            0x02, 0x81, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+        ]);
+        assert!(decode_hdr(&later).unwrap_err().contains("forged"));
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut z, &forged).unwrap();
+        let z = z.finish().unwrap();
+        let mut outer = 0x1c84_9314u32.to_be_bytes().to_vec();
+        outer.extend((z.len() as u32).to_be_bytes());
+        outer.extend(z);
+        assert!(decode_hdr(&outer).unwrap_err().contains("forged"));
+        // The next value down and a truncated run are the decoder's to judge (no panic).
+        let mut next = [0xFF; 9];
+        next[8] = 0xFE;
+        for payload in [&next[..], &[0xFF; 8]] {
+            let judged = decode_hdr(&v2_with_payload(payload)).err();
+            assert!(judged.is_none_or(|e| !e.contains("forged")));
+        }
+        // No count at index 0 (varint 0), then 2 at index 1 (varint 4, zig-zag 2).
+        let h = decode_hdr(&v2_with_payload(&[0x00, 0x04])).unwrap();
+        assert_eq!((h.len(), h.min(), h.max()), (2, 1, 1));
     }
 
     #[test]

@@ -11,17 +11,22 @@ use super::dist::Summary;
 use super::{Data, DocError, IMPORTED, Item};
 use crate::stats::change::Estimate;
 
-/// An HdrHistogram interval log: the intervals of each tag merged into one distribution.
-/// Counts that add up past 2^64 are an error (they cannot be summarised, and wrapping or
-/// saturating would be a wrong count).
+/// An HdrHistogram interval log: the intervals of each tag merged into one distribution, value
+/// by value (the values an interval's histogram reports, as adding the histograms gives when
+/// they share a layout, as one writer's do). Memory follows what the log records: only one
+/// interval's histogram is decoded at a time (a header alone may ask for 50 MB of buckets:
+/// keeping one per tag let a 4 KB log of 60 tags take 3 GB). Counts that add up past 2^64 are an
+/// error (they cannot be summarised, and wrapping or saturating would be a wrong count).
 pub fn hlog(file: &str, text: &str) -> Result<Vec<Item>, DocError> {
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-    let mut tags: Vec<(String, Histogram<u64>)> = Vec::new();
+    use std::collections::BTreeMap;
+    let mut tags: Vec<(String, BTreeMap<u64, u64>)> = Vec::new();
+    let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
     for entry in IntervalLogIterator::new(text.as_bytes()).flatten() {
         let LogEntry::Interval(interval) = entry else {
             continue;
         };
-        let name = interval.tag().map_or("hlog", |t| t.as_str()).to_string();
+        let name = interval.tag().map_or("hlog", |t| t.as_str());
         let Ok(bytes) =
             base64::engine::general_purpose::STANDARD.decode(interval.encoded_histogram())
         else {
@@ -30,24 +35,21 @@ pub fn hlog(file: &str, text: &str) -> Result<Vec<Item>, DocError> {
         let Ok(h) = super::dist::decode_hdr(&bytes) else {
             continue;
         };
-        match tags.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, total)) => {
-                if total.len().checked_add(h.len()).is_none() {
-                    return Err(too_many(file, IMPORTED[1], &name));
-                }
-                // Deserialized histograms have fixed bounds: let this one grow to fit later ones.
-                total.auto(true);
-                let _ = total.add(&h);
-            }
-            None => tags.push((name, h)),
+        let at = *index.entry(name.to_string()).or_insert_with(|| {
+            tags.push((name.to_string(), BTreeMap::new()));
+            tags.len() - 1
+        });
+        let total = &mut tags[at].1;
+        for v in h.iter_recorded() {
+            let count = total.entry(v.value_iterated_to()).or_insert(0);
+            *count = count
+                .checked_add(v.count_at_value())
+                .ok_or_else(|| too_many(file, IMPORTED[1], name))?;
         }
     }
     tags.into_iter()
-        .map(|(name, h)| {
-            let points: Vec<(f64, u64)> = h
-                .iter_recorded()
-                .map(|v| (v.value_iterated_to() as f64, v.count_at_value()))
-                .collect();
+        .map(|(name, values)| {
+            let points: Vec<(f64, u64)> = values.into_iter().map(|(v, c)| (v as f64, c)).collect();
             counted(file, IMPORTED[1], &name, &points)?;
             Ok(Item {
                 name,
