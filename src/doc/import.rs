@@ -4,7 +4,6 @@
 //! as those tools interleave other output.
 
 use base64::Engine;
-use hdrhistogram::Histogram;
 use serde::Deserialize;
 
 use super::dist::Summary;
@@ -227,7 +226,7 @@ mod tests {
     /// One interval of an HdrHistogram log: `(value, count)` recorded, V2-encoded, in base64.
     fn hlog_line(counts: &[(u64, u64)]) -> String {
         use hdrhistogram::serialization::{Serializer, V2Serializer};
-        let mut h = Histogram::<u64>::new(3).unwrap();
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
         for &(v, n) in counts {
             h.record_n(v, n).unwrap();
         }
