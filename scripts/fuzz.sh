@@ -81,11 +81,11 @@ for target in "${targets[@]}"; do
     # A failure: what libFuzzer and the panic said (not only cargo-fuzz's own backtrace, which
     # says nothing), and each input it saved, in base64, so that a CI log alone reproduces it:
     #   base64 -d > crash; cargo fuzz run TARGET crash
-    grep -v -E '^#[0-9]+|Uses: |^"' "$log" | tail -n 80
+    grep -v -E '^#[0-9]+|Uses: |^"' "$log" | tail -n 80 || true
     find fuzz/artifacts/"$target" -type f -newer "$marker" 2>/dev/null | while read -r artifact; do
         echo "fuzz: $artifact ($(stat -c %s "$artifact") bytes), base64:" >&2
         head -c 65536 "$artifact" | base64 -w 100
-    done
+    done || true
     rm -f "$log" "$marker"
     exit 1
 done
