@@ -1176,7 +1176,8 @@ pub struct WaylandArgs {
     /// Split each span into one series per group.
     #[arg(long, short = 'g', value_enum, default_value_t = GroupArg::None)]
     pub group: GroupArg,
-    /// Fail at the first malformed WAYLAND_DEBUG line instead of counting it.
+    /// Fail at the first malformed WAYLAND_DEBUG line instead of counting it (nothing after it
+    /// is read).
     #[arg(long)]
     pub strict: bool,
     /// Threads reading each log, in all (default: the available cores; 1 reads on one
@@ -1543,7 +1544,7 @@ pub struct SpansArgs {
     /// `latscope export --to chrome-json` (a timeline for Perfetto or chrome://tracing).
     #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
     pub max_spans: usize,
-    /// Fail at the first line that is not an event, naming it.
+    /// Fail at the first line that is not an event, naming it (nothing after it is read).
     #[arg(long)]
     pub strict: bool,
     /// Threads reading perf script, ftrace, babeltrace2, JSON lines and Chrome JSON input, in

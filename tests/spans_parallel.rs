@@ -4,7 +4,8 @@
 //! (lines longer than the read buffer, CRLF, invalid UTF-8, stamps going back, babeltrace2
 //! clocks crossing midnight and mixing kinds of stamps, more than 4096 event names, a last
 //! line without a newline, `--strict`). `latscope wayland --threads N` alike, on the committed
-//! WAYLAND_DEBUG logs and on generated ones.
+//! WAYLAND_DEBUG logs and on generated ones. And `--strict` stops reading at the first malformed
+//! line, on either path.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -606,5 +607,70 @@ fn parallel_wayland_reads_equal_serial_ones_on_committed_and_generated_logs() {
         let extra = ["--threads", "2", "--chunk-bytes", "513"];
         let parallel = outcome("wayland", &stdin, &extra, Some(log));
         assert_eq!(serial, parallel, "{p} from standard input");
+    }
+}
+
+/// Runs latscope with `head` on standard input and then `filler` over and over, for at most 20
+/// seconds: its exit code and stderr, and whether it ended before the input did.
+fn on_endless_input(args: &[&str], head: &[u8], filler: &[u8]) -> (Option<i32>, String, bool) {
+    use std::io::Write;
+    let mut child = latscope()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let start = std::time::Instant::now();
+    let mut ended_first = stdin.write_all(head).is_err();
+    while !ended_first && start.elapsed() < std::time::Duration::from_secs(20) {
+        ended_first = stdin.write_all(filler).is_err();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), util::stderr(&out), ended_first)
+}
+
+#[test]
+fn strict_stops_reading_at_the_first_malformed_line_whatever_the_threads() {
+    let good = b"            app  4242 [000]    10.000100: sched:sched_wakeup: comm=app pid=4243 prio=120 target_cpu=000\n";
+    let mut head = good.repeat(2);
+    head.extend_from_slice(b"this is not a perf line\n");
+    let filler = good.repeat(2000);
+    for threads in ["1", "2"] {
+        let args = [
+            "spans",
+            "--strict",
+            "--threads",
+            threads,
+            "--start",
+            "sched:sched_wakeup",
+        ];
+        let args = [
+            &args[..],
+            &["--end", "sched:sched_switch", "--key", "pid=next_pid", "-"],
+        ];
+        let (code, err, ended) = on_endless_input(&args.concat(), &head, &filler);
+        assert!(ended, "--threads {threads}: read on after line 3: {err}");
+        assert_eq!(code, Some(1), "--threads {threads}: {err}");
+        assert!(err.contains("<stdin>:3: malformed perf line"), "{err}");
+    }
+    let good = b"[3743537.800]  -> wl_display@1.sync(new id wl_callback@3)\n";
+    let mut head = good.repeat(2);
+    head.extend_from_slice(b"[3743537.900]  -> not a message\n");
+    let filler = good.repeat(2000);
+    for threads in ["1", "2"] {
+        let args = ["wayland", "--strict", "--threads", threads, "-"];
+        let (code, err, ended) = on_endless_input(&args, &head, &filler);
+        assert!(
+            ended,
+            "wayland --threads {threads}: read on after line 3: {err}"
+        );
+        assert_eq!(code, Some(1), "wayland --threads {threads}: {err}");
+        assert!(
+            err.contains("<stdin>:3: malformed WAYLAND_DEBUG line"),
+            "{err}"
+        );
     }
 }

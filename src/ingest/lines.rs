@@ -72,6 +72,7 @@ pub struct LineReader<R> {
     inner: R,
     buf: Vec<u8>,
     cancel: Option<Cancel>,
+    stop: Option<Cancel>,
     utf8: bool,
 }
 
@@ -87,6 +88,7 @@ impl<R: Read> LineReader<R> {
             inner,
             buf: vec![0; capacity.max(16)],
             cancel: None,
+            stop: None,
             utf8: false,
         }
     }
@@ -101,6 +103,13 @@ impl<R: Read> LineReader<R> {
     /// Stops reading when `cancel` is raised.
     pub fn cancel_on(mut self, cancel: Cancel) -> Self {
         self.cancel = Some(cancel);
+        self
+    }
+
+    /// Stops reading, without calling it a cancel, when `stop` is raised: the caller is done
+    /// with the input (`--strict`'s first malformed line), so the rest is not read at all.
+    pub fn stop_when(mut self, stop: Cancel) -> Self {
+        self.stop = Some(stop);
         self
     }
 
@@ -122,6 +131,9 @@ impl<R: Read> LineReader<R> {
         loop {
             if self.cancelled() {
                 summary.cancelled = true;
+                return Ok(summary);
+            }
+            if self.stop.as_ref().is_some_and(Cancel::is_raised) {
                 return Ok(summary);
             }
             let n = match self.inner.read(&mut self.buf[filled..]) {

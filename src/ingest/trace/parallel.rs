@@ -317,16 +317,15 @@ pub(super) fn read<R: Read>(
     };
     // lines of the chunks taken
     let mut total = 0u64;
-    // After `--strict`'s first malformed line the rest is read, not parsed.
+    // After `--strict`'s first malformed line nothing more is read.
     let failed = Cell::new(false);
-    let read = |mut buf| loop {
-        match reader.next(buf)? {
-            Some(job) if failed.get() => buf = job.buf,
-            next => {
-                progress(reader.bytes);
-                return Ok(next);
-            }
+    let read = |buf| {
+        if failed.get() {
+            return Ok(None);
         }
+        let next = reader.next(buf)?;
+        progress(reader.bytes);
+        Ok(next)
     };
     let apply = |done: Done| {
         total += apply(lines, &done, total, pairer, sink);

@@ -206,7 +206,16 @@ pub fn read(
         if let Some(c) = options.cancel.as_ref().filter(|_| !interrupted) {
             lines = lines.cancel_on(c.clone());
         }
-        match lines.for_each_line(|no, line| state.line(no, line, pairer, sink), &mut progress) {
+        // --strict: nothing after the first malformed line is read.
+        let failed = Cancel::new();
+        lines = lines.stop_when(failed.clone());
+        let line = |no, line: crate::ingest::lines::Line<'_>| {
+            state.line(no, line, pairer, sink);
+            if state.failure.is_some() {
+                failed.raise();
+            }
+        };
+        match lines.for_each_line(line, &mut progress) {
             Ok(summary) => (summary, None),
             Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),
         }

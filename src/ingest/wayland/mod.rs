@@ -127,7 +127,16 @@ pub fn analyze(
         if let Some(cancel) = &options.cancel {
             reader = reader.cancel_on(cancel.clone());
         }
-        reader.for_each_line(|number, line| state.line(number, line, sink), on_progress)
+        // --strict: nothing after the first malformed line is read.
+        let failed = Cancel::new();
+        reader = reader.stop_when(failed.clone());
+        let line = |number, line: crate::ingest::lines::Line<'_>| {
+            state.line(number, line, sink);
+            if state.error.is_some() {
+                failed.raise();
+            }
+        };
+        reader.for_each_line(line, on_progress)
     };
     state.tracker.finish(sink);
     let summary = read.map_err(|source| Error::Read {
