@@ -34,6 +34,12 @@ for d in tests/data/docs/*.json; do
 done
 printf '%s' '{"kind":"spans","version":1,"unit":"ns","source":"live","input":{},"live":null,"warnings":[],"spans":[{"name":"x","side":null,"by":null,"group":null,"count":-5,"p50":"NaN"}],"rates":[],"values":[]}' > fuzz/corpus/doc_reader/nan
 printf '%s' '{"kind":"bench","version":1e300}' > fuzz/corpus/doc_reader/huge
+# What crashed it before (kept as seeds, so every run reads them first): bpftrace counts summed
+# past 2^64, an HdrHistogram varint that hdrhistogram negated past i64.
+printf '%s\n' '{"type": "hist", "data": {"@ns": [{"min": 0, "max": 1, "count": 18446744073709551615}, {"min": 2, "max": 3, "count": 5}]}}' \
+    > fuzz/corpus/doc_reader/bpftrace-count-overflow
+printf '#\nTag=t,0.0,1.0,1.0,HISTEwAAAAkAAAAAAAAAAwAAAAAAAAABAAAAAAAAAAI/8AAAAAAAAP///////////w==\n' \
+    > fuzz/corpus/doc_reader/hlog-negated-varint
 
 # The trace reader: every committed trace (first 4 KiB), behind each format's selector byte.
 mkdir -p fuzz/corpus/trace_reader
