@@ -74,14 +74,15 @@ sanitizer=(--sanitizer none)
 targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec)
 echo "fuzz: building ${#targets[@]} targets" >&2
 cargo "${toolchain[@]}" fuzz build "${sanitizer[@]}"
+log=$(mktemp)
+marker=$(mktemp)
+trap 'rm -f "$log" "$marker"' EXIT
 for target in "${targets[@]}"; do
     echo "fuzz: $target for ${seconds}s" >&2
-    log=$(mktemp)
-    marker=$(mktemp)
+    touch "$marker"
     if cargo "${toolchain[@]}" fuzz run "${sanitizer[@]}" "$target" -- -max_total_time="$seconds" \
         -max_len=65536 -print_final_stats=1 >"$log" 2>&1; then
         tail -n 15 "$log"
-        rm -f "$log" "$marker"
         continue
     fi
     # A failure: what libFuzzer and the panic said (not only cargo-fuzz's own backtrace, which
@@ -89,10 +90,9 @@ for target in "${targets[@]}"; do
     #   base64 -d > crash; cargo fuzz run TARGET crash
     grep -v -E '^#[0-9]+|Uses: |^"' "$log" | tail -n 80 || true
     find fuzz/artifacts/"$target" -type f -newer "$marker" 2>/dev/null | while read -r artifact; do
-        echo "fuzz: $artifact ($(stat -c %s "$artifact") bytes), base64:" >&2
+        echo "fuzz: $artifact ($(stat -c %s "$artifact") bytes), base64:"
         head -c 65536 "$artifact" | base64 -w 100
     done || true
-    rm -f "$log" "$marker"
     exit 1
 done
 echo "fuzz: no crash in ${seconds}s per target" >&2

@@ -610,6 +610,53 @@ fn parallel_wayland_reads_equal_serial_ones_on_committed_and_generated_logs() {
     }
 }
 
+#[test]
+fn a_strict_error_is_reported_before_a_later_read_error_whatever_the_chunks() {
+    use std::io::Write as _;
+    let cases: [(&str, &str, &[u8], &[&str]); 2] = [
+        (
+            "traces/sched.perf.txt",
+            "spans",
+            b"this is not a perf line\n",
+            &["--span", "w=sched:sched_wakeup..sched:sched_switch"],
+        ),
+        (
+            "wayland/weston-glmark2-build.client.log",
+            "wayland",
+            b"[3743537.900]  -> not a message\n",
+            &[],
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (sample, command, bad, rules) in cases {
+        let text = std::fs::read(util::root().join("tests/data").join(sample)).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let second = text.iter().position(|&b| b == b'\n').unwrap() + 1;
+        gz.write_all(&text[..second]).unwrap();
+        gz.write_all(bad).unwrap();
+        for _ in 0..8 {
+            gz.write_all(&text).unwrap();
+        }
+        let gz = gz.finish().unwrap();
+        let path = dir.path().join("broken.gz");
+        std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
+        let args = [&["--strict", path.to_str().unwrap()][..], rules].concat();
+        for (threads, chunk) in [("1", "262144"), ("2", "1"), ("2", "4096"), ("3", "262144")] {
+            let (code, _, err) = outcome(
+                command,
+                &args,
+                &["--threads", threads, "--chunk-bytes", chunk],
+                None,
+            );
+            assert_eq!(code, Some(1), "{sample} {threads}/{chunk}: {err}");
+            assert!(
+                err.contains(":2: malformed"),
+                "{sample} {threads}/{chunk}: {err}"
+            );
+        }
+    }
+}
+
 /// Runs latscope with `head` on standard input and then `filler` over and over, for at most 20
 /// seconds: its exit code and stderr, and whether it ended before the input did.
 fn on_endless_input(args: &[&str], head: &[u8], filler: &[u8]) -> (Option<i32>, String, bool) {

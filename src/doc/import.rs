@@ -12,14 +12,15 @@ use crate::stats::change::Estimate;
 
 /// An HdrHistogram interval log: the intervals of each tag merged into one distribution, value
 /// by value (the values an interval's histogram reports, as adding the histograms gives when
-/// they share a layout, as one writer's do). Memory follows what the log records: only one
-/// interval's histogram is decoded at a time (a header alone may ask for 50 MB of buckets:
-/// keeping one per tag let a 4 KB log of 60 tags take 3 GB). Counts that add up past 2^64 are an
-/// error (they cannot be summarised, and wrapping or saturating would be a wrong count).
+/// they share a layout, as one writer's do). Only one interval's histogram is decoded at a time:
+/// a header alone may ask for 50 MB of buckets, and keeping one per tag let a 4 KB log of 60
+/// tags take 3 GB. What is kept is each tag's distinct values and counts (16 bytes each, what
+/// its item holds anyway): at most one per byte of decoded payload. Counts that add up past 2^64
+/// are an error (they cannot be summarised, and saturating would be a wrong count).
 pub fn hlog(file: &str, text: &str) -> Result<Vec<Item>, DocError> {
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-    use std::collections::BTreeMap;
-    let mut tags: Vec<(String, BTreeMap<u64, u64>)> = Vec::new();
+    // per tag, in order of first appearance: ascending (value, count)
+    let mut tags: Vec<(String, Vec<(u64, u64)>)> = Vec::new();
     let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
     for entry in IntervalLogIterator::new(text.as_bytes()).flatten() {
         let LogEntry::Interval(interval) = entry else {
@@ -35,16 +36,15 @@ pub fn hlog(file: &str, text: &str) -> Result<Vec<Item>, DocError> {
             continue;
         };
         let at = *index.entry(name.to_string()).or_insert_with(|| {
-            tags.push((name.to_string(), BTreeMap::new()));
+            tags.push((name.to_string(), Vec::new()));
             tags.len() - 1
         });
-        let total = &mut tags[at].1;
-        for v in h.iter_recorded() {
-            let count = total.entry(v.value_iterated_to()).or_insert(0);
-            *count = count
-                .checked_add(v.count_at_value())
-                .ok_or_else(|| too_many(file, IMPORTED[1], name))?;
-        }
+        let recorded = h
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()));
+        let merged = merge(std::mem::take(&mut tags[at].1), recorded)
+            .ok_or_else(|| too_many(file, IMPORTED[1], name))?;
+        tags[at].1 = merged;
     }
     tags.into_iter()
         .map(|(name, values)| {
@@ -58,6 +58,25 @@ pub fn hlog(file: &str, text: &str) -> Result<Vec<Item>, DocError> {
             })
         })
         .collect()
+}
+
+/// Two ascending lists of `(value, count)` as one, the counts of equal values added; `None`
+/// when such a sum passes 2^64 - 1.
+fn merge(a: Vec<(u64, u64)>, b: impl Iterator<Item = (u64, u64)>) -> Option<Vec<(u64, u64)>> {
+    let mut out = Vec::with_capacity(a.len());
+    let mut a = a.into_iter().peekable();
+    for (value, count) in b {
+        while let Some(&(v, c)) = a.peek().filter(|(v, _)| *v < value) {
+            out.push((v, c));
+            a.next();
+        }
+        match a.next_if(|(v, _)| *v == value) {
+            Some((_, c)) => out.push((value, c.checked_add(count)?)),
+            None => out.push((value, count)),
+        }
+    }
+    out.extend(a);
+    Some(out)
 }
 
 /// `Ok` when the points' counts add up within a u64.
@@ -262,15 +281,17 @@ mod tests {
     }
 
     #[test]
-    fn hlog_intervals_of_one_tag_are_merged() {
-        let text = hlog_line(&[(100, 2)]) + &hlog_line(&[(300, 1)]);
+    fn hlog_intervals_of_one_tag_are_merged_value_by_value() {
+        let text = hlog_line(&[(100, 2), (500, 1)])
+            + &hlog_line(&[(300, 1), (500, 4)])
+            + &hlog_line(&[(50, 1)]);
         let items = hlog("h.hlog", &text).unwrap();
         assert_eq!(items.len(), 1);
-        assert_eq!(items[0].summary.count, 3);
         assert_eq!(
-            (items[0].summary.min, items[0].summary.max),
-            (Some(100), Some(300))
+            items[0].points(),
+            &[(50.0, 1), (100.0, 2), (300.0, 1), (500.0, 5)]
         );
+        assert_eq!(items[0].summary.count, 9);
     }
 
     #[test]
@@ -280,6 +301,8 @@ mod tests {
         for text in [
             hlog_line(&[(100, most)]) + &hlog_line(&[(200, most)]) + &hlog_line(&[(300, most)]),
             hlog_line(&[(100, most), (200, most), (300, most)]),
+            // one value in every interval: its own count passes 2^64 - 1
+            hlog_line(&[(100, most)]) + &hlog_line(&[(100, most)]) + &hlog_line(&[(100, most)]),
         ] {
             let e = hlog("h.hlog", &text).unwrap_err().to_string();
             assert!(

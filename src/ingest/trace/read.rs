@@ -220,11 +220,13 @@ pub fn read(
             Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),
         }
     };
-    if let Some(e) = read_error {
-        return Err(io_error(e));
-    }
+    // A malformed line under --strict was read before any read error (nothing is read after
+    // it), so it is the error, whatever the threads.
     if let Some(e) = state.failure {
         return Err(e);
+    }
+    if let Some(e) = read_error {
+        return Err(io_error(e));
     }
     let mut stats = state.stats;
     state.state.syscalls.finish(sink);

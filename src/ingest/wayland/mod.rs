@@ -139,13 +139,15 @@ pub fn analyze(
         reader.for_each_line(line, on_progress)
     };
     state.tracker.finish(sink);
+    // A malformed line under --strict was read before any read error (nothing is read after
+    // it), so it is the error, whatever the threads.
+    if let Some(error) = state.error {
+        return Err(error);
+    }
     let summary = read.map_err(|source| Error::Read {
         file: file.to_string(),
         source,
     })?;
-    if let Some(error) = state.error {
-        return Err(error);
-    }
     let mut stats = state.stats;
     stats.bytes = summary.bytes;
     stats.lines = summary.lines;
