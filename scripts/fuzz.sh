@@ -75,11 +75,11 @@ targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_outpu
 echo "fuzz: building ${#targets[@]} targets" >&2
 cargo "${toolchain[@]}" fuzz build "${sanitizer[@]}"
 log=$(mktemp)
-marker=$(mktemp)
-trap 'rm -f "$log" "$marker"' EXIT
+trap 'rm -f "$log"' EXIT
 for target in "${targets[@]}"; do
     echo "fuzz: $target for ${seconds}s" >&2
-    touch "$marker"
+    # the inputs saved before this run (a crash's is the one not among them)
+    saved=$(ls fuzz/artifacts/"$target" 2>/dev/null || true)
     if cargo "${toolchain[@]}" fuzz run "${sanitizer[@]}" "$target" -- -max_total_time="$seconds" \
         -max_len=65536 -print_final_stats=1 >"$log" 2>&1; then
         tail -n 15 "$log"
@@ -89,10 +89,12 @@ for target in "${targets[@]}"; do
     # says nothing), and each input it saved, in base64, so that a CI log alone reproduces it:
     #   base64 -d > crash; cargo fuzz run TARGET crash
     grep -v -E '^#[0-9]+|Uses: |^"' "$log" | tail -n 80 || true
-    find fuzz/artifacts/"$target" -type f -newer "$marker" 2>/dev/null | while read -r artifact; do
+    for name in $(ls fuzz/artifacts/"$target" 2>/dev/null || true); do
+        grep -qxF "$name" <<<"$saved" && continue
+        artifact=fuzz/artifacts/$target/$name
         echo "fuzz: $artifact ($(stat -c %s "$artifact") bytes), base64:"
         head -c 65536 "$artifact" | base64 -w 100
-    done || true
+    done
     exit 1
 done
 echo "fuzz: no crash in ${seconds}s per target" >&2
