@@ -1544,7 +1544,10 @@ pub struct SpansArgs {
     /// `latscope export --to chrome-json` (a timeline for Perfetto or chrome://tracing).
     #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
     pub max_spans: usize,
-    /// Fail at the first line that is not an event, naming it (nothing after it is read).
+    /// Fail at the first malformed line (one that should be an event and is not), naming it;
+    /// nothing after it is read. Headers, comments and blank lines are skipped as ever; a line
+    /// that is not UTF-8 (`not_utf8`) or is longer than the read buffer (counted as malformed)
+    /// is counted in the summary, not fatal.
     #[arg(long)]
     pub strict: bool,
     /// Threads reading perf script, ftrace, babeltrace2, JSON lines and Chrome JSON input, in
