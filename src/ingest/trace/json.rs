@@ -123,6 +123,24 @@ pub fn number(b: &[u8], i: usize) -> Result<usize> {
     Ok(j)
 }
 
+/// [`number`], and whether the number is a plain integer ([`is_plain_integer`]), in one scan
+/// of its digits (the usual value of a JSON-lines row: its stamp and its ids).
+#[inline]
+pub fn number_plain(b: &[u8], i: usize) -> Result<(usize, bool)> {
+    let negative = b.get(i) == Some(&b'-');
+    let j = i + usize::from(negative);
+    let end = match b.get(j) {
+        Some(b'0') => j + 1,
+        Some(b'1'..=b'9') => digits(b, j),
+        _ => return Err(Invalid),
+    };
+    if matches!(b.get(end), Some(b'.' | b'e' | b'E')) {
+        return Ok((number(b, i)?, false));
+    }
+    // `0` alone or digits without a leading zero, at most 18 of them, and not `-0`.
+    Ok((end, end - j <= 18 && !(negative && b[j] == b'0')))
+}
+
 fn digits(b: &[u8], mut i: usize) -> usize {
     while i < b.len() && b[i].is_ascii_digit() {
         i += 1;
@@ -345,6 +363,40 @@ pub fn is_plain_integer(raw: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn number_plain_agrees_with_number_and_is_plain_integer() {
+        let cases = [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "0123",
+            "00",
+            "-",
+            "-a",
+            "",
+            "x",
+            "1.5",
+            "1.",
+            "1e3",
+            "1E+3",
+            "1e",
+            "-0.0",
+            "123456789012345678",
+            "1234567890123456789",
+            "-123456789012345678",
+            "18446744073709551616",
+            "12,",
+            "12}",
+            "5 ",
+        ];
+        for case in cases {
+            let b = case.as_bytes();
+            let separate = number(b, 0).map(|end| (end, is_plain_integer(&b[..end])));
+            assert_eq!(number_plain(b, 0), separate, "{case:?}");
+        }
+    }
 
     /// The scanner accepts exactly what serde_json accepts, on every value of a list of valid
     /// and broken ones.

@@ -209,8 +209,8 @@ pub fn json_line_in_place(
                     (end, (!escaped).then_some(v + 1..end - 1))
                 }
                 Some(b'-' | b'0'..=b'9') => {
-                    let end = json::number(b, v).ok()?;
-                    (end, json::is_plain_integer(&b[v..end]).then_some(v..end))
+                    let (end, plain) = json::number_plain(b, v).ok()?;
+                    (end, plain.then_some(v..end))
                 }
                 _ => (json::skip_value(b, v, 1).ok()?, None),
             };
