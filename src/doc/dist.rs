@@ -298,10 +298,7 @@ fn holds_the_largest_varint(payload: &[u8]) -> bool {
             i += 1;
         }
         // `i` is the last byte of this varint (or past the end of a truncated one).
-        if i - start == 8
-            && payload[start..].len() > 8
-            && payload[start..=i].iter().all(|&b| b == 0xFF)
-        {
+        if i - start == 8 && i < payload.len() && payload[start..=i].iter().all(|&b| b == 0xFF) {
             return true;
         }
         i += 1;
@@ -490,6 +487,17 @@ mod tests {
         }
     }
 
+    /// `inner` (a V2 encoding, true or not) deflated behind the compressed cookie.
+    fn compressed(inner: &[u8]) -> Vec<u8> {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut z, inner).unwrap();
+        let z = z.finish().unwrap();
+        let mut outer = 0x1c84_9314u32.to_be_bytes().to_vec();
+        outer.extend((z.len() as u32).to_be_bytes());
+        outer.extend(z);
+        outer
+    }
+
     /// A V2 header (digits 3, values 1 to 2) and `payload`.
     fn v2_with_payload(payload: &[u8]) -> Vec<u8> {
         let mut b = 0x1c84_9313u32.to_be_bytes().to_vec();
@@ -514,13 +522,11 @@ mod tests {
             0x02, 0x81, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
         ]);
         assert!(decode_hdr(&later).unwrap_err().contains("forged"));
-        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-        std::io::Write::write_all(&mut z, &forged).unwrap();
-        let z = z.finish().unwrap();
-        let mut outer = 0x1c84_9314u32.to_be_bytes().to_vec();
-        outer.extend((z.len() as u32).to_be_bytes());
-        outer.extend(z);
-        assert!(decode_hdr(&outer).unwrap_err().contains("forged"));
+        assert!(
+            decode_hdr(&compressed(&forged))
+                .unwrap_err()
+                .contains("forged")
+        );
         // The next value down and a truncated run are the decoder's to judge (no panic).
         let mut next = [0xFF; 9];
         next[8] = 0xFE;
@@ -544,13 +550,7 @@ mod tests {
         // A compressed one whose inner header lies.
         let mut inner = encoded(false);
         inner[4..8].copy_from_slice(&0x7FFF_FFFFu32.to_be_bytes());
-        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-        std::io::Write::write_all(&mut z, &inner).unwrap();
-        let z = z.finish().unwrap();
-        let mut outer = 0x1c84_9314u32.to_be_bytes().to_vec();
-        outer.extend((z.len() as u32).to_be_bytes());
-        outer.extend(z);
-        let e = decode_hdr(&outer).unwrap_err();
+        let e = decode_hdr(&compressed(&inner)).unwrap_err();
         assert!(e.contains("2147483647"), "{e}");
         assert!(decode_hdr(b"\x1c\x84").is_err());
     }

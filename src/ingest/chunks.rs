@@ -20,6 +20,7 @@
 //! work.
 
 use std::io::{self, Read};
+use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Mutex, PoisonError};
@@ -243,7 +244,9 @@ pub(crate) fn for_each_line<const UTF8: bool>(
 
 /// What the three parallel readers share: the chunks `read` gives (into a spent buffer, to
 /// reuse) are parsed on `threads` threads in all, each with a parser of its own from
-/// `parser`, and `apply` takes the results in the order read and gives back their buffers.
+/// `parser`, and `apply` takes the results in the order read and gives back their buffers, or
+/// `Break` when it wants no more input (`--strict`'s first malformed line): nothing more is
+/// read, and the chunks already out are still given to `apply`.
 /// See the module docs: one queue of chunks that any worker takes, one of results put back in
 /// order by number ([`InOrder`]), the calling thread parsing queued chunks while it would
 /// wait, at most [`IN_FLIGHT`] chunks per thread out. A read error comes after every chunk
@@ -252,7 +255,7 @@ pub(crate) fn in_order<J, D, P>(
     threads: usize,
     mut read: impl FnMut(Vec<u8>) -> io::Result<Option<J>>,
     parser: impl Fn() -> P,
-    mut apply: impl FnMut(D) -> Vec<u8>,
+    mut apply: impl FnMut(D) -> ControlFlow<(), Vec<u8>>,
 ) -> io::Result<()>
 where
     J: Send,
@@ -285,7 +288,10 @@ where
                 let Some(done) = order.next(&mut help) else {
                     break Ok(()); // a worker panicked: the scope's join says so
                 };
-                pool.push(apply(done));
+                match apply(done) {
+                    ControlFlow::Continue(buf) => pool.push(buf),
+                    ControlFlow::Break(()) => break Ok(()),
+                }
             }
             match read(pool.pop().unwrap_or_default()) {
                 Ok(Some(job)) => {
@@ -304,7 +310,7 @@ where
             let Some(done) = order.next(&mut help) else {
                 break;
             };
-            apply(done);
+            let _ = apply(done);
         }
         result
     })

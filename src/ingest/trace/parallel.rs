@@ -24,8 +24,8 @@
 //! read ([`Pairer::fields_read`]): the pairing thread neither parses nor searches a line.
 //! The chunks, the threads and the order are [`crate::ingest::chunks`]'.
 
-use std::cell::Cell;
 use std::io::{self, Read};
+use std::ops::ControlFlow;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -317,20 +317,18 @@ pub(super) fn read<R: Read>(
     };
     // lines of the chunks taken
     let mut total = 0u64;
-    // After `--strict`'s first malformed line nothing more is read.
-    let failed = Cell::new(false);
     let read = |buf| {
-        if failed.get() {
-            return Ok(None);
-        }
         let next = reader.next(buf)?;
         progress(reader.bytes);
         Ok(next)
     };
     let apply = |done: Done| {
         total += apply(lines, &done, total, pairer, sink);
-        failed.set(lines.failure.is_some());
-        done.job.buf
+        // After `--strict`'s first malformed line nothing more is read.
+        match lines.failure {
+            Some(_) => ControlFlow::Break(()),
+            None => ControlFlow::Continue(done.job.buf),
+        }
     };
     in_order(threads, read, parser, apply)?;
     Ok(ReadSummary {

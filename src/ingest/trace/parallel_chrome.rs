@@ -158,7 +158,7 @@ pub fn read<R: Read>(
     };
     let apply = |(piece, run): (Piece, Option<Run>)| {
         take(chrome, &piece, run.as_ref(), pairer, sink);
-        piece.buf
+        std::ops::ControlFlow::Continue(piece.buf)
     };
     in_order(threads, read, || parse, apply)?;
     Ok(pieces.ended)

@@ -229,20 +229,18 @@ pub(super) fn read(
 ) -> io::Result<ReadSummary> {
     let mut reader = Reader::new(input, chunk, cancel);
     let mut total = 0u64;
-    // After `--strict`'s first malformed line nothing more is read.
-    let failed = std::cell::Cell::new(false);
     let read = |buf| {
-        if failed.get() {
-            return Ok(None);
-        }
         let job = reader.next(buf)?;
         progress(reader.bytes);
         Ok(job)
     };
     let apply = |done: (Job, Chunk)| {
         total += take(state, &done, total, sink);
-        failed.set(state.error.is_some());
-        done.0.buf
+        // After `--strict`'s first malformed line nothing more is read.
+        match state.error {
+            Some(_) => std::ops::ControlFlow::Break(()),
+            None => std::ops::ControlFlow::Continue(done.0.buf),
+        }
     };
     in_order(threads, read, || parse, apply)?;
     Ok(ReadSummary {
