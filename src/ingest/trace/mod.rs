@@ -154,24 +154,78 @@ pub fn decimal_bytes_to_ns(text: &[u8], scale: u64) -> Option<u64> {
     if int.is_empty() {
         return None;
     }
-    let mut whole: u64 = 0;
-    for &b in int {
+    let whole = match short_digits(int) {
+        Some(whole) => whole?,
+        None => long_digits(int)?,
+    };
+    let ns = whole.checked_mul(scale)?;
+    let Some(places) = POWERS_OF_TEN.iter().position(|&p| p == scale) else {
+        return ns.checked_add(fraction_scaled(frac, scale)?);
+    };
+    // A scale of 10^places: the first `places` digits of the fraction, as an integer padded to
+    // `places` digits, are its nanoseconds (what the digit-by-digit sum gives, in one pass).
+    let kept = frac.len().min(places);
+    let value = short_digits(&frac[..kept])??;
+    if !frac[kept..].iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    ns.checked_add(value * POWERS_OF_TEN[places - kept])
+}
+
+/// 10^0 ... 10^19: every power of ten a `u64` holds.
+const POWERS_OF_TEN: [u64; 20] = {
+    let mut p = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        p[i] = p[i - 1] * 10;
+        i += 1;
+    }
+    p
+};
+
+/// The value of at most 19 decimal digits (they cannot overflow a `u64`): `Some(None)` when a
+/// byte is not a digit, `None` when there are more than 19 of them.
+#[inline]
+pub(crate) fn short_digits(digits: &[u8]) -> Option<Option<u64>> {
+    if digits.len() > 19 {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &b in digits {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return Some(None);
+        }
+        value = value * 10 + u64::from(d);
+    }
+    Some(Some(value))
+}
+
+/// The value of decimal digits, however many (leading zeros), `None` past `u64::MAX` or at a
+/// byte that is not a digit.
+pub(crate) fn long_digits(digits: &[u8]) -> Option<u64> {
+    let mut value: u64 = 0;
+    for &b in digits {
         if !b.is_ascii_digit() {
             return None;
         }
-        whole = whole.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
     }
-    let mut ns = whole.checked_mul(scale)?;
-    // The fraction, scaled: digits d1 d2 ... contribute d_i × scale / 10^i.
-    let mut unit = scale;
+    Some(value)
+}
+
+/// The digits d1 d2 ... of a fraction × `scale`: the sum of d_i × (scale / 10^i), each term
+/// truncated (for a scale that is not a power of ten).
+fn fraction_scaled(frac: &[u8], scale: u64) -> Option<u64> {
+    let (mut sum, mut unit) = (0u64, scale);
     for &b in frac {
         if !b.is_ascii_digit() {
             return None;
         }
         unit /= 10;
-        ns = ns.checked_add(u64::from(b - b'0') * unit)?;
+        sum = sum.checked_add(u64::from(b - b'0') * unit)?;
     }
-    Some(ns)
+    Some(sum)
 }
 
 #[cfg(test)]
@@ -190,5 +244,81 @@ mod tests {
         }
         assert_eq!(decimal_to_ns("1.5", 1_000), Some(1_500));
         assert_eq!(decimal_to_ns("250", 1_000_000), Some(250_000_000));
+    }
+
+    /// The digit-by-digit sum the one-pass parser replaced: every digit checked, the fraction's
+    /// digit i worth scale / 10^i (truncated), every step checked for overflow.
+    fn by_digits(text: &[u8], scale: u64) -> Option<u64> {
+        let dot = text.iter().position(|&b| b == b'.').unwrap_or(text.len());
+        let (int, frac) = (&text[..dot], text.get(dot + 1..).unwrap_or(&[]));
+        if int.is_empty() {
+            return None;
+        }
+        let mut whole: u64 = 0;
+        for &b in int {
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            whole = whole.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+        }
+        let mut ns = whole.checked_mul(scale)?;
+        let mut unit = scale;
+        for &b in frac {
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            unit /= 10;
+            ns = ns.checked_add(u64::from(b - b'0') * unit)?;
+        }
+        Some(ns)
+    }
+
+    #[test]
+    fn stamps_parse_as_the_digit_by_digit_sum_does_at_every_scale_and_length() {
+        let texts = [
+            "0",
+            "7",
+            "1.",
+            "1.5",
+            "13760.296300641",
+            "13760.2963006419999",
+            "0.0000000019",
+            "18446744073.709551615",
+            "18446744073.709551616",
+            "18446744073709551615",
+            "18446744073709551616",
+            "1844674407370955161.5",
+            "00000000000000000000001.25",
+            "99999999999999999999",
+            "12a.5",
+            "12.5a",
+            "1.2.3",
+            "",
+            ".5",
+            "-1",
+            "1e3",
+            "1.00000000000000000000000000001",
+            "123456789012345678.9",
+        ];
+        let scales = [
+            1,
+            10,
+            1_000,
+            1_000_000,
+            1_000_000_000,
+            10_u64.pow(19),
+            3,
+            250,
+            1_024,
+        ];
+        for text in texts {
+            for scale in scales {
+                assert_eq!(
+                    decimal_bytes_to_ns(text.as_bytes(), scale),
+                    by_digits(text.as_bytes(), scale),
+                    "{text} x {scale}"
+                );
+            }
+        }
     }
 }

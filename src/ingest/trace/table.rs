@@ -264,16 +264,14 @@ fn integer_ns(raw: &[u8], scale: u64) -> Option<Option<u64>> {
     if raw.is_empty() || raw.len() > 1 && raw[0] == b'0' {
         return None;
     }
-    let mut whole: Option<u64> = Some(0);
-    for &c in raw {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        whole = whole
-            .and_then(|w| w.checked_mul(10))
-            .and_then(|w| w.checked_add(u64::from(c - b'0')));
+    match super::short_digits(raw) {
+        Some(whole) => Some(whole?.checked_mul(scale)),
+        // 20 digits or more (2^64 - 1 has 20)
+        None => raw
+            .iter()
+            .all(u8::is_ascii_digit)
+            .then(|| super::long_digits(raw).and_then(|w| w.checked_mul(scale))),
     }
-    Some(whole.and_then(|w| w.checked_mul(scale)))
 }
 
 /// `DIGITS[.DIGITS]`: a time stamp read exactly from its text.
@@ -374,6 +372,54 @@ impl Csv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The checked digit-by-digit reading `integer_ns` replaced.
+    fn integer_by_digits(raw: &[u8], scale: u64) -> Option<Option<u64>> {
+        if raw.is_empty() || raw.len() > 1 && raw[0] == b'0' {
+            return None;
+        }
+        let mut whole: Option<u64> = Some(0);
+        for &c in raw {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            whole = whole
+                .and_then(|w| w.checked_mul(10))
+                .and_then(|w| w.checked_add(u64::from(c - b'0')));
+        }
+        Some(whole.and_then(|w| w.checked_mul(scale)))
+    }
+
+    #[test]
+    fn integer_stamps_read_as_the_checked_digit_by_digit_reading_does() {
+        let raws = [
+            "0",
+            "00",
+            "01",
+            "7",
+            "4700",
+            "18446744073709551615",
+            "18446744073709551616",
+            "9999999999999999999",
+            "99999999999999999999",
+            "184467440737095516150",
+            "1844674407370955161a5",
+            "12a",
+            "",
+            "-1",
+            "1.5",
+            "18446744073709551",
+        ];
+        for raw in raws {
+            for scale in [1, 1_000, 1_000_000_000, 7] {
+                assert_eq!(
+                    integer_ns(raw.as_bytes(), scale),
+                    integer_by_digits(raw.as_bytes(), scale),
+                    "{raw} x {scale}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn a_json_line_has_its_time_name_and_fields() {
