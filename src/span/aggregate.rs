@@ -1,8 +1,6 @@
 //! Folds samples and outcomes into one distribution per series.
 
-use rustc_hash::FxHashMap;
-
-use super::{Outcome, SeriesKey, SpanSink};
+use super::{Outcome, SeriesKey, SeriesTable, SpanSink};
 use crate::stats::{Distribution, LinearSpec};
 
 /// How often each non-sample outcome happened in a series.
@@ -60,7 +58,7 @@ pub struct Series {
 pub struct Aggregator {
     names: Vec<String>,
     linear: Option<LinearSpec>,
-    series: FxHashMap<SeriesKey, Series>,
+    series: SeriesTable<Series>,
 }
 
 impl Aggregator {
@@ -70,13 +68,13 @@ impl Aggregator {
         Aggregator {
             names,
             linear,
-            series: FxHashMap::default(),
+            series: SeriesTable::default(),
         }
     }
 
     fn entry(&mut self, key: &SeriesKey) -> &mut Series {
         let linear = self.linear;
-        self.series.entry(*key).or_insert_with(|| Series {
+        self.series.entry(key, || Series {
             distribution: Distribution::new(linear),
             counters: Counters::default(),
         })
@@ -107,7 +105,7 @@ impl Aggregator {
 
     /// Adds everything from `other`, which must use the same span names.
     pub fn merge(&mut self, other: &Aggregator) {
-        for (key, series) in &other.series {
+        for (key, series) in other.series.iter() {
             let mine = self.entry(key);
             mine.distribution.merge(&series.distribution);
             mine.counters.merge(&series.counters);

@@ -10,10 +10,12 @@
 mod aggregate;
 mod open;
 mod slowest;
+mod table;
 
 pub use aggregate::{Aggregator, Counters, Series};
 pub use open::{Open, OpenSpans};
 pub use slowest::{Kept, Slow, Slowest};
+pub use table::SeriesTable;
 
 use std::fmt;
 

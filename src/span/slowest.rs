@@ -4,9 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use rustc_hash::FxHashMap;
-
-use super::{Outcome, SeriesKey, SpanSink};
+use super::{Outcome, SeriesKey, SeriesTable, SpanSink};
 
 /// One span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +21,7 @@ pub struct Slow {
 #[derive(Debug, Clone, Default)]
 pub struct Slowest {
     n: usize,
-    heaps: FxHashMap<SeriesKey, BinaryHeap<Reverse<(u64, u64)>>>,
+    heaps: SeriesTable<BinaryHeap<Reverse<(u64, u64)>>>,
 }
 
 impl Slowest {
@@ -31,7 +29,7 @@ impl Slowest {
     pub fn new(n: usize) -> Slowest {
         Slowest {
             n,
-            heaps: FxHashMap::default(),
+            heaps: SeriesTable::default(),
         }
     }
 
@@ -58,7 +56,7 @@ impl SpanSink for Slowest {
         if self.n == 0 {
             return;
         }
-        let heap = self.heaps.entry(*key).or_default();
+        let heap = self.heaps.entry(key, BinaryHeap::new);
         if heap.len() < self.n {
             heap.push(Reverse((latency_ns, start_ns)));
         } else if let Some(mut min) = heap.peek_mut()

@@ -110,7 +110,7 @@ pub enum Repeat {
 
 /// Writes span `span` and the values of `fields` of `ev` into `buf` (separated by U+001F), the
 /// key of an open span; `false` when the event lacks one.
-fn fill_key(buf: &mut String, span: usize, ev: &impl EventView, fields: &[String]) -> bool {
+fn fill_key(buf: &mut Vec<u8>, span: usize, ev: &impl EventView, fields: &[String]) -> bool {
     buf.clear();
     // The span's index in decimal, without the formatting machinery (a key per event).
     let mut digits = [0u8; 20];
@@ -124,16 +124,69 @@ fn fill_key(buf: &mut String, span: usize, ev: &impl EventView, fields: &[String
             break;
         }
     }
-    buf.extend(digits[at..].iter().map(|&d| char::from(d)));
-    buf.push('\u{1f}');
+    buf.extend_from_slice(&digits[at..]);
+    buf.push(0x1f);
     for f in fields {
         let Some(v) = ev.field(f) else {
             return false;
         };
-        buf.push_str(v);
-        buf.push('\u{1f}');
+        buf.extend_from_slice(v.as_bytes());
+        buf.push(0x1f);
     }
     true
+}
+
+/// The key of an open span ([`fill_key`]'s bytes), kept inline when it is short (every key of
+/// a pid, an id or an address and a thread): a span that starts then costs no allocation, and
+/// one that ends no free.
+#[derive(Debug, Clone)]
+enum SpanKey {
+    /// at most [`SpanKey::INLINE`] bytes: the length, then the bytes (zero past them)
+    Inline(u8, [u8; SpanKey::INLINE]),
+    /// longer keys
+    Heap(Box<[u8]>),
+}
+
+impl SpanKey {
+    const INLINE: usize = 31;
+
+    fn new(bytes: &[u8]) -> SpanKey {
+        if bytes.len() <= Self::INLINE {
+            let mut inline = [0u8; Self::INLINE];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            SpanKey::Inline(bytes.len() as u8, inline)
+        } else {
+            SpanKey::Heap(bytes.into())
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            SpanKey::Inline(len, inline) => &inline[..usize::from(*len)],
+            SpanKey::Heap(bytes) => bytes,
+        }
+    }
+}
+
+// Equal and hashed as its bytes, so that a table of them is looked up by `&[u8]`.
+impl PartialEq for SpanKey {
+    fn eq(&self, other: &SpanKey) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for SpanKey {}
+
+impl std::hash::Hash for SpanKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.bytes().hash(state);
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for SpanKey {
+    fn borrow(&self) -> &[u8] {
+        self.bytes()
+    }
 }
 
 /// Which rule endpoints are named like `name`: bit 2i for rule i's start, 2i+1 for its end;
@@ -210,7 +263,7 @@ pub struct Pairer {
     by: Option<String>,
     repeat: Repeat,
     /// open spans by their span and key ([`fill_key`])
-    open: OpenSpans<Box<str>>,
+    open: OpenSpans<SpanKey>,
     labels: FxHashMap<String, u32>,
     label_names: crate::report::csv::Labels,
     /// the most `--by` values with a series of their own; the rest go to [`OTHER`]
@@ -218,7 +271,7 @@ pub struct Pairer {
     /// the `(other)` group, once a value was folded into it, and how many times one was
     other: Option<u32>,
     folded: u64,
-    key_buf: String,
+    key_buf: Vec<u8>,
     /// events with a missing key field, and the line of the first one
     pub missing_key: (u64, Option<u64>),
     ends_seen: Vec<bool>,
@@ -265,7 +318,7 @@ impl Pairer {
             max_groups: DEFAULT_MAX_SERIES,
             other: None,
             folded: 0,
-            key_buf: String::new(),
+            key_buf: Vec::new(),
             missing_key: (0, None),
             ends_seen: vec![false; spans],
             closed: vec![false; spans],
@@ -545,7 +598,7 @@ impl Pairer {
                 continue;
             }
             self.ends_seen[span] = true;
-            self.closed[span] = self.open.end(self.key_buf.as_str(), ev.ts_ns(), sink);
+            self.closed[span] = self.open.end(self.key_buf.as_slice(), ev.ts_ns(), sink);
         }
         for span in 0..self.spans {
             if self.ends_seen[span] && !self.closed[span] {
@@ -571,7 +624,7 @@ impl Pairer {
                 side: None,
                 group: self.group(ev),
             };
-            if self.repeat == Repeat::KeepFirst && self.open.contains(self.key_buf.as_str()) {
+            if self.repeat == Repeat::KeepFirst && self.open.contains(self.key_buf.as_slice()) {
                 sink.outcome(&series, Outcome::Superseded);
                 continue;
             }
@@ -579,7 +632,7 @@ impl Pairer {
                 start_ns: ev.ts_ns(),
                 series,
             };
-            let key = Box::from(self.key_buf.as_str());
+            let key = SpanKey::new(&self.key_buf);
             self.open.start(key, open, Outcome::Superseded, sink);
         }
     }
@@ -702,6 +755,36 @@ mod tests {
             why[1],
             "span 'run': its end event 'sched:sched_switch' appeared 1 time(s) but never with prev_state==X"
         );
+    }
+
+    #[test]
+    fn open_span_keys_short_and_long_are_found_by_their_bytes() {
+        let series = SeriesKey {
+            span: 0,
+            side: None,
+            group: Group::All,
+        };
+        let (mut open, mut sink) = (OpenSpans::<SpanKey>::default(), crate::span::Kept::new(9));
+        let keys: Vec<Vec<u8>> = [0, 1, 30, 31, 32, 200].map(|n| vec![b'k'; n]).into();
+        for (at, key) in keys.iter().enumerate() {
+            let open_at = Open {
+                start_ns: at as u64,
+                series,
+            };
+            open.start(SpanKey::new(key), open_at, Outcome::Superseded, &mut sink);
+        }
+        assert!(matches!(SpanKey::new(&keys[3]), SpanKey::Inline(31, _)));
+        assert!(matches!(SpanKey::new(&keys[4]), SpanKey::Heap(_)));
+        assert!(
+            !open.end(&b"kk"[..], 10, &mut sink),
+            "no span of a key never started"
+        );
+        for key in keys.iter().rev() {
+            assert!(open.end(key.as_slice(), 10, &mut sink));
+        }
+        let started: Vec<u64> = sink.spans.iter().map(|s| s.start_ns).collect();
+        assert_eq!(started, [5, 4, 3, 2, 1, 0], "each end found its own start");
+        assert!(open.is_empty());
     }
 
     #[test]
