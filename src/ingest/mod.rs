@@ -10,6 +10,7 @@ pub mod compressed;
 pub mod lines;
 pub mod trace;
 pub mod wayland;
+pub mod words;
 
 pub use lines::{Cancel, LineReader, ReadSummary};
 

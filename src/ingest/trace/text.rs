@@ -21,6 +21,7 @@
 //! starts with the instance's name and a `:`; it is skipped.
 
 use super::{Event, Parsed};
+use crate::ingest::words::{bytes_equal, first_byte, word_at};
 
 /// `SECONDS.FRACTION:` as bytes, checked in one pass.
 fn is_timestamp(t: &[u8]) -> bool {
@@ -54,30 +55,6 @@ fn next_token(b: &[u8], i: &mut usize) -> Option<(usize, usize)> {
     Some((start, end))
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-
-/// Bit 7 of each byte of `x` that is 0, and only of those (the exact zero-byte test).
-#[inline]
-fn zero_bytes(x: u64) -> u64 {
-    !(((x & LOW) + LOW) | x) & !LOW
-}
-
-/// The eight bytes of `b` from `i` as a little-endian word, past its end padded with zero bytes
-/// (which no search here looks for).
-#[inline]
-fn word_at(b: &[u8], i: usize) -> u64 {
-    match b.get(i..i + 8) {
-        Some(w) => u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]),
-        None => {
-            let mut w = [0u8; 8];
-            let tail = b.get(i..).unwrap_or_default();
-            w[..tail.len()].copy_from_slice(tail);
-            u64::from_le_bytes(w)
-        }
-    }
-}
-
 /// The first space or tab at or past `from`, or the end of `b`: where a token ends. Eight bytes
 /// at a time (tokens are a few bytes to a few dozen; a byte loop here was a sixth of the reading
 /// of a perf line, and a `memchr2` call per token a quarter).
@@ -86,10 +63,9 @@ fn blank_from(b: &[u8], from: usize) -> usize {
     let mut i = from;
     while i < b.len() {
         let word = word_at(b, i);
-        let blanks = zero_bytes(word ^ (u64::from(b' ') * ONES))
-            | zero_bytes(word ^ (u64::from(b'\t') * ONES));
+        let blanks = bytes_equal(word, b' ') | bytes_equal(word, b'\t');
         if blanks != 0 {
-            return (i + (blanks.trailing_zeros() / 8) as usize).min(b.len());
+            return (i + first_byte(blanks)).min(b.len());
         }
         i += 8;
     }
@@ -271,18 +247,17 @@ pub fn equals_field(line: &str, from: usize, name: &str) -> Option<std::ops::Ran
 /// and only a token that begins with that letter is compared (a `memchr` call per `=` of a
 /// sched_switch payload, and a comparison at each, were a fifth of the reading of a perf line).
 fn field_start(b: &[u8], from: usize, name: &[u8]) -> Option<usize> {
-    let first = u64::from(*name.first()?) * ONES;
-    let space = u64::from(b' ') * ONES;
+    let first = *name.first()?;
     // byte 0 of the next word begins a token: `from` does, and a byte after a space does
     let mut carry = 0x80u64;
     let mut i = from;
     while i < b.len() {
         let word = word_at(b, i);
-        let spaces = zero_bytes(word ^ space);
-        let mut hits = ((spaces << 8) | carry) & zero_bytes(word ^ first);
+        let spaces = bytes_equal(word, b' ');
+        let mut hits = ((spaces << 8) | carry) & bytes_equal(word, first);
         carry = spaces >> 56;
         while hits != 0 {
-            let at = i + (hits.trailing_zeros() / 8) as usize;
+            let at = i + first_byte(hits);
             if b.get(at + name.len()) == Some(&b'=') && super::same(&b[at..at + name.len()], name) {
                 return Some(at);
             }
