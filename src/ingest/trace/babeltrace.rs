@@ -347,6 +347,36 @@ mod tests {
     }
 
     #[test]
+    fn trim_gives_the_range_str_trim_gives() {
+        let texts = [
+            "",
+            " ",
+            "   ",
+            "a",
+            " a ",
+            "  ab  c  ",
+            "\ta\t",
+            " \ta b\r ",
+            "\u{a0}a\u{a0}",
+            " \u{2003}x ",
+            " é ",
+            "é",
+            " x\u{85}",
+            "\x0b\x0cq\x0c",
+            " \" s \" ",
+            "\u{3000} ",
+        ];
+        for text in texts {
+            let line = format!("[{text}]");
+            let r = trim(&line, 1..line.len() - 1);
+            let trimmed = text.trim();
+            let start = 1 + (text.len() - text.trim_start().len());
+            let expected = start..start + trimmed.len();
+            assert_eq!(r, expected, "{text:?}");
+        }
+    }
+
+    #[test]
     fn a_time_of_day_with_too_many_seconds_is_malformed_not_an_overflow() {
         let mut b = Babeltrace::default();
         let mut ev = Event::default();

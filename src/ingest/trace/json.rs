@@ -82,9 +82,8 @@ fn string_stop(b: &[u8], from: usize) -> Option<usize> {
     let mut j = from;
     while let Some(w) = b.get(j..j + 8) {
         let word = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-        let stops = bytes_equal(word, b'"')
-            | bytes_equal(word, b'\\')
-            | zero_bytes(word & (0xe0 * ONES));
+        let stops =
+            bytes_equal(word, b'"') | bytes_equal(word, b'\\') | zero_bytes(word & (0xe0 * ONES));
         if stops != 0 {
             return Some(j + first_byte(stops));
         }
@@ -389,7 +388,9 @@ mod tests {
     #[test]
     fn a_string_stops_where_the_byte_table_says_at_every_offset_and_length() {
         let stops = [b'"', b'\\', 0x00, 0x1f, b'\n'];
-        let fillers = [b'a', b' ', 0x20, 0x7f, 0x80, 0xe0, 0xff, b'!', b'#', b'[', b']'];
+        let fillers = [
+            b'a', b' ', 0x20, 0x7f, 0x80, 0xe0, 0xff, b'!', b'#', b'[', b']',
+        ];
         for len in 0..20 {
             for filler in fillers {
                 for stop in stops.iter().map(Some).chain([None]) {
