@@ -1,79 +1,182 @@
-//! Scanning a line eight bytes at a time, in portable code.
+//! Scanning a line sixteen bytes at a time.
 //!
 //! The text readers look for a few kinds of byte over short distances: the blank that ends a
-//! token, the quote or backslash that ends a JSON string, the space before a field's name.
-//! Byte loops cost three to five instructions a byte, and a `memchr` call costs more than a
-//! token is long. A `u64` word tests eight bytes at once with the exact zero-byte test (no
-//! false positives, unlike the classic `(x - 0x01..) & !x & 0x80..`, so every flagged byte is
-//! a match, not only the first), without `unsafe` or a target's vector instructions.
+//! token, the space before a field's name, the quote or backslash that ends a JSON string, the
+//! brackets and commas of a babeltrace2 group. A byte loop costs three to five instructions a
+//! byte, and a `memchr` call costs more than a token is long. A [`Block`] compares sixteen
+//! bytes with one value in a few vector instructions (SSE2, which every x86-64 has) and gives
+//! a bit per byte, so a reader finds every match of a block at once. Other targets get the
+//! same answers from a byte loop.
 
-/// `0x01` in every byte: `ONES * c` is byte `c` eight times.
-pub const ONES: u64 = 0x0101_0101_0101_0101;
+/// Sixteen bytes of a line from some index; past the end of the line, zero bytes (which no
+/// reader looks for).
+#[derive(Clone, Copy)]
+pub struct Block(imp::Lanes);
 
-const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+/// How many bytes a [`Block`] holds.
+pub const WIDTH: usize = 16;
 
-/// Bit 7 of each byte of `x` that is 0, and only of those.
-#[inline]
-pub fn zero_bytes(x: u64) -> u64 {
-    !(((x & LOW) + LOW) | x) & !LOW
+impl Block {
+    /// The bytes of `b` from `i`.
+    #[inline]
+    pub fn at(b: &[u8], i: usize) -> Block {
+        Block(imp::load(b, i))
+    }
+
+    /// Bit k set where byte k is `c`.
+    #[inline]
+    pub fn eq(self, c: u8) -> u32 {
+        imp::eq(self.0, c)
+    }
+
+    /// Bit k set where byte k, with the bits of `or` set, is `c` (`or` 0x20 and `c` b'{': `{`
+    /// and `[` alike).
+    #[inline]
+    pub fn eq_or(self, or: u8, c: u8) -> u32 {
+        imp::eq_or(self.0, or, c)
+    }
+
+    /// Bit k set where byte k has none of the bits of `mask` (0xe0: a control byte, below 0x20).
+    #[inline]
+    pub fn none_of(self, mask: u8) -> u32 {
+        imp::none_of(self.0, mask)
+    }
 }
 
-/// Bit 7 of each byte of `word` equal to `c`.
-#[inline]
-pub fn bytes_equal(word: u64, c: u8) -> u64 {
-    zero_bytes(word ^ (ONES * u64::from(c)))
-}
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8, _mm_setzero_si128,
+    };
 
-/// The eight bytes of `b` from `i` as a little-endian word (byte `i` lowest), past the end of
-/// `b` padded with zero bytes: a search for a byte other than 0 finds nothing there.
-#[inline]
-pub fn word_at(b: &[u8], i: usize) -> u64 {
-    match b.get(i..i + 8) {
-        Some(w) => u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]),
-        None => {
-            let mut w = [0u8; 8];
-            let tail = b.get(i..).unwrap_or_default();
-            w[..tail.len()].copy_from_slice(tail);
-            u64::from_le_bytes(w)
+    pub type Lanes = __m128i;
+
+    #[inline]
+    pub fn load(b: &[u8], i: usize) -> Lanes {
+        match b.get(i..i + super::WIDTH) {
+            // SAFETY: the slice holds 16 bytes, and an unaligned load reads exactly those.
+            Some(bytes) => unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) },
+            None => load_tail(b, i),
+        }
+    }
+
+    /// The last bytes of a line, padded.
+    #[cold]
+    fn load_tail(b: &[u8], i: usize) -> Lanes {
+        let lanes = super::portable::load(b, i);
+        // SAFETY: `lanes` holds 16 bytes, and an unaligned load reads exactly those.
+        unsafe { _mm_loadu_si128(lanes.as_ptr().cast()) }
+    }
+
+    // SAFETY (every `unsafe` below): SSE2 is part of x86-64 itself; every x86-64 CPU has it.
+
+    #[inline]
+    pub fn eq(x: Lanes, c: u8) -> u32 {
+        unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(c as i8))) as u32 }
+    }
+
+    #[inline]
+    pub fn eq_or(x: Lanes, or: u8, c: u8) -> u32 {
+        eq(unsafe { _mm_or_si128(x, _mm_set1_epi8(or as i8)) }, c)
+    }
+
+    #[inline]
+    pub fn none_of(x: Lanes, mask: u8) -> u32 {
+        unsafe {
+            let masked = _mm_and_si128(x, _mm_set1_epi8(mask as i8));
+            _mm_movemask_epi8(_mm_cmpeq_epi8(masked, _mm_setzero_si128())) as u32
         }
     }
 }
 
-/// The index, within its word, of the byte a mask's lowest set bit flags.
-#[inline]
-pub fn first_byte(mask: u64) -> usize {
-    (mask.trailing_zeros() / 8) as usize
+#[cfg(not(target_arch = "x86_64"))]
+use portable as imp;
+
+/// The same answers, a byte at a time: other targets' code, and what the tests hold the vector
+/// code to.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+mod portable {
+    pub type Lanes = [u8; super::WIDTH];
+
+    #[inline]
+    pub fn load(b: &[u8], i: usize) -> Lanes {
+        let mut lanes = [0u8; super::WIDTH];
+        let bytes = b.get(i..).unwrap_or_default();
+        let n = bytes.len().min(super::WIDTH);
+        lanes[..n].copy_from_slice(&bytes[..n]);
+        lanes
+    }
+
+    fn bits(x: Lanes, f: impl Fn(u8) -> bool) -> u32 {
+        x.iter()
+            .enumerate()
+            .filter(|&(_, &c)| f(c))
+            .map(|(k, _)| 1u32 << k)
+            .sum()
+    }
+
+    pub fn eq(x: Lanes, c: u8) -> u32 {
+        bits(x, |b| b == c)
+    }
+
+    pub fn eq_or(x: Lanes, or: u8, c: u8) -> u32 {
+        bits(x, |b| b | or == c)
+    }
+
+    pub fn none_of(x: Lanes, mask: u8) -> u32 {
+        bits(x, |b| b & mask == 0)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Lines of every length up to 40 bytes, of every byte value, each at every offset.
+    fn lines() -> Vec<Vec<u8>> {
+        let mut lines = Vec::new();
+        for len in 0..40usize {
+            for seed in 0..9u32 {
+                let line = (0..len)
+                    .map(|k| (k as u32 * 37 + seed * 101).wrapping_mul(2_654_435_761) >> 24)
+                    .map(|x| x as u8)
+                    .collect();
+                lines.push(line);
+            }
+        }
+        lines.push((0..=255).collect());
+        lines.push(b"  \t{[a]}, \"\\\x1f\x7f\x80\xff".to_vec());
+        lines
+    }
+
     #[test]
-    fn every_byte_equal_to_the_one_looked_for_is_flagged_and_no_other() {
-        for c in [0u8, b' ', b'"', 0x7f, 0x80, 0xff] {
-            for other in 0..=255u8 {
-                for at in 0..8 {
-                    let mut w = [other; 8];
-                    w[at] = c;
-                    let mask = bytes_equal(u64::from_le_bytes(w), c);
-                    let expected: u64 = (0..8)
-                        .filter(|&k| w[k] == c)
-                        .map(|k| 0x80u64 << (8 * k))
-                        .sum();
-                    assert_eq!(mask, expected, "{c:#x} among {other:#x} at {at}");
+    fn a_block_answers_as_the_byte_loop_does_at_every_offset_and_past_the_end() {
+        for line in lines() {
+            for i in 0..line.len() + 3 {
+                let (block, bytes) = (Block::at(&line, i), portable::load(&line, i));
+                for c in [
+                    0u8, b' ', b'\t', b'"', b'\\', b'{', b'}', b',', 0x7f, 0x80, 0xff,
+                ] {
+                    assert_eq!(block.eq(c), portable::eq(bytes, c), "{line:?} at {i}: {c}");
+                    assert_eq!(block.eq_or(0x20, c), portable::eq_or(bytes, 0x20, c));
+                }
+                for mask in [0xe0, 0x80, 0xff, 0x01] {
+                    assert_eq!(block.none_of(mask), portable::none_of(bytes, mask));
                 }
             }
         }
     }
 
     #[test]
-    fn a_word_past_the_end_is_padded_with_zero_bytes() {
-        let b = b"abcdefghij";
-        assert_eq!(word_at(b, 0), u64::from_le_bytes(*b"abcdefgh"));
-        assert_eq!(word_at(b, 8), u64::from_le_bytes(*b"ij\0\0\0\0\0\0"));
-        assert_eq!(word_at(b, 10), 0);
-        assert_eq!(word_at(b, 11), 0);
-        assert_eq!(first_byte(bytes_equal(word_at(b, 0), b'c')), 2);
+    fn the_byte_loop_flags_each_byte_by_its_place() {
+        let line = b"a{b[c}d]e,\"\\\x01z";
+        let bytes = portable::load(line, 0);
+        assert_eq!(portable::eq(bytes, b'{'), 1 << 1);
+        assert_eq!(portable::eq_or(bytes, 0x20, b'{'), 1 << 1 | 1 << 3);
+        assert_eq!(portable::eq_or(bytes, 0x20, b'}'), 1 << 5 | 1 << 7);
+        // the padding past the line's 14 bytes is zero bytes, which have no bit of 0xe0
+        assert_eq!(portable::none_of(bytes, 0xe0), 1 << 12 | 1 << 14 | 1 << 15);
+        assert_eq!(portable::load(line, 20), [0; WIDTH]);
     }
 }

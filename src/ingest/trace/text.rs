@@ -21,7 +21,7 @@
 //! starts with the instance's name and a `:`; it is skipped.
 
 use super::{Event, Parsed};
-use crate::ingest::words::{bytes_equal, first_byte, word_at};
+use crate::ingest::words::{Block, WIDTH};
 
 /// `SECONDS.FRACTION:` as bytes, checked in one pass.
 fn is_timestamp(t: &[u8]) -> bool {
@@ -55,19 +55,19 @@ fn next_token(b: &[u8], i: &mut usize) -> Option<(usize, usize)> {
     Some((start, end))
 }
 
-/// The first space or tab at or past `from`, or the end of `b`: where a token ends. Eight bytes
-/// at a time (tokens are a few bytes to a few dozen; a byte loop here was a sixth of the reading
-/// of a perf line, and a `memchr2` call per token a quarter).
+/// The first space or tab at or past `from`, or the end of `b`: where a token ends. Sixteen
+/// bytes at a time ([`Block`]; tokens are a few bytes to a few dozen: a byte loop here was a
+/// sixth of the reading of a perf line, and a `memchr2` call per token a quarter).
 #[inline]
 fn blank_from(b: &[u8], from: usize) -> usize {
     let mut i = from;
     while i < b.len() {
-        let word = word_at(b, i);
-        let blanks = bytes_equal(word, b' ') | bytes_equal(word, b'\t');
+        let block = Block::at(b, i);
+        let blanks = block.eq(b' ') | block.eq(b'\t');
         if blanks != 0 {
-            return (i + first_byte(blanks)).min(b.len());
+            return (i + blanks.trailing_zeros() as usize).min(b.len());
         }
-        i += 8;
+        i += WIDTH;
     }
     b.len()
 }
@@ -242,28 +242,28 @@ pub fn equals_field(line: &str, from: usize, name: &str) -> Option<std::ops::Ran
 }
 
 /// Where `NAME=` is first written in `b` at `from` or just after a space at or past `from`
-/// (the token that begins field `name`). Eight bytes at a time: the bytes of a word that are
-/// spaces and those equal to the name's first letter are found with the exact zero-byte test,
-/// and only a token that begins with that letter is compared (a `memchr` call per `=` of a
+/// (the token that begins field `name`). Sixteen bytes at a time ([`Block`]): the bytes that
+/// are spaces and those equal to the name's first letter are found at once, and only a token
+/// that begins with that letter is compared (a `memchr` call per `=` of a
 /// sched_switch payload, and a comparison at each, were a fifth of the reading of a perf line).
 fn field_start(b: &[u8], from: usize, name: &[u8]) -> Option<usize> {
     let first = *name.first()?;
-    // byte 0 of the next word begins a token: `from` does, and a byte after a space does
-    let mut carry = 0x80u64;
+    // byte 0 of the next block begins a token: `from` does, and a byte after a space does
+    let mut carry = 1u32;
     let mut i = from;
     while i < b.len() {
-        let word = word_at(b, i);
-        let spaces = bytes_equal(word, b' ');
-        let mut hits = ((spaces << 8) | carry) & bytes_equal(word, first);
-        carry = spaces >> 56;
+        let block = Block::at(b, i);
+        let spaces = block.eq(b' ');
+        let mut hits = ((spaces << 1) | carry) & block.eq(first);
+        carry = spaces >> (WIDTH - 1);
         while hits != 0 {
-            let at = i + first_byte(hits);
+            let at = i + hits.trailing_zeros() as usize;
             if b.get(at + name.len()) == Some(&b'=') && super::same(&b[at..at + name.len()], name) {
                 return Some(at);
             }
             hits &= hits - 1;
         }
-        i += 8;
+        i += WIDTH;
     }
     None
 }
@@ -631,8 +631,8 @@ mod tests {
             ]
             .map(String::from),
         );
-        // Every alignment of a field to the eight-byte words it is looked for in.
-        for k in 0..17 {
+        // Every alignment of a field to the blocks it is looked for in.
+        for k in 0..33 {
             let pad = "p".repeat(k);
             lines.push(format!(
                 "x 1 [0] 1.5: e: {pad} pid=7 p{pad}=8 {pad}pid=9 pid=1{pad}"
