@@ -8,7 +8,7 @@ use super::chrome::{Chrome, ChromeStats};
 use super::detect::detect_layout;
 use super::rules::Pairer;
 use super::syscalls::{Syscalls, Tracer};
-use super::table::{Columns, Csv, json_line, json_line_in_place};
+use super::table::{Columns, Csv, RowKeys, json_line, json_line_in_place};
 use super::{Event, Format, Parsed};
 use crate::ingest::{Cancel, LineReader, Location};
 use crate::span::SpanSink;
@@ -383,6 +383,8 @@ pub(super) struct LineState<'c> {
     pub(super) columns: &'c Columns,
     /// the fields rules read (JSON lines skip the others)
     pub(super) wanted: Vec<String>,
+    /// the keys of a JSON-lines row that are read
+    row_keys: RowKeys,
     syscalls: Syscalls,
     scratch: String,
     /// the event's ranges point into `scratch` (not into the line)
@@ -397,6 +399,7 @@ impl<'c> LineState<'c> {
     pub(super) fn new(format: Format, columns: &'c Columns, wanted: Vec<String>) -> Self {
         LineState {
             prefixed: super::text::reads_prefix(&wanted),
+            row_keys: RowKeys::new(columns, &wanted),
             format,
             babeltrace: Babeltrace::default(),
             csv: Csv::default(),
@@ -421,7 +424,7 @@ impl<'c> LineState<'c> {
             Format::Babeltrace => self.babeltrace.parse(text, &mut self.ev),
             Format::JsonLines => {
                 if let Some(parsed) =
-                    json_line_in_place(text, self.columns, &self.wanted, &mut self.ev)
+                    json_line_in_place(text, self.columns, &self.row_keys, &mut self.ev)
                 {
                     return parsed;
                 }
