@@ -56,9 +56,14 @@ impl Event {
 
     /// The value of field `name` in `line` (the first one, if repeated).
     pub fn field<'l>(&self, line: &'l str, name: &str) -> Option<&'l str> {
+        // Compared as bytes: a non-empty name (UTF-8) cannot equal bytes that begin or end
+        // inside a character, so only an empty one needs the boundaries checked.
+        let bytes = line.as_bytes();
         let named = self.fields.iter().find(|(k, _)| {
-            line.get(k.clone())
-                .is_some_and(|k| same(k.as_bytes(), name.as_bytes()))
+            bytes
+                .get(k.clone())
+                .is_some_and(|k| same(k, name.as_bytes()))
+                && (!name.is_empty() || line.get(k.clone()).is_some())
         });
         if named.is_none()
             && let Some(from) = self.lazy_payload

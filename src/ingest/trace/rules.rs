@@ -547,20 +547,21 @@ impl Pairer {
         line_no: u64,
         sink: &mut impl SpanSink,
     ) {
-        let name = ev.name();
         let exact = self.rules.len() <= 32;
         let named = |i: usize, side: usize, end: &Endpoint| {
             if exact {
                 mask >> (2 * i + side) & 1 == 1
             } else {
-                names_match(&end.event, name)
+                names_match(&end.event, ev.name())
             }
         };
         if self.seen.len() != self.rules.len() {
             self.seen = vec![[0; 4]; self.rules.len()];
         }
-        // What each endpoint of each rule makes of the event: [start, end] passes.
-        let mut passes = [[false; 2]; 32];
+        // What each endpoint of each rule makes of the event: bit i of [starts, ends] for
+        // rule i passing, and [start, end] for rules past 64 (an array of flags here was
+        // cleared with a `memset` call per event).
+        let mut passes = [0u64; 2];
         let mut passes_more = Vec::new();
         for (i, rule) in self.rules.iter().enumerate() {
             let seen = &mut self.seen[i];
@@ -574,14 +575,16 @@ impl Pairer {
                     }
                 }
             }
-            match passes.get_mut(i) {
-                Some(slot) => *slot = p,
-                None => passes_more.push(p),
+            if i < 64 {
+                passes[0] |= u64::from(p[0]) << i;
+                passes[1] |= u64::from(p[1]) << i;
+            } else {
+                passes_more.push(p);
             }
         }
-        let passed = |i: usize, k: usize| match passes.get(i) {
-            Some(p) => p[k],
-            None => passes_more[i - 32][k],
+        let passed = |i: usize, k: usize| match i {
+            0..64 => passes[k] >> i & 1 == 1,
+            _ => passes_more[i - 64][k],
         };
         self.ends_seen.iter_mut().for_each(|b| *b = false);
         self.closed.iter_mut().for_each(|b| *b = false);
@@ -755,6 +758,64 @@ mod tests {
             why[1],
             "span 'run': its end event 'sched:sched_switch' appeared 1 time(s) but never with prev_state==X"
         );
+    }
+
+    /// An event `name` with fields `k=v`, as a line and the event whose ranges point into it.
+    fn event_of(name: &str, fields: &[(&str, &str)], ts_ns: u64) -> (String, Event) {
+        let mut line = name.to_string();
+        let mut ev = Event {
+            ts_ns,
+            name: 0..name.len(),
+            ..Event::default()
+        };
+        for (k, v) in fields {
+            line.push('\t');
+            let k_at = line.len();
+            line.push_str(k);
+            line.push('\t');
+            let v_at = line.len();
+            line.push_str(v);
+            ev.fields.push((k_at..k_at + k.len(), v_at..v_at + v.len()));
+        }
+        (line, ev)
+    }
+
+    #[test]
+    fn seventy_rules_each_pair_their_own_events_past_the_32_and_64_rule_masks() {
+        let n = 70;
+        let rules: Vec<Rule> = (0..n)
+            .map(|i| {
+                let (_, start, end) = parse_span(&format!("r{i}=s:v=={i}..e:v=={i}")).unwrap();
+                let key = Key::parse("k").unwrap();
+                Rule {
+                    span: i,
+                    start,
+                    end,
+                    key,
+                }
+            })
+            .collect();
+        let names = (0..n).map(|i| format!("r{i}")).collect();
+        let mut p = Pairer::new(rules, names, None, Repeat::KeepLast);
+        let mut sink = crate::span::Kept::new(1000);
+        for i in 0..n {
+            let v = i.to_string();
+            let (line, ev) = event_of("s", &[("v", &v), ("k", "1")], 1000 * i as u64);
+            p.event(&line, &ev, 1, &mut sink);
+            let (line, ev) = event_of(
+                "e",
+                &[("v", &v), ("k", "1")],
+                1000 * i as u64 + i as u64 + 1,
+            );
+            p.event(&line, &ev, 2, &mut sink);
+        }
+        let got: Vec<(usize, u64)> = sink
+            .spans
+            .iter()
+            .map(|s| (s.key.span, s.latency_ns))
+            .collect();
+        let expected: Vec<(usize, u64)> = (0..n).map(|i| (i, i as u64 + 1)).collect();
+        assert_eq!(got, expected);
     }
 
     #[test]
