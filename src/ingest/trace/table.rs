@@ -546,6 +546,13 @@ mod tests {
                 true,
             ),
             (r#"{"": 1, "ts": 1, "name": "a"}"#, true),
+            // the last time column is the one read, whatever the one before was
+            (r#"{"ts": 1, "name": "a", "ts": -1}"#, true),
+            (r#"{"ts": 1, "name": "a", "ts": "x"}"#, true),
+            (r#"{"ts": 1, "name": "a", "ts": 2.5}"#, true),
+            (r#"{"ts": "x", "ts": 5, "name": "a"}"#, true),
+            (r#"{"ts": 999999999999999999, "name": "a"}"#, true),
+            (r#"{"ts": 1000000000000000000, "name": "a"}"#, true),
             // decoded, duplicated or broken: the general reader's
             (r#"{"ts": 1, "name": "a\tb"}"#, false),
             (r#"{"ts": 1, "n\u0061me": "a"}"#, false),
