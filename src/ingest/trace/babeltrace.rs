@@ -50,8 +50,32 @@ fn time_of_day(text: &str) -> Option<u64> {
     let mut parts = text.splitn(3, ':');
     let h: u64 = parts.next()?.parse().ok()?;
     let m: u64 = parts.next()?.parse().ok()?;
-    let s = super::seconds_to_ns(parts.next()?)?;
+    clock_time(h, m, parts.next()?)
+}
+
+/// Nanoseconds of hours `h`, minutes `m` and `seconds` (`SS.fraction`), in range.
+fn clock_time(h: u64, m: u64, seconds: &str) -> Option<u64> {
+    let s = super::seconds_to_ns(seconds)?;
     (h < 24 && m < 60 && s < 61 * 1_000_000_000).then(|| (h * 3600 + m * 60) * 1_000_000_000 + s)
+}
+
+/// The stamp as babeltrace2 writes it, `HH:MM:SS.fraction` with two digits each: what
+/// [`Babeltrace::stamp`] makes of it, read in place (splitting it and parsing its parts as
+/// numbers was a tenth of the reading of a line). `None` for any other stamp, and for one
+/// whose seconds are not `DIGITS[.DIGITS]` or out of range (the general reading then decides).
+fn written_time_of_day(text: &str) -> Option<u64> {
+    let b = text.as_bytes();
+    let two = |i: usize| {
+        let (x, y) = (
+            b.get(i)?.wrapping_sub(b'0'),
+            b.get(i + 1)?.wrapping_sub(b'0'),
+        );
+        (x <= 9 && y <= 9).then(|| u64::from(x) * 10 + u64::from(y))
+    };
+    if b.get(2) != Some(&b':') || b.get(5) != Some(&b':') {
+        return None;
+    }
+    clock_time(two(0)?, two(3)?, text.get(6..)?)
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
@@ -134,7 +158,8 @@ impl Babeltrace {
         if let Some(named) = t.strip_prefix("timestamp = ") {
             return self.named(line, line.len() - named.len(), ev);
         }
-        let Some(close) = t.find(']').filter(|_| t.starts_with('[')) else {
+        let close = memchr::memchr(b']', t.as_bytes());
+        let Some(close) = close.filter(|_| t.starts_with('[')) else {
             return Parsed::Malformed("no [timestamp]");
         };
         if t[1..close].bytes().all(|b| b.is_ascii_digit()) && close > 1 {
@@ -154,7 +179,7 @@ impl Babeltrace {
             || line[i..].starts_with("(-")
             || line[i..].starts_with("(+?")
         {
-            match line[i..].find(')') {
+            match memchr::memchr(b')', &line.as_bytes()[i..]) {
                 Some(p) => i += p + 1,
                 None => return Parsed::Malformed("an unclosed (+delta)"),
             }
@@ -190,18 +215,24 @@ impl Babeltrace {
     }
 
     fn stamp(&mut self, text: &str) -> Option<u64> {
-        let (space, colon) = text
-            .bytes()
-            .fold((false, false), |(s, c), b| (s || b == b' ', c || b == b':'));
-        if space {
-            self.other_stamps += 1;
-            return dated(text);
-        }
-        if !colon {
-            self.other_stamps += 1;
-            return super::seconds_to_ns(text);
-        }
-        let ns = time_of_day(text)?;
+        // A stamp read by `written_time_of_day` holds digits, `:` and `.` only: a time of day.
+        let ns = match written_time_of_day(text) {
+            Some(ns) => ns,
+            None => {
+                let (space, colon) = text
+                    .bytes()
+                    .fold((false, false), |(s, c), b| (s || b == b' ', c || b == b':'));
+                if space {
+                    self.other_stamps += 1;
+                    return dated(text);
+                }
+                if !colon {
+                    self.other_stamps += 1;
+                    return super::seconds_to_ns(text);
+                }
+                time_of_day(text)?
+            }
+        };
         self.first_of_day.get_or_insert(ns);
         // Half a day backwards is taken as midnight passing, not as a clock going back.
         if let Some(last) = self.last_ns
@@ -411,6 +442,42 @@ mod tests {
                 groups_by_bytes(line, from, &mut bytes);
                 assert_eq!(blocks.fields, bytes.fields, "{line} from {from}");
             }
+        }
+    }
+
+    /// A stamp read in place is the time of day the general reading gives, and is never one it
+    /// reads as a date; any other stamp is left to the general reading.
+    #[test]
+    fn a_stamp_read_in_place_is_the_time_of_day_the_general_reading_gives() {
+        let usual = [
+            "13:37:01.123456789",
+            "00:00:00.0",
+            "23:59:60.999999999",
+            "12:34:56",
+        ];
+        let others = [
+            "23:59:61.0",
+            "24:00:00.0",
+            "12:60:00.0",
+            "1:02:03.5",
+            "+1:23:45.6",
+            "12:34:5x.0",
+            "12::4:56.0",
+            "12:34:56.1.2",
+            "12:34:56.5 x",
+            "2024-01-02 03:04:05.6",
+            "ab:cd:ef.0",
+            "1005.416091267",
+            "12:34",
+            "",
+        ];
+        for stamp in usual {
+            let ns = written_time_of_day(stamp);
+            assert!(ns.is_some(), "{stamp} is read in place");
+            assert_eq!(ns, time_of_day(stamp), "{stamp}");
+        }
+        for stamp in others {
+            assert_eq!(written_time_of_day(stamp), None, "{stamp}");
         }
     }
 
