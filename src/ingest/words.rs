@@ -16,6 +16,9 @@ pub struct Block(imp::Lanes);
 /// How many bytes a [`Block`] holds.
 pub const WIDTH: usize = 16;
 
+/// A bit for every byte of a [`Block`] (what `!` of a mask is cut to).
+pub const ALL: u32 = (1 << WIDTH) - 1;
+
 impl Block {
     /// The bytes of `b` from `i`.
     #[inline]
@@ -41,13 +44,29 @@ impl Block {
     pub fn none_of(self, mask: u8) -> u32 {
         imp::none_of(self.0, mask)
     }
+
+    /// Bit k set where byte k is in `lo..=hi` (`lo` at most `hi`).
+    #[inline]
+    pub fn in_range(self, lo: u8, hi: u8) -> u32 {
+        debug_assert!(lo <= hi);
+        imp::in_range(self.0, lo, hi)
+    }
+
+    /// Bit k set where byte k is a letter, a digit or `_` (a C identifier's bytes).
+    #[inline]
+    pub fn identifier(self) -> u32 {
+        // `| 0x20` makes capitals small and leaves small letters; no other byte lands there
+        Block(imp::or(self.0, 0x20)).in_range(b'a', b'z')
+            | self.in_range(b'0', b'9')
+            | self.eq(b'_')
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod imp {
     use std::arch::x86_64::{
         __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
-        _mm_set1_epi8, _mm_setzero_si128,
+        _mm_set1_epi8, _mm_setzero_si128, _mm_sub_epi8, _mm_subs_epu8,
     };
 
     pub type Lanes = __m128i;
@@ -88,6 +107,21 @@ mod imp {
             _mm_movemask_epi8(_mm_cmpeq_epi8(masked, _mm_setzero_si128())) as u32
         }
     }
+
+    #[inline]
+    pub fn or(x: Lanes, bits: u8) -> Lanes {
+        unsafe { _mm_or_si128(x, _mm_set1_epi8(bits as i8)) }
+    }
+
+    #[inline]
+    pub fn in_range(x: Lanes, lo: u8, hi: u8) -> u32 {
+        // c - lo (wrapping) at most hi - lo: the saturating subtraction of hi - lo leaves 0
+        unsafe {
+            let from_lo = _mm_sub_epi8(x, _mm_set1_epi8(lo as i8));
+            let past = _mm_subs_epu8(from_lo, _mm_set1_epi8(hi.wrapping_sub(lo) as i8));
+            _mm_movemask_epi8(_mm_cmpeq_epi8(past, _mm_setzero_si128())) as u32
+        }
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -108,7 +142,7 @@ mod portable {
         lanes
     }
 
-    fn bits(x: Lanes, f: impl Fn(u8) -> bool) -> u32 {
+    pub fn bits(x: Lanes, f: impl Fn(u8) -> bool) -> u32 {
         x.iter()
             .enumerate()
             .filter(|&(_, &c)| f(c))
@@ -126,6 +160,14 @@ mod portable {
 
     pub fn none_of(x: Lanes, mask: u8) -> u32 {
         bits(x, |b| b & mask == 0)
+    }
+
+    pub fn or(x: Lanes, bits: u8) -> Lanes {
+        x.map(|b| b | bits)
+    }
+
+    pub fn in_range(x: Lanes, lo: u8, hi: u8) -> u32 {
+        bits(x, |b| (lo..=hi).contains(&b))
     }
 }
 
@@ -164,6 +206,12 @@ mod tests {
                 for mask in [0xe0, 0x80, 0xff, 0x01] {
                     assert_eq!(block.none_of(mask), portable::none_of(bytes, mask));
                 }
+                for (lo, hi) in [(b'a', b'z'), (b'0', b'9'), (0, 0), (0x7f, 0xff), (0, 0xff)] {
+                    assert_eq!(block.in_range(lo, hi), portable::in_range(bytes, lo, hi));
+                }
+                let identifier: u32 =
+                    portable::bits(bytes, |b| b.is_ascii_alphanumeric() || b == b'_');
+                assert_eq!(block.identifier(), identifier, "{line:?} at {i}");
             }
         }
     }

@@ -16,6 +16,8 @@
 
 use std::fmt;
 
+use crate::ingest::words::{ALL, Block, WIDTH};
+
 /// A raw timestamp, before unwrapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stamp {
@@ -296,7 +298,8 @@ fn parse_body(s: &[u8]) -> Result<Body<'_>, Malformed> {
     Ok((interface, id, name, args))
 }
 
-/// Identifier bytes (`[A-Za-z0-9_]`), as a table: one load instead of four comparisons.
+/// Identifier bytes (`[A-Za-z0-9_]`), as a table: what [`ident_len`] is tested against.
+#[cfg(test)]
 static IDENT: [bool; 256] = {
     let mut table = [false; 256];
     let mut b = 0;
@@ -308,17 +311,55 @@ static IDENT: [bool; 256] = {
     table
 };
 
-/// Length of the identifier at the start of `s`.
+/// Length of the identifier at the start of `s`, sixteen bytes at a time ([`Block`]; a byte
+/// loop over interface and message names was a twelfth of the reading of a line).
 #[inline]
 fn ident_len(s: &[u8]) -> usize {
-    s.iter()
-        .position(|&b| !IDENT[b as usize])
-        .unwrap_or(s.len())
+    let mut i = 0;
+    while i < s.len() {
+        // past the end of `s`, zero bytes: not an identifier's
+        let other = !Block::at(s, i).identifier() & ALL;
+        if other != 0 {
+            return (i + other.trailing_zeros() as usize).min(s.len());
+        }
+        i += WIDTH;
+    }
+    s.len()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_identifier_ends_where_the_byte_table_says_at_every_length() {
+        let bodies: Vec<Vec<u8>> = (0..40)
+            .flat_map(|n| {
+                let ident: Vec<u8> = b"wl_Surface_09az".iter().copied().cycle().take(n).collect();
+                [
+                    b"@".as_slice(),
+                    b"",
+                    b".x",
+                    "é".as_bytes(),
+                    b"\0",
+                    b"`",
+                    b"{",
+                    b"/",
+                    b":",
+                    b"[",
+                    b"^",
+                ]
+                .map(|end| [ident.as_slice(), end].concat())
+            })
+            .collect();
+        for body in bodies {
+            let by_table = body
+                .iter()
+                .position(|&b| !IDENT[b as usize])
+                .unwrap_or(body.len());
+            assert_eq!(ident_len(&body), by_table, "{body:?}");
+        }
+    }
 
     fn message(line: &str) -> Message<'_> {
         match parse_plain(line.as_bytes()) {
