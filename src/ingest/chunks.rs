@@ -11,7 +11,8 @@
 //! instead of waiting. Before, N workers beside a calling thread that reads and pairs (a
 //! quarter of the work) were 3 threads on 2 cores, dealt chunks in turn: a worker the
 //! scheduler left out held up the rest, and `--threads 2` read perf text 1.53-1.59× as fast as
-//! one thread on the 2-core VM; then 1.71-2.12× in quiet runs (at a4b3b62; each thread has since got faster, and the ratio, with the ordered pairing a larger share, is 1.6-1.9×: the README's table).
+//! one thread on the 2-core VM; then 1.71-2.12× in quiet runs (at a4b3b62). Each thread has
+//! since got faster, so the ordered pairing is a larger share: 1.6-1.9× (the README's table).
 //!
 //! At most [`IN_FLIGHT`] chunks per thread are read and not yet taken, so memory is that many
 //! chunks (of [`CHUNK`], plus the end of a line carried over) and their results. std's
