@@ -49,6 +49,12 @@ for t in tests/data/traces/*.*; do
         { printf "\\x0$pick"; head -c 4096 "$t"; } > "fuzz/corpus/trace_reader/$pick-$(basename "$t")"
     done
 done
+# What crashed it before: an strace clock stamp of hour 179558191 (its sum overflowed).
+base64 -d > fuzz/corpus/trace_reader/strace-clock-overflow <<'SEED'
+CDkzMTEgIDE3OTU1ODE5/////////////////////////////////zA5LjcxMzgxOf///wAAAAAAAACX//////////////////8w
+OS43MTMwMDYxIGV4PDAuMDowMDIzPgo5MzEzICAxNzk1NTgxOTE6OTA6OTcgKCswMTAwMDAwMDMxMSkgdm0gbHR0bmdfOiBzLi4+
+Cg==
+SEED
 
 # Merge and the native-histogram mapping: two committed spans documents, and bucket bytes.
 mkdir -p fuzz/corpus/fleet
@@ -88,7 +94,8 @@ for target in "${targets[@]}"; do
     # A failure: what libFuzzer and the panic said (not only cargo-fuzz's own backtrace, which
     # says nothing), and each input it saved, in base64, so that a CI log alone reproduces it:
     #   base64 -d > crash; cargo fuzz run TARGET crash
-    grep -v -E '^#[0-9]+|Uses: |^"' "$log" | tail -n 80 || true
+    grep -m 1 -A 1 'panicked at' "$log" || true
+    grep -v -E '^#[0-9]+|Uses: |^"|^ +at ' "$log" | tail -n 80 || true
     for name in $(ls fuzz/artifacts/"$target" 2>/dev/null || true); do
         grep -qxF "$name" <<<"$saved" && continue
         artifact=fuzz/artifacts/$target/$name

@@ -63,7 +63,12 @@ fn stamp(token: &str) -> Option<u64> {
         let h: u64 = p.next()?.parse().ok()?;
         let m: u64 = p.next()?.parse().ok()?;
         let s = super::seconds_to_ns(p.next()?)?;
-        return (h < 24 && m < 60).then_some((h * 3600 + m * 60) * 1_000_000_000 + s);
+        // checked before the sum (`then_some` computed it first: an overflow panic in the
+        // fuzzer's build on an hour of 179558191), and the seconds may be any number
+        if h >= 24 || m >= 60 {
+            return None;
+        }
+        return ((h * 3600 + m * 60) * 1_000_000_000).checked_add(s);
     }
     if token.contains('.') {
         super::seconds_to_ns(token)
@@ -272,6 +277,20 @@ mod tests {
     use super::*;
     use crate::ingest::trace::rules::Repeat;
     use crate::span::Kept;
+
+    #[test]
+    fn a_clock_stamp_out_of_range_or_past_2_64_ns_is_not_a_stamp() {
+        assert_eq!(stamp("10:20:30.5"), Some(37_230_500_000_000));
+        assert_eq!(stamp("1698765432.123456"), Some(1_698_765_432_123_456_000));
+        for bad in [
+            "179558191:90:97",
+            "24:00:00",
+            "23:60:00",
+            "23:59:18446744073.709551615",
+        ] {
+            assert_eq!(stamp(bad), None, "{bad}");
+        }
+    }
 
     fn read(tracer: Tracer, text: &str) -> (Vec<(String, u64, u64)>, Vec<Parsed>) {
         let mut pairer = Pairer::new(Vec::new(), Vec::new(), None, Repeat::KeepLast);
