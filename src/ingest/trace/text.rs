@@ -611,16 +611,24 @@ mod tests {
         assert_eq!(get(&f, "common_cpu"), Some("001"));
     }
 
+    /// Every line of the committed perf and ftrace samples.
+    fn sample_lines() -> Vec<String> {
+        let root = env!("CARGO_MANIFEST_DIR");
+        ["sched.perf.txt", "sched.ftrace.txt"]
+            .iter()
+            .flat_map(|f| {
+                let path = format!("{root}/tests/data/traces/{f}");
+                let text = std::fs::read_to_string(path).unwrap();
+                text.lines().map(str::to_string).collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// The lazy parse answers every field as the whole parse does, on every line of the
     /// committed perf and ftrace samples and on lines made to trip it.
     #[test]
     fn a_lazy_payload_gives_every_field_the_whole_parse_gives() {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let mut lines = Vec::new();
-        for f in ["sched.perf.txt", "sched.ftrace.txt"] {
-            let text = std::fs::read_to_string(format!("{root}/tests/data/traces/{f}")).unwrap();
-            lines.extend(text.lines().map(str::to_string));
-        }
+        let mut lines = sample_lines();
         lines.extend(
             [
                 "x 1 [0] 1.5: e: comm=a [b], c:d x= y=2 pid=3 ==> pid=4 z=a=b q",
@@ -682,12 +690,7 @@ mod tests {
     /// and ftrace samples and on lines made to trip the first.
     #[test]
     fn the_stamp_at_the_first_colon_is_the_one_the_token_search_finds() {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let mut lines = Vec::new();
-        for f in ["sched.perf.txt", "sched.ftrace.txt"] {
-            let text = std::fs::read_to_string(format!("{root}/tests/data/traces/{f}")).unwrap();
-            lines.extend(text.lines().map(str::to_string));
-        }
+        let mut lines = sample_lines();
         lines.extend(
             [
                 "kworker/0:1 7 [000] 1.5: e: a=1",
