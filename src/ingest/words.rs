@@ -40,12 +40,6 @@ impl Block {
         imp::eq_or(self.0, or, c)
     }
 
-    /// Bit k set where byte k has none of the bits of `mask` (0xe0: a control byte, below 0x20).
-    #[inline]
-    pub fn none_of(self, mask: u8) -> u32 {
-        imp::none_of(self.0, mask)
-    }
-
     /// Bit k set where byte k is in `lo..=hi` (`lo` at most `hi`).
     #[inline]
     pub fn in_range(self, lo: u8, hi: u8) -> u32 {
@@ -66,8 +60,8 @@ impl Block {
 #[cfg(target_arch = "x86_64")]
 mod imp {
     use std::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
-        _mm_set1_epi8, _mm_setzero_si128, _mm_sub_epi8, _mm_subs_epu8,
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        _mm_setzero_si128, _mm_sub_epi8, _mm_subs_epu8,
     };
 
     pub type Lanes = __m128i;
@@ -99,14 +93,6 @@ mod imp {
     #[inline]
     pub fn eq_or(x: Lanes, or: u8, c: u8) -> u32 {
         eq(unsafe { _mm_or_si128(x, _mm_set1_epi8(or as i8)) }, c)
-    }
-
-    #[inline]
-    pub fn none_of(x: Lanes, mask: u8) -> u32 {
-        unsafe {
-            let masked = _mm_and_si128(x, _mm_set1_epi8(mask as i8));
-            _mm_movemask_epi8(_mm_cmpeq_epi8(masked, _mm_setzero_si128())) as u32
-        }
     }
 
     #[inline]
@@ -159,10 +145,6 @@ mod portable {
         bits(x, |b| b | or == c)
     }
 
-    pub fn none_of(x: Lanes, mask: u8) -> u32 {
-        bits(x, |b| b & mask == 0)
-    }
-
     pub fn or(x: Lanes, bits: u8) -> Lanes {
         x.map(|b| b | bits)
     }
@@ -204,9 +186,6 @@ mod tests {
                     assert_eq!(block.eq(c), portable::eq(bytes, c), "{line:?} at {i}: {c}");
                     assert_eq!(block.eq_or(0x20, c), portable::eq_or(bytes, 0x20, c));
                 }
-                for mask in [0xe0, 0x80, 0xff, 0x01] {
-                    assert_eq!(block.none_of(mask), portable::none_of(bytes, mask));
-                }
                 for (lo, hi) in [(b'a', b'z'), (b'0', b'9'), (0, 0), (0x7f, 0xff), (0, 0xff)] {
                     assert_eq!(block.in_range(lo, hi), portable::in_range(bytes, lo, hi));
                 }
@@ -224,8 +203,11 @@ mod tests {
         assert_eq!(portable::eq(bytes, b'{'), 1 << 1);
         assert_eq!(portable::eq_or(bytes, 0x20, b'{'), 1 << 1 | 1 << 3);
         assert_eq!(portable::eq_or(bytes, 0x20, b'}'), 1 << 5 | 1 << 7);
-        // the padding past the line's 14 bytes is zero bytes, which have no bit of 0xe0
-        assert_eq!(portable::none_of(bytes, 0xe0), 1 << 12 | 1 << 14 | 1 << 15);
+        // the padding past the line's 14 bytes is zero bytes, below 0x20 as \x01 is
+        assert_eq!(
+            portable::in_range(bytes, 0, 0x1f),
+            1 << 12 | 1 << 14 | 1 << 15
+        );
         assert_eq!(portable::load(line, 20), [0; WIDTH]);
     }
 }

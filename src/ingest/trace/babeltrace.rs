@@ -273,11 +273,7 @@ fn event_name(line: &str, from: usize) -> Option<std::ops::Range<usize>> {
 /// a byte was a sixth of the reading time, a `match` of every byte a fifth).
 fn groups(line: &str, from: usize, ev: &mut Event) {
     let bytes = line.as_bytes();
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut item_start = 0;
-    // the byte after a backslash in a string is not structural
-    let mut escaped = usize::MAX;
+    let mut walk = GroupWalk::default();
     let mut base = from;
     while base < bytes.len() {
         let block = Block::at(bytes, base);
@@ -287,42 +283,72 @@ fn groups(line: &str, from: usize, ev: &mut Event) {
             | block.eq_or(0x20, b'{')
             | block.eq_or(0x20, b'}');
         while marks != 0 {
-            let i = base + marks.trailing_zeros() as usize;
+            walk.byte(line, base + marks.trailing_zeros() as usize, ev);
             marks &= marks - 1;
-            if i == escaped {
-                continue;
-            }
-            let c = bytes[i];
-            if in_string {
-                match c {
-                    b'\\' => escaped = i + 1,
-                    b'"' => in_string = false,
-                    _ => {}
-                }
-                continue;
-            }
-            match c {
-                b'"' => in_string = true,
-                b'{' | b'[' => {
-                    depth += 1;
-                    if depth == 1 {
-                        item_start = i + 1;
-                    }
-                }
-                b'}' | b']' => {
-                    if depth == 1 {
-                        item(line, item_start..i, ev);
-                    }
-                    depth = depth.saturating_sub(1);
-                }
-                b',' if depth == 1 => {
-                    item(line, item_start..i, ev);
-                    item_start = i + 1;
-                }
-                _ => {}
-            }
         }
         base += WIDTH;
+    }
+}
+
+/// Where [`groups`] is in a line: what each byte it acts on does. Any other byte does nothing,
+/// so a walk of every byte gives what the walk of those bytes gives.
+#[derive(Debug)]
+struct GroupWalk {
+    depth: usize,
+    in_string: bool,
+    /// where the item being read began
+    item_start: usize,
+    /// the byte after a backslash in a string, which is not structural
+    escaped: usize,
+}
+
+impl Default for GroupWalk {
+    fn default() -> Self {
+        GroupWalk {
+            depth: 0,
+            in_string: false,
+            item_start: 0,
+            escaped: usize::MAX,
+        }
+    }
+}
+
+impl GroupWalk {
+    /// Byte `i` of `line`, whose items go to `ev`.
+    #[inline]
+    fn byte(&mut self, line: &str, i: usize, ev: &mut Event) {
+        if i == self.escaped {
+            return;
+        }
+        let c = line.as_bytes()[i];
+        if self.in_string {
+            match c {
+                b'\\' => self.escaped = i + 1,
+                b'"' => self.in_string = false,
+                _ => {}
+            }
+            return;
+        }
+        match c {
+            b'"' => self.in_string = true,
+            b'{' | b'[' => {
+                self.depth += 1;
+                if self.depth == 1 {
+                    self.item_start = i + 1;
+                }
+            }
+            b'}' | b']' => {
+                if self.depth == 1 {
+                    item(line, self.item_start..i, ev);
+                }
+                self.depth = self.depth.saturating_sub(1);
+            }
+            b',' if self.depth == 1 => {
+                item(line, self.item_start..i, ev);
+                self.item_start = i + 1;
+            }
+            _ => {}
+        }
     }
 }
 
@@ -379,41 +405,12 @@ mod tests {
         (ev.ts_ns, ev.name(line).to_string(), f)
     }
 
-    /// The byte-by-byte walk the block walk replaced.
+    /// The walk of every byte, which the block walk must equal: every byte it acts on is
+    /// found.
     fn groups_by_bytes(line: &str, from: usize, ev: &mut Event) {
-        let bytes = line.as_bytes();
-        let (mut depth, mut in_string, mut item_start, mut i) = (0usize, false, 0, from);
-        while i < bytes.len() {
-            let c = bytes[i];
-            if in_string {
-                match c {
-                    b'\\' => i += 1,
-                    b'"' => in_string = false,
-                    _ => {}
-                }
-            } else {
-                match c {
-                    b'"' => in_string = true,
-                    b'{' | b'[' => {
-                        depth += 1;
-                        if depth == 1 {
-                            item_start = i + 1;
-                        }
-                    }
-                    b'}' | b']' => {
-                        if depth == 1 {
-                            item(line, item_start..i, ev);
-                        }
-                        depth = depth.saturating_sub(1);
-                    }
-                    b',' if depth == 1 => {
-                        item(line, item_start..i, ev);
-                        item_start = i + 1;
-                    }
-                    _ => {}
-                }
-            }
-            i += 1;
+        let mut walk = GroupWalk::default();
+        for i in from..line.len() {
+            walk.byte(line, i, ev);
         }
     }
 

@@ -64,8 +64,9 @@ fn blank_from(b: &[u8], from: usize) -> usize {
     while i < b.len() {
         let block = Block::at(b, i);
         let blanks = block.eq(b' ') | block.eq(b'\t');
+        // (the zero bytes past the end are not blanks: a blank found is in `b`)
         if blanks != 0 {
-            return (i + blanks.trailing_zeros() as usize).min(b.len());
+            return i + blanks.trailing_zeros() as usize;
         }
         i += WIDTH;
     }
@@ -217,7 +218,7 @@ fn payload(line: &str, from: usize, ev: &mut Event, lazy: bool) {
 /// `from`), its value running to the next token that begins a field, or to `==>`.
 pub fn equals_field(line: &str, from: usize, name: &str) -> Option<std::ops::Range<usize>> {
     let b = line.as_bytes();
-    if !is_field_name(name.as_bytes()) || from > b.len() {
+    if !is_field_name(name.as_bytes()) {
         return None;
     }
     let eq = field_start(b, from, name.as_bytes())? + name.len();

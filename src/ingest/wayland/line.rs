@@ -317,7 +317,8 @@ static IDENT: [bool; 256] = {
 fn ident_len(s: &[u8]) -> usize {
     let mut i = 0;
     while i < s.len() {
-        // past the end of `s`, zero bytes: not an identifier's
+        // past the end of `s`, zero bytes: not an identifier's (the `min` is free: it tells
+        // the callers' slicing the length is in bounds)
         let other = !Block::at(s, i).identifier() & ALL;
         if other != 0 {
             return (i + other.trailing_zeros() as usize).min(s.len());
