@@ -422,6 +422,40 @@ fn tracefs_is_mounted_when_missing() {
     assert!(stdout(&out).contains("rate tracepoint:sched:sched_switch: "));
 }
 
+/// A command traced with user-space probes alone is still followed through its forks, by
+/// the scheduler's tracepoints: on a machine without tracefs (a fresh boot) latscope mounts it
+/// for them too (bpftrace failed with "tracepoint not found: sched:sched_process_fork").
+#[test]
+fn a_command_traced_by_uprobes_alone_gets_tracefs_mounted_for_its_forks() {
+    let Some(t) = tree() else { return };
+    if Command::new("unshare").arg("--version").output().is_err() {
+        return;
+    }
+    let script = format!(
+        "umount /sys/kernel/tracing 2>/dev/null; umount /sys/kernel/debug/tracing 2>/dev/null; \
+         umount /sys/kernel/debug 2>/dev/null; \
+         grep -q -e tracefs -e debugfs /proc/mounts && exit 3; \
+         exec {} live -q --span '{}' -- {} calls 20",
+        env!("CARGO_BIN_EXE_latscope"),
+        work_span(&t.forks),
+        t.forks.display()
+    );
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    if out.status.code() == Some(3) {
+        eprintln!("skipping: tracefs could not be unmounted here");
+        return;
+    }
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("mounted tracefs at /sys/kernel/tracing"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// `--print-program` of the kernel examples in `--help`, against golden files.
 #[test]
 fn the_fence_and_i915_examples_compile_to_their_golden_programs() {

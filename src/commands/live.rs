@@ -46,6 +46,12 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         }
         other => usage(&other.to_string()),
     })?;
+    // A process tree is followed through the scheduler's fork and exit tracepoints (the
+    // program's own), which bpftrace finds in tracefs: on a machine that has not mounted it
+    // (a fresh boot), it is mounted here even when no probe of the user's needed it.
+    if follows_forks(args) {
+        tracefs::root()?;
+    }
     let mut plan = compile(&request, &formats).unwrap_or_else(|e| usage(&e.to_string()));
     if let Some(pid) = args.pid {
         check::process(pid)?;
@@ -255,6 +261,14 @@ fn print_target(args: &LiveArgs) -> Target {
 }
 
 /// The target once the command (if any) is forked.
+/// Whether [`target`] will be a process tree.
+fn follows_forks(args: &LiveArgs) -> bool {
+    match args.pid {
+        Some(_) => args.children,
+        None => !args.command.is_empty() && !args.this_process_only,
+    }
+}
+
 fn target(args: &LiveArgs, held: Option<&Held>) -> Target {
     match (args.pid, held) {
         (Some(pid), _) if args.children => Target::Tree(descendants(pid)),
