@@ -81,7 +81,7 @@ fn string_stop(b: &[u8], from: usize) -> Option<usize> {
 }
 
 /// An escape at `b[i] == '\\'`: the index past it.
-fn escape(b: &[u8], i: usize) -> Result<usize> {
+pub(super) fn escape(b: &[u8], i: usize) -> Result<usize> {
     match b.get(i + 1) {
         Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(i + 2),
         Some(b'u') => {

@@ -20,6 +20,7 @@ pub mod parallel;
 pub mod parallel_chrome;
 pub mod read;
 pub mod rules;
+pub mod shape;
 pub mod syscalls;
 pub mod table;
 pub mod text;

@@ -7,8 +7,9 @@ use super::babeltrace::Babeltrace;
 use super::chrome::{Chrome, ChromeStats};
 use super::detect::detect_layout;
 use super::rules::Pairer;
+use super::shape::RowShapes;
 use super::syscalls::{Syscalls, Tracer};
-use super::table::{Columns, Csv, RowKeys, json_line, json_line_in_place};
+use super::table::{Columns, Csv, RowKeys, json_line};
 use super::{Event, Format, Parsed};
 use crate::ingest::{Cancel, LineReader, Location};
 use crate::span::SpanSink;
@@ -385,6 +386,8 @@ pub(super) struct LineState<'c> {
     pub(super) wanted: Vec<String>,
     /// the keys of a JSON-lines row that are read
     row_keys: RowKeys,
+    /// the shapes of the JSON-lines rows read so far
+    row_shapes: RowShapes,
     syscalls: Syscalls,
     scratch: String,
     /// the event's ranges point into `scratch` (not into the line)
@@ -400,6 +403,7 @@ impl<'c> LineState<'c> {
         LineState {
             prefixed: super::text::reads_prefix(&wanted),
             row_keys: RowKeys::new(columns, &wanted),
+            row_shapes: RowShapes::default(),
             format,
             babeltrace: Babeltrace::default(),
             csv: Csv::default(),
@@ -423,9 +427,8 @@ impl<'c> LineState<'c> {
             Format::Perf | Format::Ftrace => super::text::parse_lazy_unprefixed(text, &mut self.ev),
             Format::Babeltrace => self.babeltrace.parse(text, &mut self.ev),
             Format::JsonLines => {
-                if let Some(parsed) =
-                    json_line_in_place(text, self.columns, &self.row_keys, &mut self.ev)
-                {
+                let (columns, keys) = (self.columns, &self.row_keys);
+                if let Some(parsed) = self.row_shapes.read(text, columns, keys, &mut self.ev) {
                     return parsed;
                 }
                 self.in_scratch = true;

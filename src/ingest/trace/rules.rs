@@ -13,6 +13,8 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::ingest::words::equal;
+
 use super::{Event, EventView, InLine};
 pub use crate::rule::{Filter, Key, Op, RuleError};
 use crate::rule::{is_identifier, is_quoted, split_filters, unquote};
@@ -112,9 +114,28 @@ pub enum Repeat {
 /// key of an open span; `false` when the event lacks one.
 fn fill_key(buf: &mut Vec<u8>, span: usize, ev: &impl EventView, fields: &[String]) -> bool {
     buf.clear();
-    // The span's index in decimal, without the formatting machinery (a key per event).
+    // The span's index in decimal, without the formatting machinery (a key per event); the
+    // usual one digit without a copy of the digits (a `memcpy` call).
+    if span < 10 {
+        buf.push(b'0' + span as u8);
+    } else {
+        push_decimal(buf, span);
+    }
+    buf.push(0x1f);
+    for f in fields {
+        let Some(v) = ev.field(f) else {
+            return false;
+        };
+        buf.extend_from_slice(v.as_bytes());
+        buf.push(0x1f);
+    }
+    true
+}
+
+/// `n` in decimal.
+fn push_decimal(buf: &mut Vec<u8>, n: usize) {
     let mut digits = [0u8; 20];
-    let mut n = span;
+    let mut n = n;
     let mut at = digits.len();
     loop {
         at -= 1;
@@ -125,15 +146,6 @@ fn fill_key(buf: &mut Vec<u8>, span: usize, ev: &impl EventView, fields: &[Strin
         }
     }
     buf.extend_from_slice(&digits[at..]);
-    buf.push(0x1f);
-    for f in fields {
-        let Some(v) = ev.field(f) else {
-            return false;
-        };
-        buf.extend_from_slice(v.as_bytes());
-        buf.push(0x1f);
-    }
-    true
 }
 
 /// The key of an open span ([`fill_key`]'s bytes), kept inline when it is short (every key of
@@ -253,11 +265,117 @@ impl NameMatcher {
     }
 }
 
+/// A name looked up lately and its mask, kept inline (a look-up in the map of every name seen
+/// hashed the name and called `bcmp`: a tenth of the pairing of a JSON-lines row).
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    /// the name's length; 0: none kept
+    len: u8,
+    bytes: [u8; Recent::LONGEST],
+    mask: u64,
+}
+
+impl Default for Recent {
+    fn default() -> Recent {
+        Recent {
+            len: 0,
+            bytes: [0; Recent::LONGEST],
+            mask: 0,
+        }
+    }
+}
+
+impl Recent {
+    const LONGEST: usize = 40;
+
+    /// `None` for an empty name or one longer than [`Recent::LONGEST`].
+    fn new(name: &str, mask: u64) -> Option<Recent> {
+        let len = name.len();
+        if len == 0 || len > Self::LONGEST {
+            return None;
+        }
+        let mut bytes = [0; Self::LONGEST];
+        bytes[..len].copy_from_slice(name.as_bytes());
+        Some(Recent {
+            len: len as u8,
+            bytes,
+            mask,
+        })
+    }
+
+    /// The mask, when this is `name`.
+    #[inline]
+    fn mask(&self, name: &str) -> Option<u64> {
+        let kept = &self.bytes[..usize::from(self.len)];
+        (self.len > 0 && equal(kept, name.as_bytes())).then_some(self.mask)
+    }
+}
+
+/// A flag per span, cleared for every event: bits up to 64 spans, then a vector (clearing
+/// two vectors of flags cost two `memset` calls an event).
+#[derive(Debug, Clone)]
+struct SpanFlags {
+    bits: u64,
+    more: Vec<bool>,
+}
+
+impl SpanFlags {
+    fn new(spans: usize) -> SpanFlags {
+        SpanFlags {
+            bits: 0,
+            more: vec![false; spans.saturating_sub(64)],
+        }
+    }
+
+    #[inline]
+    fn clear(&mut self) {
+        self.bits = 0;
+        if !self.more.is_empty() {
+            self.more.fill(false);
+        }
+    }
+
+    #[inline]
+    fn get(&self, span: usize) -> bool {
+        match span {
+            0..64 => self.bits >> span & 1 == 1,
+            _ => self.more.get(span - 64).copied().unwrap_or(false),
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, span: usize) {
+        match span {
+            0..64 => self.bits |= 1 << span,
+            _ => {
+                if let Some(flag) = self.more.get_mut(span - 64) {
+                    *flag = true;
+                }
+            }
+        }
+    }
+
+    /// The spans flagged here and not in `other`, in order.
+    fn and_not<'a>(&'a self, other: &'a SpanFlags) -> impl Iterator<Item = usize> + 'a {
+        let mut bits = self.bits & !other.bits;
+        let low = std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let span = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                span
+            })
+        });
+        let high = (0..self.more.len())
+            .filter(|&i| self.more[i] && !other.more.get(i).copied().unwrap_or(false))
+            .map(|i| i + 64);
+        low.chain(high)
+    }
+}
+
 /// Pairs events into spans by the rules.
 #[derive(Debug)]
 pub struct Pairer {
     rules: Vec<Rule>,
-    spans: usize,
     span_names: crate::report::csv::Labels,
     span_ids: FxHashMap<String, usize>,
     by: Option<String>,
@@ -274,8 +392,11 @@ pub struct Pairer {
     key_buf: Vec<u8>,
     /// events with a missing key field, and the line of the first one
     pub missing_key: (u64, Option<u64>),
-    ends_seen: Vec<bool>,
-    closed: Vec<bool>,
+    /// spans an event ends (a rule's end passed), and those it closed, while it is paired
+    ends_seen: SpanFlags,
+    closed: SpanFlags,
+    /// the names looked up last, with their masks: most events are of one of two names
+    recent: [Recent; 2],
     /// per rule: events named like its start, like its end, passing the start's filters, the end's
     seen: Vec<[u64; 4]>,
     /// distinct event names of the input (at most [`MAX_NAMES`]), for "did you mean", each
@@ -307,7 +428,6 @@ impl Pairer {
             .collect();
         Pairer {
             rules,
-            spans,
             span_names: std::rc::Rc::new(std::cell::RefCell::new(names)),
             span_ids,
             by,
@@ -320,8 +440,9 @@ impl Pairer {
             folded: 0,
             key_buf: Vec::new(),
             missing_key: (0, None),
-            ends_seen: vec![false; spans],
-            closed: vec![false; spans],
+            ends_seen: SpanFlags::new(spans),
+            closed: SpanFlags::new(spans),
+            recent: Default::default(),
             seen: Vec::new(),
             names_seen: Default::default(),
         }
@@ -337,12 +458,21 @@ impl Pairer {
     /// name, as the name is noted: an event costs one look-up instead of a comparison with
     /// each endpoint.
     fn name_mask(&mut self, name: &str) -> u64 {
-        if let Some(&mask) = self.names_seen.get(name) {
+        if let Some(mask) = self.recent.iter().find_map(|r| r.mask(name)) {
             return mask;
         }
-        let mask = name_mask(&self.rules, name);
-        if self.names_seen.len() < MAX_NAMES {
-            self.names_seen.insert(name.into(), mask);
+        let mask = match self.names_seen.get(name) {
+            Some(&mask) => mask,
+            None => {
+                let mask = name_mask(&self.rules, name);
+                if self.names_seen.len() < MAX_NAMES {
+                    self.names_seen.insert(name.into(), mask);
+                }
+                mask
+            }
+        };
+        if let Some(recent) = Recent::new(name, mask) {
+            self.recent[1] = std::mem::replace(&mut self.recent[0], recent);
         }
         mask
     }
@@ -586,8 +716,8 @@ impl Pairer {
             0..64 => passes[k] >> i & 1 == 1,
             _ => passes_more[i - 64][k],
         };
-        self.ends_seen.iter_mut().for_each(|b| *b = false);
-        self.closed.iter_mut().for_each(|b| *b = false);
+        self.ends_seen.clear();
+        self.closed.clear();
         for i in 0..self.rules.len() {
             if !passed(i, 1) {
                 continue;
@@ -597,21 +727,21 @@ impl Pairer {
                 self.note_missing_key(line_no);
                 continue;
             }
-            if self.closed[span] {
+            if self.closed.get(span) {
                 continue;
             }
-            self.ends_seen[span] = true;
-            self.closed[span] = self.open.end(self.key_buf.as_slice(), ev.ts_ns(), sink);
-        }
-        for span in 0..self.spans {
-            if self.ends_seen[span] && !self.closed[span] {
-                let series = SeriesKey {
-                    span,
-                    side: None,
-                    group: Group::All,
-                };
-                sink.outcome(&series, Outcome::OrphanEnd);
+            self.ends_seen.set(span);
+            if self.open.end(self.key_buf.as_slice(), ev.ts_ns(), sink) {
+                self.closed.set(span);
             }
+        }
+        for span in self.ends_seen.and_not(&self.closed) {
+            let series = SeriesKey {
+                span,
+                side: None,
+                group: Group::All,
+            };
+            sink.outcome(&series, Outcome::OrphanEnd);
         }
         for i in 0..self.rules.len() {
             if !passed(i, 0) {

@@ -133,23 +133,36 @@ pub fn json_line(
 
 /// A row's event from its time column's raw value and its name's range: the end of both
 /// JSON line readers.
-fn stamped(
+pub(super) fn stamped(
     time: Option<&[u8]>,
     name: Option<std::ops::Range<usize>>,
     columns: &Columns,
     ev: &mut Event,
 ) -> Parsed {
-    let ts = match time {
-        None => None,
+    let ts = time.map(|raw| time_ns(raw, columns.scale));
+    stamped_ns(ts, name, ev)
+}
+
+/// The stamp of a time column's raw value × `scale`; `None` when it is not a non-negative
+/// number (or overflows).
+pub(super) fn time_ns(raw: &[u8], scale: u64) -> Option<u64> {
+    match raw {
         // Exact from the text, never through a float; the usual integer in one pass.
-        Some(raw) if let Some(ns) = integer_ns(raw, columns.scale) => Some(ns),
-        Some(raw) if is_plain_decimal(raw) => Some(super::decimal_bytes_to_ns(raw, columns.scale)),
-        Some(raw) => Some(
-            json::text_of(raw)
-                .ok()
-                .and_then(|t| super::decimal_to_ns(t.trim(), columns.scale)),
-        ),
-    };
+        raw if let Some(ns) = integer_ns(raw, scale) => ns,
+        raw if is_plain_decimal(raw) => super::decimal_bytes_to_ns(raw, scale),
+        raw => json::text_of(raw)
+            .ok()
+            .and_then(|t| super::decimal_to_ns(t.trim(), scale)),
+    }
+}
+
+/// A row's event from its stamp (`None`: no time column; `Some(None)`: not a stamp) and its
+/// name's range.
+pub(super) fn stamped_ns(
+    ts: Option<Option<u64>>,
+    name: Option<std::ops::Range<usize>>,
+    ev: &mut Event,
+) -> Parsed {
     if ts == Some(None) {
         return Parsed::Malformed("the time column is not a non-negative number");
     }
@@ -173,6 +186,30 @@ pub fn json_line_in_place(
     columns: &Columns,
     keys: &RowKeys,
     ev: &mut Event,
+) -> Option<Parsed> {
+    json_line_walked(line, columns, keys, ev, &mut ())
+}
+
+/// What [`json_line_walked`] tells of each member it reads: where its key (without quotes)
+/// and its value lie, and the key's role (what [`super::shape`] learns a row's shape from).
+pub(super) trait Walk {
+    /// one member, in the row's order
+    fn member(&mut self, key: std::ops::Range<usize>, value: std::ops::Range<usize>, role: Role);
+}
+
+/// Nobody is told.
+impl Walk for () {
+    #[inline(always)]
+    fn member(&mut self, _: std::ops::Range<usize>, _: std::ops::Range<usize>, _: Role) {}
+}
+
+/// [`json_line_in_place`], telling `walk` of each member read.
+pub(super) fn json_line_walked(
+    line: &str,
+    columns: &Columns,
+    keys: &RowKeys,
+    ev: &mut Event,
+    walk: &mut impl Walk,
 ) -> Option<Parsed> {
     let b = line.as_bytes();
     let mut j = json::skip_ws(b, 0);
@@ -204,18 +241,8 @@ pub fn json_line_in_place(
                 return None;
             }
             let v = json::skip_ws(b, j + 1);
-            // The value's end, and its text when it needs no decoding (`None`: it does).
-            let (v_end, plain) = match b.get(v) {
-                Some(b'"') => match json::string(b, v) {
-                    Ok((end, escaped)) => (end, (!escaped).then_some(v + 1..end - 1)),
-                    Err(_) => return None,
-                },
-                Some(b'-' | b'0'..=b'9') => match json::number_plain(b, v) {
-                    Ok((end, plain)) => (end, plain.then_some(v..end)),
-                    Err(_) => return None,
-                },
-                _ => (json::skip_value(b, v, 1).ok()?, None),
-            };
+            let (v_end, plain) = value(b, v)?;
+            walk.member(key.clone(), v..v_end, role);
             let bit = match role {
                 Role::Time => {
                     time = Some(&b[v..v_end]);
@@ -253,9 +280,26 @@ pub fn json_line_in_place(
     Some(stamped(time, name, columns, ev))
 }
 
+/// The value at `b[v]` (no white space before it): its end, and its text when it needs no
+/// decoding (`None`: it does); `None` when it is not a JSON value.
+#[inline]
+pub(super) fn value(b: &[u8], v: usize) -> Option<(usize, Option<std::ops::Range<usize>>)> {
+    Some(match b.get(v) {
+        Some(b'"') => {
+            let (end, escaped) = json::string(b, v).ok()?;
+            (end, (!escaped).then_some(v + 1..end - 1))
+        }
+        Some(b'-' | b'0'..=b'9') => {
+            let (end, plain) = json::number_plain(b, v).ok()?;
+            (end, plain.then_some(v..end))
+        }
+        _ => (json::skip_value(b, v, 1).ok()?, None),
+    })
+}
+
 /// What a key of a JSON-lines row is to [`json_line_in_place`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
+pub(super) enum Role {
     /// the time column
     Time,
     /// the name column

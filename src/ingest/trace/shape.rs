@@ -1,0 +1,453 @@
+//! JSON-lines rows read by their shape: the bytes between the values of one row, learnt from a
+//! row read in full, matched as they stand in the rows after it.
+//!
+//! A program writes its JSON lines with one serializer, so its rows differ in their values and
+//! rarely in anything else: `{"ts": 1000, "name": "request_start", "id": 7}` is followed by
+//! `{"ts": 1700, "name": "request_done", "id": 7}`. Reading each row as JSON (white space, a
+//! quote, the key compared with every key read, white space, a colon, white space, the value)
+//! cost about 750 instructions a 57-byte row, as much as pairing its event. A [`RowShape`]
+//! keeps what lay before each value of a row that [`json_line_walked`] read in place (its
+//! white space, punctuation and key, as bytes), with the role of that key, and what followed the
+//! last value. A later row is read by comparing those bytes where they should be and reading
+//! each value as [`json_line_walked`] reads it; at the first difference the row goes to
+//! [`json_line_walked`], and then to the general reader, as before.
+//!
+//! A row read so gives what [`json_line_walked`] gives, ranges and all: every byte it compares
+//! is a byte that reader would have read and judged the same way (the same key, so the same
+//! role; the same white space and punctuation), and every value is read by the same function.
+//! Unit tests compare the two on rows that differ from a learnt shape at every byte, and the
+//! fuzz target `trace_reader` compares serial and parallel reads (each worker learns its own).
+
+use std::ops::Range;
+
+use super::table::{Columns, Role, RowKeys, Walk, json_line_walked, stamped_ns, time_ns, value};
+use super::{Event, Parsed, json};
+use crate::ingest::words::{Block, WIDTH, equal};
+
+/// Shapes kept at once: rows of a few kinds (each its own keys) alternate in a log.
+const SHAPES: usize = 4;
+
+/// Rows read in full after which shapes are no longer learnt unless they are used as often
+/// (a log whose rows have more shapes than are kept would learn one every row).
+const LEARNT_FREELY: u64 = 1024;
+
+/// What lay before one value of a learnt row.
+#[derive(Debug, Clone, Copy)]
+struct Gap {
+    /// where these bytes end in [`RowShape::text`] (they begin where the gap before ended)
+    end: u32,
+    /// the key's bytes (without quotes), as offsets into the gap
+    key: (u32, u32),
+    /// what the key is to the reader
+    role: Role,
+}
+
+/// The bytes between the values of one row, and the role of each value.
+#[derive(Debug, Clone, Default)]
+struct RowShape {
+    /// the gaps back to back, then what followed the last value
+    text: Vec<u8>,
+    gaps: Vec<Gap>,
+}
+
+impl RowShape {
+    /// Reads `b` as a row of this shape; `None` at the first byte that differs (or a value
+    /// [`json_line_walked`] would not read).
+    fn read(&self, b: &[u8], columns: &Columns, ev: &mut Event) -> Option<Parsed> {
+        ev.clear();
+        let (mut ts, mut name) = (None, None);
+        let (mut at, mut from) = (0usize, 0usize);
+        for gap in &self.gaps {
+            let end = gap.end as usize;
+            let written = self.text.get(from..end)?;
+            if !equal(b.get(at..at + written.len())?, written) {
+                return None;
+            }
+            let v = at + written.len();
+            let (v_end, plain) = value_of(b, v)?;
+            match gap.role {
+                Role::Time => {
+                    let raw = &b[v..v_end];
+                    ts = Some(match plain_integer(raw) {
+                        Some(n) => n.checked_mul(columns.scale),
+                        None => time_ns(raw, columns.scale),
+                    });
+                }
+                Role::Other => {}
+                role => {
+                    let value = plain?;
+                    if role == Role::Name {
+                        name = Some(value.clone());
+                    }
+                    let key = at + gap.key.0 as usize..at + gap.key.1 as usize;
+                    ev.fields.push((key, value));
+                }
+            }
+            (at, from) = (v_end, end);
+        }
+        if !equal(b.get(at..)?, self.text.get(from..)?) {
+            return None;
+        }
+        Some(stamped_ns(ts, name, ev))
+    }
+
+    /// The shape of `line`, whose members [`json_line_walked`] read as `members`; `None`
+    /// when an offset does not fit a `u32` (lines are shorter than that).
+    fn learn(&mut self, line: &[u8], members: &[Member]) -> Option<()> {
+        self.text.clear();
+        self.gaps.clear();
+        let mut from = 0;
+        for m in members {
+            self.text.extend_from_slice(line.get(from..m.value.start)?);
+            let key = (
+                u32::try_from(m.key.start.checked_sub(from)?).ok()?,
+                u32::try_from(m.key.end.checked_sub(from)?).ok()?,
+            );
+            self.gaps.push(Gap {
+                end: u32::try_from(self.text.len()).ok()?,
+                key,
+                role: m.role,
+            });
+            from = m.value.end;
+        }
+        self.text.extend_from_slice(line.get(from..)?);
+        Some(())
+    }
+}
+
+/// One member of a row as [`json_line_walked`] read it.
+#[derive(Debug, Clone)]
+pub(super) struct Member {
+    /// the key's bytes, without quotes
+    pub(super) key: Range<usize>,
+    /// the value's bytes
+    pub(super) value: Range<usize>,
+    pub(super) role: Role,
+}
+
+impl Walk for Vec<Member> {
+    #[inline]
+    fn member(&mut self, key: Range<usize>, value: Range<usize>, role: Role) {
+        self.push(Member { key, value, role });
+    }
+}
+
+/// The shapes of a reader's rows: a JSON-lines row read by a shape learnt before when one fits,
+/// else in place (and its shape learnt).
+#[derive(Debug, Clone, Default)]
+pub struct RowShapes {
+    shapes: Vec<RowShape>,
+    /// the shape that fitted last (tried first)
+    last: usize,
+    /// the shape replaced next when all are kept
+    next: usize,
+    /// rows read by a shape, and shapes learnt
+    hits: u64,
+    learnt: u64,
+    members: Vec<Member>,
+}
+
+impl RowShapes {
+    /// Reads `line` as [`super::table::json_line_in_place`] does; `None` when it needs the
+    /// general reader.
+    pub fn read(
+        &mut self,
+        line: &str,
+        columns: &Columns,
+        keys: &RowKeys,
+        ev: &mut Event,
+    ) -> Option<Parsed> {
+        let b = line.as_bytes();
+        let n = self.shapes.len();
+        for k in 0..n {
+            let i = (self.last + k) % n;
+            if let Some(parsed) = self.shapes[i].read(b, columns, ev) {
+                self.last = i;
+                self.hits += 1;
+                return Some(parsed);
+            }
+        }
+        if self.learnt >= LEARNT_FREELY && self.hits < self.learnt {
+            return json_line_walked(line, columns, keys, ev, &mut ());
+        }
+        self.members.clear();
+        let parsed = json_line_walked(line, columns, keys, ev, &mut self.members)?;
+        if parsed == Parsed::Event {
+            self.learn(b);
+        }
+        Some(parsed)
+    }
+
+    fn learn(&mut self, b: &[u8]) {
+        let at = if self.shapes.len() < SHAPES {
+            self.shapes.push(RowShape::default());
+            self.shapes.len() - 1
+        } else {
+            let at = self.next;
+            self.next = (self.next + 1) % SHAPES;
+            at
+        };
+        match self.shapes[at].learn(b, &self.members) {
+            Some(()) => {
+                self.learnt += 1;
+                self.last = at;
+            }
+            None => {
+                self.shapes.swap_remove(at);
+                self.last = 0;
+                self.next = 0;
+            }
+        }
+    }
+}
+
+/// [`value`], with strings crossed sixteen bytes at a time: a row's keys are no longer
+/// scanned, and its values (names, ids, paths) are longer than keys.
+#[inline]
+fn value_of(b: &[u8], v: usize) -> Option<(usize, Option<Range<usize>>)> {
+    if b.get(v) != Some(&b'"') {
+        return value(b, v);
+    }
+    let (end, escaped) = string(b, v)?;
+    Some((end, (!escaped).then_some(v + 1..end - 1)))
+}
+
+/// [`json::string`] of the string whose opening quote is `b[i]`: the index past its closing
+/// quote, and whether it holds an escape.
+#[inline]
+fn string(b: &[u8], i: usize) -> Option<(usize, bool)> {
+    let mut j = i + 1;
+    let mut escaped = false;
+    loop {
+        let block = Block::at(b, j);
+        // the bytes that stop a string; past the line's end a block holds zeros, which stop it
+        let stops = block.eq(b'"') | block.eq(b'\\') | block.in_range(0, 0x1f);
+        if stops == 0 {
+            j += WIDTH;
+            continue;
+        }
+        let at = j + stops.trailing_zeros() as usize;
+        match b.get(at)? {
+            b'"' => return Some((at + 1, escaped)),
+            b'\\' => {
+                escaped = true;
+                j = json::escape(b, at).ok()?;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// A plain integer of at most 19 digits (no sign, no leading zero but `0` itself): its value,
+/// as [`time_ns`] reads it.
+#[inline]
+fn plain_integer(raw: &[u8]) -> Option<u64> {
+    if raw.is_empty() || raw.len() > 19 || raw.len() > 1 && raw[0] == b'0' {
+        return None;
+    }
+    let mut n = 0u64;
+    for &c in raw {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n = n * 10 + u64::from(d);
+    }
+    Some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::json_line_in_place;
+    use super::*;
+
+    #[test]
+    fn strings_end_where_the_json_scanner_ends_them() {
+        let parts = [
+            "", "a", "é", "\\\"", "\\n", "\\u00e9", "\\u00", "\\x", "\t", "\u{1}", "\"", "\\",
+        ];
+        let mut texts = vec![String::new()];
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for t in &texts {
+                for p in parts {
+                    next.push(format!("{t}{p}"));
+                }
+            }
+            texts = next;
+        }
+        for t in texts {
+            for pad in [0, 5, 13, 15, 16, 17, 31] {
+                for close in ["\"", ""] {
+                    let line = format!("\"{}{t}{close}", "x".repeat(pad));
+                    let b = line.as_bytes();
+                    assert_eq!(string(b, 0), json::string(b, 0).ok(), "{line:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn plain_integers_are_read_as_the_time_column_reads_them() {
+        for raw in [
+            "0",
+            "7",
+            "10",
+            "01",
+            "00",
+            "-1",
+            "1.5",
+            "",
+            "1e3",
+            "123456789012345678",
+            "1234567890123456789",
+            "12345678901234567890",
+            "18446744073709551615",
+            "9x",
+        ] {
+            if let Some(n) = plain_integer(raw.as_bytes()) {
+                for scale in [1, 1000, 1_000_000_000] {
+                    assert_eq!(
+                        n.checked_mul(scale),
+                        time_ns(raw.as_bytes(), scale),
+                        "{raw}"
+                    );
+                }
+                assert_eq!(n.to_string(), raw);
+            }
+        }
+        assert_eq!(
+            plain_integer(b"1234567890123456789"),
+            Some(1234567890123456789)
+        );
+        assert_eq!(plain_integer(b"01"), None);
+        assert_eq!(plain_integer(b"12345678901234567890"), None);
+    }
+
+    /// What an event says: its stamp, its name and its fields as text.
+    fn said(parsed: Option<Parsed>, line: &str, ev: &Event) -> String {
+        let text = |r: &Range<usize>| line.get(r.clone()).unwrap_or("?").to_string();
+        let fields: Vec<(String, String, Range<usize>)> = ev
+            .fields
+            .iter()
+            .map(|(k, v)| (text(k), text(v), v.clone()))
+            .collect();
+        format!(
+            "{parsed:?} {} {} {:?} {fields:?}",
+            ev.ts_ns,
+            text(&ev.name),
+            ev.name
+        )
+    }
+
+    /// Every row read through shapes says what reading it in place says.
+    fn check(columns: &Columns, wanted: &[String], rows: &[String]) -> u64 {
+        let keys = RowKeys::new(columns, wanted);
+        let mut shapes = RowShapes::default();
+        for line in rows {
+            let mut ev = Event::default();
+            let alone = json_line_in_place(line, columns, &keys, &mut ev);
+            let alone = said(alone, line, &ev);
+            let mut ev = Event::default();
+            let shaped = shapes.read(line, columns, &keys, &mut ev);
+            assert_eq!(said(shaped, line, &ev), alone, "{line}");
+        }
+        shapes.hits
+    }
+
+    #[test]
+    fn rows_read_by_their_shape_say_what_rows_read_in_place_say() {
+        let cols = Columns::default();
+        let wanted = vec!["id".to_string(), "who".to_string()];
+        let base =
+            r#"{"ts": 1000, "name": "request_start", "id": 7, "x": [1, {"y": "z"}], "who": "me"}"#;
+        let mut rows = vec![base.to_string()];
+        // the same row with each byte changed to each byte that matters to JSON: every row
+        // either keeps the shape or leaves it at that byte
+        let bytes = b" \t\"\\{}[],:0123456789-+.eEnulltrfasx\x01\xc3";
+        for at in 0..base.len() {
+            for &c in bytes {
+                let mut b = base.as_bytes().to_vec();
+                b[at] = c;
+                if let Ok(row) = String::from_utf8(b) {
+                    rows.push(row);
+                    rows.push(base.to_string());
+                }
+            }
+            // a byte dropped and a byte added
+            let mut b = base.as_bytes().to_vec();
+            b.remove(at);
+            rows.extend(String::from_utf8(b).ok());
+            let mut b = base.as_bytes().to_vec();
+            b.insert(at, b'1');
+            rows.extend(String::from_utf8(b).ok());
+        }
+        let hits = check(&cols, &wanted, &rows);
+        assert!(hits > rows.len() as u64 / 2, "{hits} of {}", rows.len());
+    }
+
+    #[test]
+    fn values_of_other_kinds_and_lengths_keep_the_shape_and_are_read_as_in_place() {
+        let cols = Columns::default();
+        let wanted = vec!["id".to_string()];
+        let values = [
+            "0",
+            "7",
+            "-3",
+            "12345678901234567890",
+            "1.5",
+            "1e3",
+            "-0",
+            "01",
+            "\"\"",
+            "\"x\"",
+            "\"a\\\"b\"",
+            "\"é\"",
+            "null",
+            "true",
+            "[]",
+            "{}",
+            "\"1\"",
+            "\"x\ty\"",
+            "-",
+            "",
+        ];
+        let mut rows = Vec::new();
+        for ts in values {
+            for name in values {
+                for id in values {
+                    rows.push(format!(r#"{{"ts": {ts}, "name": {name}, "id": {id}}}"#));
+                }
+            }
+        }
+        let hits = check(&cols, &wanted, &rows);
+        assert!(hits > 500, "{hits} rows read by their shape");
+    }
+
+    #[test]
+    fn rows_of_more_shapes_than_are_kept_are_all_read_as_in_place() {
+        let cols = Columns::default();
+        let wanted = vec!["id".to_string()];
+        let rows: Vec<String> = (0..3000)
+            .map(|i| {
+                let pad = " ".repeat(i % 7);
+                format!(r#"{{"ts": {i},{pad}"name": "a", "id": {}}}"#, i % 5)
+            })
+            .collect();
+        check(&cols, &wanted, &rows);
+    }
+
+    #[test]
+    fn a_duplicate_time_column_keeps_the_last_one_as_in_place() {
+        let cols = Columns::default();
+        let rows: Vec<String> = [
+            r#"{"ts": 1, "name": "a", "ts": 2}"#,
+            r#"{"ts": 3, "name": "a", "ts": 4}"#,
+            r#"{"ts": 5, "name": "a", "ts": -1}"#,
+            r#"{"ts": 5, "name": "b", "ts": "9"}"#,
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(check(&cols, &[], &rows), 3);
+    }
+}
