@@ -970,6 +970,16 @@ fn the_metrics_server_bounds_a_200_mb_header_and_2000_idle_connections_and_keeps
     let (mut latscope, port) =
         crate::fleet::serve_live(&t, &["400", "2", "0", "30000"], &save, &[]);
     let pid = latscope.0.id();
+    // The first snapshot served before the hostile clients come (at most 10 s): a scrape
+    // before it is answered with no series (a flood that ends quickly left no time for one).
+    let first = Instant::now();
+    while first.elapsed() < Duration::from_secs(10) {
+        let (_, body) = crate::fleet::http_get(port, "/metrics", "text/plain");
+        if String::from_utf8_lossy(&body).contains("latscope_span") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // 200 MB of one header line, sent until the server stops taking it (at most 10 s).
     let flood = |port: u16| {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
