@@ -830,8 +830,14 @@ impl Run {
     /// not one either (an element's record is 192 bytes: a chunk of `{}` lines would take 60
     /// times its size), so a run takes at most about twice the chunk's bytes.
     pub fn read(text: &str) -> Option<Run> {
+        Run::read_into(text, Run::default())
+    }
+
+    /// [`Run::read`] into the memory of `used`, a run already taken.
+    pub fn read_into(text: &str, used: Run) -> Option<Run> {
         let b = text.as_bytes();
-        let mut run = Run::default();
+        let mut run = used;
+        run.elements.clear();
         let most = b.len() / SHORTEST_RUN_ELEMENT + 16;
         let mut i = 0;
         loop {

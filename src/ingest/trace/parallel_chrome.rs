@@ -19,12 +19,13 @@
 //! [`IN_FLIGHT`](crate::ingest::chunks::IN_FLIGHT) chunks per thread out.
 
 use std::io::{self, Read};
+use std::sync::{Mutex, PoisonError};
 
 use super::chrome::{Chrome, Run};
 use super::read::TraceOptions;
 use super::rules::Pairer;
 use crate::ingest::Cancel;
-use crate::ingest::chunks::{chunk_size, in_order};
+use crate::ingest::chunks::{IN_FLIGHT, chunk_size, in_order};
 use crate::span::SpanSink;
 
 /// Bytes of the document, cut after a newline where the read held one.
@@ -39,9 +40,16 @@ impl Piece {
     }
 }
 
+/// Runs already taken, whose memory the next piece's run reuses: a chunk's elements (192
+/// bytes each) allocated anew for every chunk were pages faulted in and unmapped again.
+type Spare = Mutex<Vec<Run>>;
+
 /// What a worker made of a piece: its elements, when it is a run of whole ones.
-fn parse(piece: Piece) -> (Piece, Option<Run>) {
-    let run = std::str::from_utf8(piece.bytes()).ok().and_then(Run::read);
+fn parse(piece: Piece, spare: &Spare) -> (Piece, Option<Run>) {
+    let used = spare.lock().unwrap_or_else(PoisonError::into_inner).pop();
+    let run = std::str::from_utf8(piece.bytes())
+        .ok()
+        .and_then(|text| Run::read_into(text, used.unwrap_or_default()));
     (piece, run)
 }
 
@@ -156,11 +164,17 @@ pub fn read<R: Read>(
         progress(pieces.ended.bytes);
         Ok(piece)
     };
+    let spare = Spare::default();
     let apply = |(piece, run): (Piece, Option<Run>)| {
         take(chrome, &piece, run.as_ref(), pairer, sink);
+        let mut pool = spare.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(run) = run.filter(|_| pool.len() < threads * IN_FLIGHT) {
+            pool.push(run);
+        }
+        drop(pool);
         std::ops::ControlFlow::Continue(piece.buf)
     };
-    in_order(threads, read, || parse, apply)?;
+    in_order(threads, read, || |piece| parse(piece, &spare), apply)?;
     Ok(pieces.ended)
 }
 
