@@ -5,8 +5,8 @@
 //! rarely in anything else: `{"ts": 1000, "name": "request_start", "id": 7}` is followed by
 //! `{"ts": 1700, "name": "request_done", "id": 7}`. Reading each row as JSON (white space, a
 //! quote, the key compared with every key read, white space, a colon, white space, the value)
-//! cost about 1,050 instructions a row of the 57-byte benchmark rows, more than pairing its
-//! event (about 980); read by its shape, about 700. A [`RowShape`]
+//! cost about 1,050 instructions a row of the 57-byte benchmark rows, as much as pairing its
+//! event; read by its shape, about 770 (callgrind, the benchmark slice). A [`RowShape`]
 //! keeps what lay before each value of a row that [`json_line_walked`] read in place (its
 //! white space, punctuation and key, as bytes), with the role of that key, and what followed the
 //! last value. A later row is read by comparing those bytes where they should be and reading
