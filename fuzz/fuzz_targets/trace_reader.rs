@@ -1,10 +1,13 @@
 //! Any bytes through `latscope spans`' reader in every format (the first byte picks one, or
 //! detection), with rules that use filters and two-sided keys: no panic, every sample is a
 //! span whose end is not before its start, and the parallel reader (chunks of 1 to 64 bytes,
-//! 2 or 3 threads) gives exactly what the serial one gives.
+//! 2 or 3 threads) gives exactly what the serial one gives; and every line read as a JSON-lines
+//! row by its shape (after the rows before it) says what it says read in place.
 #![no_main]
 
-use latscope::ingest::trace::Format;
+use latscope::ingest::trace::shape::RowShapes;
+use latscope::ingest::trace::table::{Columns, RowKeys, json_line_in_place};
+use latscope::ingest::trace::{Event, Format};
 use latscope::ingest::trace::read::{TraceOptions, read};
 use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
 use latscope::span::{Aggregator, Outcome, SeriesKey, Slowest, SpanSink};
@@ -52,7 +55,32 @@ fn run(data: &[u8], options: &TraceOptions, repeat: Repeat) -> String {
     )
 }
 
+/// What a row read into `ev` says, ranges and all.
+fn said(parsed: Option<latscope::ingest::trace::Parsed>, ev: &Event) -> String {
+    match parsed {
+        // the general reader's: what `ev` holds then is not read
+        None => "None".to_string(),
+        Some(p) => format!("{p:?} {} {:?} {:?}", ev.ts_ns, ev.name, ev.fields),
+    }
+}
+
+/// Every line through the shapes learnt from the lines before it, against the in-place reader.
+fn shapes_agree(data: &[u8]) {
+    let columns = Columns::default();
+    let keys = RowKeys::new(&columns, &["id".to_string(), "pid".to_string()]);
+    let mut shapes = RowShapes::default();
+    for line in data.split(|&b| b == b'\n').filter_map(|l| std::str::from_utf8(l).ok()) {
+        let mut ev = Event::default();
+        let alone = json_line_in_place(line, &columns, &keys, &mut ev);
+        let alone = said(alone, &ev);
+        let mut ev = Event::default();
+        let shaped = shapes.read(line, &columns, &keys, &mut ev);
+        assert_eq!(said(shaped, &ev), alone, "{line:?}");
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
+    shapes_agree(data);
     let Some((&pick, rest)) = data.split_first() else {
         return;
     };
