@@ -390,19 +390,16 @@ fn commands_that_cannot_start_are_refused_before_tracing() {
     assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
 }
 
-#[test]
-fn tracefs_is_mounted_when_missing() {
-    if !live_available() || Command::new("unshare").arg("--version").output().is_err() {
-        return;
-    }
-    let _heavy = util::heavy();
-    // In a private mount namespace, so the machine's tracefs stays as it is; debugfs goes too,
-    // or the kernel would mount tracefs under it on first access.
+/// Runs `latscope ARGS` (shell words) in a private mount namespace without tracefs or debugfs,
+/// so the machine's tracefs stays as it is, and checks that latscope mounted tracefs and
+/// succeeded; `None` (a skip) where they cannot be unmounted. debugfs goes too, or the kernel
+/// would mount tracefs under it on first access.
+fn without_tracefs(args: &str) -> Option<std::process::Output> {
     let script = format!(
         "umount /sys/kernel/tracing 2>/dev/null; umount /sys/kernel/debug/tracing 2>/dev/null; \
          umount /sys/kernel/debug 2>/dev/null; \
          grep -q -e tracefs -e debugfs /proc/mounts && exit 3; \
-         exec {} live -q --duration 1 --rate tracepoint:sched:sched_switch",
+         exec {} {args}",
         env!("CARGO_BIN_EXE_latscope")
     );
     let out = Command::new("unshare")
@@ -411,7 +408,7 @@ fn tracefs_is_mounted_when_missing() {
         .unwrap();
     if out.status.code() == Some(3) {
         eprintln!("skipping: tracefs could not be unmounted here");
-        return;
+        return None;
     }
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
@@ -419,6 +416,19 @@ fn tracefs_is_mounted_when_missing() {
         "{}",
         stderr(&out)
     );
+    Some(out)
+}
+
+#[test]
+fn tracefs_is_mounted_when_missing() {
+    if !live_available() || Command::new("unshare").arg("--version").output().is_err() {
+        return;
+    }
+    let _heavy = util::heavy();
+    let args = "live -q --duration 1 --rate tracepoint:sched:sched_switch";
+    let Some(out) = without_tracefs(args) else {
+        return;
+    };
     assert!(stdout(&out).contains("rate tracepoint:sched:sched_switch: "));
 }
 
@@ -431,29 +441,15 @@ fn a_command_traced_by_uprobes_alone_gets_tracefs_mounted_for_its_forks() {
     if Command::new("unshare").arg("--version").output().is_err() {
         return;
     }
-    let script = format!(
-        "umount /sys/kernel/tracing 2>/dev/null; umount /sys/kernel/debug/tracing 2>/dev/null; \
-         umount /sys/kernel/debug 2>/dev/null; \
-         grep -q -e tracefs -e debugfs /proc/mounts && exit 3; \
-         exec {} live -q --span '{}' -- {} calls 20",
-        env!("CARGO_BIN_EXE_latscope"),
+    let args = format!(
+        "live -q --span '{}' -- {} calls 20",
         work_span(&t.forks),
         t.forks.display()
     );
-    let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    if out.status.code() == Some(3) {
-        eprintln!("skipping: tracefs could not be unmounted here");
+    let Some(out) = without_tracefs(&args) else {
         return;
-    }
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("mounted tracefs at /sys/kernel/tracing"),
-        "{}",
-        stderr(&out)
-    );
+    };
+    assert!(stdout(&out).contains("w: 20 samples"), "{}", stdout(&out));
 }
 
 /// `--print-program` of the kernel examples in `--help`, against golden files.
