@@ -260,7 +260,6 @@ fn print_target(args: &LiveArgs) -> Target {
     }
 }
 
-/// The target once the command (if any) is forked.
 /// Whether [`target`] will be a process tree.
 fn follows_forks(args: &LiveArgs) -> bool {
     match args.pid {
@@ -269,6 +268,7 @@ fn follows_forks(args: &LiveArgs) -> bool {
     }
 }
 
+/// The target once the command (if any) is forked.
 fn target(args: &LiveArgs, held: Option<&Held>) -> Target {
     match (args.pid, held) {
         (Some(pid), _) if args.children => Target::Tree(descendants(pid)),
