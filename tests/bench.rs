@@ -947,10 +947,12 @@ fn per_layout_medians_show_what_the_placement_of_the_loop_costs() {
         .iter()
         .map(|m| m.as_f64().unwrap())
         .collect();
-    // Seeds 1..4: layouts 0 and 2 slow, 1 and 3 fast, about 1.5x (1.3 to 1.8 here).
+    // Seeds 1..4: layouts 0 and 2 slow, 1 and 3 fast: about 1.5x on the earlier VM (1.3 to
+    // 1.8), 1.8 to 2.6x on the EPYC of 2026-11-26 (with a busy neighbour); what is judged is
+    // that the slow layouts are clearly slower, not by how much on one CPU.
     for (slow, fast) in [(0, 1), (2, 3), (0, 3), (2, 1)] {
         let ratio = medians[slow] / medians[fast];
-        assert!((1.3..1.8).contains(&ratio), "{medians:?}");
+        assert!((1.3..3.5).contains(&ratio), "{medians:?}");
     }
     let wall = &doc["comparisons"][0]["metrics"][0];
     assert_eq!(wall["metric"], "cpu");
