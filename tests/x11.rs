@@ -678,8 +678,11 @@ fn the_lab_and_kscreen_doctor_agree_on_in_process_vs_d_bus() {
         dbus > inproc * 1.5,
         "lab: dbus {dbus} ns vs inproc {inproc} ns"
     );
-    // Whole processes (~20 ms of Qt start-up) cannot contradict it.
-    assert_ne!(verdict, "faster", "{wall}");
+    // Whole processes (~20 ms of Qt start-up) cannot contradict it by more than a shared
+    // host's drift over 30 runs: the D-Bus query costs about 0.7 ms of them, and a "faster"
+    // of 0.9% (p = 0.016) was once called at 95% confidence, as one run in forty may be.
+    let ratio = wall["p50"]["ratio"].as_f64().unwrap_or(1.0);
+    assert!(verdict != "faster" || ratio > 0.97, "{wall}");
 }
 
 #[test]
