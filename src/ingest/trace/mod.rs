@@ -87,11 +87,9 @@ impl Event {
 
 /// `a == b` for the short names of fields and columns, compared in line: a `bcmp` call per
 /// field looked up, per `=` of a perf payload or per key of a JSON row took 4-7% of the
-/// reading time.
-#[inline]
-pub fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
-}
+/// reading time, and eight bytes at a time ([`crate::ingest::words::equal`]) takes fewer
+/// instructions than a byte loop did (perf 175.3 M -> 172.7 M on the benchmark slice).
+pub use crate::ingest::words::equal as same;
 
 /// What the pairing engine reads of an event: its stamp, its name and its fields by name.
 ///

@@ -26,7 +26,6 @@
 
 use std::io::{self, Read};
 use std::ops::ControlFlow;
-use std::sync::{Mutex, PoisonError};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -34,7 +33,7 @@ use super::babeltrace::Babeltrace;
 use super::read::{Lines, TOO_LONG, note_malformed};
 use super::rules::{MAX_NAMES, NameMatcher, Pairer};
 use super::{EventView, Format, InLine, Parsed, same};
-use crate::ingest::chunks::{IN_FLIGHT, Job, Reader, for_each_line, in_order};
+use crate::ingest::chunks::{Job, Reader, Spares, for_each_line, in_order};
 use crate::ingest::lines::Line;
 use crate::ingest::{Location, ReadSummary};
 use crate::span::SpanSink;
@@ -133,15 +132,10 @@ struct Done {
 struct Worker<'a> {
     state: super::read::LineState<'a>,
     names: Names<'a>,
-    spare: &'a Spare,
+    /// chunks already paired, whose lists are filled again (two threads read 10-12% faster
+    /// so: perf, babeltrace2 and JSON lines, interleaved medians of 11)
+    spare: &'a Spares<Chunk>,
 }
-
-/// Chunks already paired, whose lists a worker fills again. Allocated anew for every chunk and
-/// freed after it, a chunk's records, values and text made two threads take 2,054 page faults
-/// on the 100 MB perf benchmark input where one thread took 637 (and `munmap`s interrupted
-/// the other core); reused, 1,010, and two threads read it 10-12% faster (perf, babeltrace2
-/// and JSON lines, interleaved medians of 11).
-type Spare = Mutex<Vec<Chunk>>;
 
 /// Which names rules name, and which a chunk lists.
 struct Names<'a> {
@@ -160,12 +154,7 @@ impl<'a> Worker<'a> {
         self.names.listed.clear();
         self.state.babeltrace = Babeltrace::default();
         self.state.last_ts = None;
-        let spare = self
-            .spare
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
-        let mut chunk = spare.map_or_else(Chunk::default, Chunk::reused);
+        let mut chunk = self.spare.take().map_or_else(Chunk::default, Chunk::reused);
         let lines = for_each_line::<true>(&job.buf[..job.len], job.lead_too_long, |n, line| {
             if !chunk.serial {
                 self.line(&mut chunk, n, line);
@@ -367,7 +356,7 @@ pub(super) fn read<R: Read>(
     let matcher = pairer.matcher();
     let (format, columns) = (lines.state.format, lines.state.columns);
     let wanted = lines.state.wanted.clone();
-    let spare = Spare::default();
+    let spare = Spares::new(threads);
     let parser = || {
         let mut worker = Worker {
             state: super::read::LineState::new(format, columns, wanted.clone()),
@@ -390,11 +379,7 @@ pub(super) fn read<R: Read>(
     };
     let apply = |done: Done| {
         total += apply(lines, &done, total, pairer, sink);
-        let mut pool = spare.lock().unwrap_or_else(PoisonError::into_inner);
-        if pool.len() < threads * IN_FLIGHT {
-            pool.push(done.chunk);
-        }
-        drop(pool);
+        spare.give(done.chunk);
         // After `--strict`'s first malformed line nothing more is read.
         match lines.failure {
             Some(_) => ControlFlow::Break(()),

@@ -19,13 +19,12 @@
 //! [`IN_FLIGHT`](crate::ingest::chunks::IN_FLIGHT) chunks per thread out.
 
 use std::io::{self, Read};
-use std::sync::{Mutex, PoisonError};
 
 use super::chrome::{Chrome, Run};
 use super::read::TraceOptions;
 use super::rules::Pairer;
 use crate::ingest::Cancel;
-use crate::ingest::chunks::{IN_FLIGHT, chunk_size, in_order};
+use crate::ingest::chunks::{Spares, chunk_size, in_order};
 use crate::span::SpanSink;
 
 /// Bytes of the document, cut after a newline where the read held one.
@@ -40,16 +39,13 @@ impl Piece {
     }
 }
 
-/// Runs already taken, whose memory the next piece's run reuses: a chunk's elements (192
-/// bytes each) allocated anew for every chunk were pages faulted in and unmapped again.
-type Spare = Mutex<Vec<Run>>;
-
-/// What a worker made of a piece: its elements, when it is a run of whole ones.
-fn parse(piece: Piece, spare: &Spare) -> (Piece, Option<Run>) {
-    let used = spare.lock().unwrap_or_else(PoisonError::into_inner).pop();
+/// What a worker made of a piece: its elements, when it is a run of whole ones (in the memory
+/// of a run already taken, when there is one).
+fn parse(piece: Piece, spare: &Spares<Run>) -> (Piece, Option<Run>) {
+    let used = spare.take().unwrap_or_default();
     let run = std::str::from_utf8(piece.bytes())
         .ok()
-        .and_then(|text| Run::read_into(text, used.unwrap_or_default()));
+        .and_then(|text| Run::read_into(text, used));
     (piece, run)
 }
 
@@ -164,14 +160,12 @@ pub fn read<R: Read>(
         progress(pieces.ended.bytes);
         Ok(piece)
     };
-    let spare = Spare::default();
+    let spare = Spares::new(threads);
     let apply = |(piece, run): (Piece, Option<Run>)| {
         take(chrome, &piece, run.as_ref(), pairer, sink);
-        let mut pool = spare.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(run) = run.filter(|_| pool.len() < threads * IN_FLIGHT) {
-            pool.push(run);
+        if let Some(run) = run {
+            spare.give(run);
         }
-        drop(pool);
         std::ops::ControlFlow::Continue(piece.buf)
     };
     in_order(threads, read, || |piece| parse(piece, &spare), apply)?;

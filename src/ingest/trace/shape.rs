@@ -16,8 +16,9 @@
 //! A row read so gives what [`json_line_walked`] gives, ranges and all: every byte it compares
 //! is a byte that reader would have read and judged the same way (the same key, so the same
 //! role; the same white space and punctuation), and every value is read by the same function.
-//! Unit tests compare the two on rows that differ from a learnt shape at every byte, and the
-//! fuzz target `trace_reader` compares serial and parallel reads (each worker learns its own).
+//! Unit tests compare the two on rows that differ from a learnt shape at every byte; the fuzz
+//! target `trace_reader` compares them on every line it is given, and serial with parallel
+//! reads (each worker learns its own shapes).
 
 use std::ops::Range;
 
@@ -68,13 +69,7 @@ impl RowShape {
             let v = at + written.len();
             let (v_end, plain) = value_of(b, v)?;
             match gap.role {
-                Role::Time => {
-                    let raw = &b[v..v_end];
-                    ts = Some(match plain_integer(raw) {
-                        Some(n) => n.checked_mul(columns.scale),
-                        None => time_ns(raw, columns.scale),
-                    });
-                }
+                Role::Time => ts = Some(time_ns(&b[v..v_end], columns.scale)),
                 Role::Other => {}
                 role => {
                     let value = plain?;
@@ -246,24 +241,6 @@ fn string(b: &[u8], i: usize) -> Option<(usize, bool)> {
     }
 }
 
-/// A plain integer of at most 19 digits (no sign, no leading zero but `0` itself): its value,
-/// as [`time_ns`] reads it.
-#[inline]
-fn plain_integer(raw: &[u8]) -> Option<u64> {
-    if raw.is_empty() || raw.len() > 19 || raw.len() > 1 && raw[0] == b'0' {
-        return None;
-    }
-    let mut n = 0u64;
-    for &c in raw {
-        let d = c.wrapping_sub(b'0');
-        if d > 9 {
-            return None;
-        }
-        n = n * 10 + u64::from(d);
-    }
-    Some(n)
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::table::json_line_in_place;
@@ -293,43 +270,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn plain_integers_are_read_as_the_time_column_reads_them() {
-        for raw in [
-            "0",
-            "7",
-            "10",
-            "01",
-            "00",
-            "-1",
-            "1.5",
-            "",
-            "1e3",
-            "123456789012345678",
-            "1234567890123456789",
-            "12345678901234567890",
-            "18446744073709551615",
-            "9x",
-        ] {
-            if let Some(n) = plain_integer(raw.as_bytes()) {
-                for scale in [1, 1000, 1_000_000_000] {
-                    assert_eq!(
-                        n.checked_mul(scale),
-                        time_ns(raw.as_bytes(), scale),
-                        "{raw}"
-                    );
-                }
-                assert_eq!(n.to_string(), raw);
-            }
-        }
-        assert_eq!(
-            plain_integer(b"1234567890123456789"),
-            Some(1234567890123456789)
-        );
-        assert_eq!(plain_integer(b"01"), None);
-        assert_eq!(plain_integer(b"12345678901234567890"), None);
     }
 
     /// What an event says: its stamp, its name and its fields as text.

@@ -12,12 +12,11 @@
 //! ([`FileState`]).
 
 use std::io::{self, Read};
-use std::sync::{Mutex, PoisonError};
 
 use super::FileState;
 use super::line::{self, Malformed, Message, Parsed, Stamp};
 use super::spans::Meaning;
-use crate::ingest::chunks::{IN_FLIGHT, Job, Reader, for_each_line, in_order, place};
+use crate::ingest::chunks::{Job, Reader, Spares, for_each_line, in_order, place};
 use crate::ingest::lines::Line;
 use crate::ingest::{Cancel, ReadSummary};
 use crate::span::SpanSink;
@@ -121,11 +120,6 @@ impl Parts {
     }
 }
 
-/// Chunks already taken, whose lists the next chunk parsed fills again: a chunk's records
-/// (104 bytes each, twice its text) allocated anew for every chunk were pages faulted in
-/// and unmapped again for every chunk.
-type Spare = Mutex<Vec<Chunk>>;
-
 impl Chunk {
     /// An empty chunk with the memory of `used`'s lists.
     fn reused(mut used: Chunk) -> Chunk {
@@ -140,9 +134,8 @@ impl Chunk {
 }
 
 /// Parses a chunk's lines into records, in the lists of a spare chunk when there is one.
-fn parse(job: Job, spare: &Spare) -> (Job, Chunk) {
-    let spare = spare.lock().unwrap_or_else(PoisonError::into_inner).pop();
-    let mut chunk = spare.map_or_else(Chunk::default, Chunk::reused);
+fn parse(job: Job, spare: &Spares<Chunk>) -> (Job, Chunk) {
+    let mut chunk = spare.take().map_or_else(Chunk::default, Chunk::reused);
     let mut scratch = Vec::new();
     let data = &job.buf[..job.len];
     let most = data.len() / SHORTEST_LINE + 16;
@@ -254,15 +247,13 @@ pub(super) fn read(
         progress(reader.bytes);
         Ok(job)
     };
-    let spare = Spare::default();
+    let spare = Spares::new(threads);
     let apply = |done: (Job, Chunk)| {
         total += take(state, &done, total, sink);
         let (job, chunk) = done;
-        let mut pool = spare.lock().unwrap_or_else(PoisonError::into_inner);
-        if pool.len() < threads * IN_FLIGHT && !chunk.serial {
-            pool.push(chunk);
+        if !chunk.serial {
+            spare.give(chunk);
         }
-        drop(pool);
         // After `--strict`'s first malformed line nothing more is read.
         match state.error {
             Some(_) => std::ops::ControlFlow::Break(()),
