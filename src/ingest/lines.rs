@@ -10,6 +10,8 @@ use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::ingest::words::Positions;
+
 /// Default size of the read buffer, and so the longest line delivered whole.
 pub const DEFAULT_BUFFER: usize = 1 << 20;
 
@@ -153,7 +155,7 @@ impl<R: Read> LineReader<R> {
                     .and_then(|last| std::str::from_utf8(&self.buf[..filled + last]).ok()),
                 false => None,
             };
-            for nl in memchr::memchr_iter(b'\n', &self.buf[filled..end]) {
+            for nl in Positions::of(b'\n', &self.buf[filled..end]) {
                 let nl = filled + nl;
                 summary.lines += 1;
                 let line = match (skipping.take(), block) {

@@ -647,6 +647,11 @@ mod tests {
                 "x 1 [0] 1.5: e: {pad} pid=7 p{pad}=8 {pad}pid=9 pid=1{pad}"
             ));
             lines.push(format!("x 1 [0] 1.5: e: a={pad}  pid=2{pad} q={pad} x"));
+            // White space other than spaces, at every place in the blocks it is looked for in.
+            for blank in ['\t', '\u{b}', '\u{c}', '\r'] {
+                lines.push(format!("x 1 [0] 1.5: e: a={pad}{blank}pid=2 q=3"));
+                lines.push(format!("x 1 [0] 1.5: e: a={pad} {blank}pid=2 q=3"));
+            }
         }
         let names = [
             "comm",
