@@ -88,7 +88,10 @@ impl NewIdFinder {
     }
 
     fn find_iter<'a>(&self, args: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
-        memchr::memchr_iter(b'n', args).filter(move |&at| args[at..].starts_with(b"new id "))
+        // `new id ` and an object (`a@1`) are ten bytes: shorter arguments (a `delete_id`'s,
+        // a `done`'s, none) are not searched.
+        let searched = if args.len() < 10 { &[][..] } else { args };
+        memchr::memchr_iter(b'n', searched).filter(move |&at| args[at..].starts_with(b"new id "))
     }
 }
 

@@ -16,7 +16,7 @@
 
 use std::fmt;
 
-use crate::ingest::words::{ALL, Block, WIDTH};
+use crate::ingest::words::{ALL, Block, WIDTH, leading_digits};
 
 /// A raw timestamp, before unwrapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,8 +197,11 @@ fn parse_stamp(line: &[u8]) -> Option<(Result<Stamp, Malformed>, &[u8])> {
 /// The value and length of the run of ASCII digits at the start (at most 19 digits).
 #[inline]
 fn leading_number(s: &[u8]) -> Option<(u64, usize)> {
-    let mut value = 0u64;
-    let mut len = 0;
+    let (mut value, mut len) = match leading_digits(s) {
+        Some((value, 8)) => (value, 8),
+        Some((value, len)) => return (len > 0).then_some((value, len)),
+        None => (0, 0),
+    };
     while let Some(&b) = s.get(len) {
         let digit = b.wrapping_sub(b'0');
         if digit > 9 {
@@ -359,6 +362,29 @@ mod tests {
                 .position(|&b| !IDENT[b as usize])
                 .unwrap_or(body.len());
             assert_eq!(ident_len(&body), by_table, "{body:?}");
+        }
+    }
+
+    #[test]
+    fn a_leading_number_is_read_as_digit_by_digit_up_to_nineteen_digits() {
+        let by_digits = |s: &[u8]| {
+            let n = s.iter().take_while(|c| c.is_ascii_digit()).count();
+            (n > 0 && n <= 19).then(|| {
+                let v = s[..n]
+                    .iter()
+                    .fold(0u64, |v, &c| v * 10 + u64::from(c - b'0'));
+                (v, n)
+            })
+        };
+        for n in 0..=22 {
+            for end in ["", ".", "]", "a", "0@", ".123] x"] {
+                let line = format!("{}{end}", &"9876543210123456789012345"[..n]);
+                assert_eq!(
+                    leading_number(line.as_bytes()),
+                    by_digits(line.as_bytes()),
+                    "{line}"
+                );
+            }
         }
     }
 

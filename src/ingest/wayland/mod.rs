@@ -195,7 +195,7 @@ impl FileState<'_> {
     /// A protocol message, in the order of the log (the clock and the objects follow it).
     #[inline]
     fn message(&mut self, msg: &line::Message<'_>, sink: &mut impl SpanSink) {
-        self.message_meaning(msg, &spans::Meaning::of(msg), sink);
+        self.message_meaning(msg.stamp, &spans::Meaning::of(msg), sink);
     }
 
     /// [`FileState::message`], with what it means already worked out (by a worker of the
@@ -203,13 +203,13 @@ impl FileState<'_> {
     #[inline]
     fn message_meaning(
         &mut self,
-        msg: &line::Message<'_>,
+        stamp: line::Stamp,
         meaning: &spans::Meaning,
         sink: &mut impl SpanSink,
     ) {
         self.stats.messages += 1;
-        let ts = self.clock.nanos(msg.stamp);
-        self.tracker.message_meaning(msg, meaning, ts, sink);
+        let ts = self.clock.nanos(stamp);
+        self.tracker.message_meaning(meaning, ts, sink);
     }
 
     /// An event for an object that no longer exists: only its stamp counts (for the clock).

@@ -168,24 +168,82 @@ impl Conn {
     }
 }
 
-/// What a message means to the span rules, from its text alone: which known message it is
-/// and the objects its `new id` arguments create. The parallel reader works it out on the
+/// What a message means to the span rules, from its text alone: which known message it is,
+/// to which object on which side, the objects its `new id` arguments create and the arguments
+/// its rule reads. Everything the rules read of a message: the parallel reader's records hold
+/// it and its stamp, not the text. The parallel reader works it out on the
 /// threads that parse lines, off the one that pairs ([`SpanTracker::message_meaning`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Meaning {
     known: Known,
+    /// printed as sent (the side follows from it)
+    sent: bool,
+    /// wayland-debug's connection id
+    conn: Option<u32>,
+    /// the object the message is to or from
+    id: u32,
     /// ids created (at most 4 are followed, as before)
     created: [u32; 4],
     n_created: u8,
+    /// the arguments the rule of `known` reads
+    arg: Arg,
+}
+
+/// The arguments a span rule reads, read once with the rest of the message's meaning (the
+/// rules read them again from the text before: a fifth of the pairing of a `sync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arg {
+    /// none read, or not as the rule wants them
+    None,
+    /// the first argument, an object (`attach`'s buffer, `frame`'s and `sync`'s callback)
+    Object(u32),
+    /// the first argument, `nil`
+    Nil,
+    /// `delete_id`'s id
+    Number(u32),
+    /// `feedback`'s surface and feedback: the first two arguments that are objects
+    Two(u32, u32),
+}
+
+impl Arg {
+    fn of(known: Known, args: &[u8]) -> Arg {
+        let object = |arg: Option<ObjectArg<'_>>| match arg {
+            Some(ObjectArg::Object { id, .. }) => Arg::Object(id),
+            Some(ObjectArg::Nil) => Arg::Nil,
+            None => Arg::None,
+        };
+        match known {
+            Known::Attach | Known::Frame | Known::Sync => {
+                object(args::nth(args, 0).and_then(args::object))
+            }
+            Known::DeleteId => args::number(args).map_or(Arg::None, Arg::Number),
+            Known::Feedback => {
+                let mut refs = args::split(args).filter_map(args::object);
+                match (refs.next(), refs.next()) {
+                    (
+                        Some(ObjectArg::Object { id: surface, .. }),
+                        Some(ObjectArg::Object { id: feedback, .. }),
+                    ) => Arg::Two(surface, feedback),
+                    _ => Arg::None,
+                }
+            }
+            _ => Arg::None,
+        }
+    }
 }
 
 impl Meaning {
     /// What `msg` means.
     pub fn of(msg: &Message<'_>) -> Meaning {
+        let known = Known::classify(msg.interface, msg.name);
         let mut meaning = Meaning {
-            known: Known::classify(msg.interface, msg.name),
+            known,
+            sent: msg.sent,
+            conn: msg.conn,
+            id: msg.id,
             created: [0; 4],
             n_created: 0,
+            arg: Arg::of(known, msg.args),
         };
         args::for_each_new_id(msg.args, &args::NewIdFinder::new(), |_, id| {
             if let Some(slot) = meaning.created.get_mut(usize::from(meaning.n_created)) {
@@ -315,20 +373,14 @@ impl SpanTracker {
 
     /// Feeds one message stamped `ts` (unwrapped nanoseconds).
     pub fn message(&mut self, msg: &Message<'_>, ts: u64, sink: &mut impl SpanSink) {
-        self.message_meaning(msg, &Meaning::of(msg), ts, sink);
+        self.message_meaning(&Meaning::of(msg), ts, sink);
     }
 
     /// [`SpanTracker::message`], with what the message means already worked out
     /// ([`Meaning::of`] of the same message).
-    pub fn message_meaning(
-        &mut self,
-        msg: &Message<'_>,
-        meaning: &Meaning,
-        ts: u64,
-        sink: &mut impl SpanSink,
-    ) {
-        let known = meaning.known;
-        self.track_creations(msg, meaning.created(), sink);
+    pub fn message_meaning(&mut self, meaning: &Meaning, ts: u64, sink: &mut impl SpanSink) {
+        let (known, msg) = (meaning.known, meaning);
+        self.track_creations(meaning, sink);
         let Some(is_request) = known.is_request() else {
             return;
         };
@@ -339,17 +391,18 @@ impl SpanTracker {
             ts,
         };
         let conn = &mut self.conns[ci];
+        let arg = meaning.arg;
         match known {
-            Known::Attach => on_attach(conn, msg),
+            Known::Attach => on_attach(conn, msg.id, arg),
             Known::Commit => on_commit(conn, &ctx, msg.id, sink),
-            Known::Frame => on_callback_request(conn, &ctx, SpanKind::FrameDone, msg, sink),
-            Known::Sync => on_callback_request(conn, &ctx, SpanKind::SyncDone, msg, sink),
+            Known::Frame => on_callback_request(conn, &ctx, SpanKind::FrameDone, msg.id, arg, sink),
+            Known::Sync => on_callback_request(conn, &ctx, SpanKind::SyncDone, msg.id, arg, sink),
             Known::SurfaceDestroy => {
                 let key = conn.objects.current(msg.id);
                 conn.surfaces.remove(&key);
             }
             Known::DeleteId => {
-                if let Some(id) = args::number(msg.args) {
+                if let Arg::Number(id) = arg {
                     conn.objects.delete(id);
                 }
             }
@@ -362,7 +415,7 @@ impl SpanTracker {
                     self.stats.unknown_callbacks += 1;
                 }
             }
-            Known::Feedback if self.options.on(SpanKind::Presented) => on_feedback(conn, msg),
+            Known::Feedback if self.options.on(SpanKind::Presented) => on_feedback(conn, arg),
             Known::Feedback => {}
             Known::Presented => on_presented(conn, &ctx, msg.id, None, sink),
             Known::Discarded => on_presented(conn, &ctx, msg.id, Some(Outcome::Discarded), sink),
@@ -372,8 +425,8 @@ impl SpanTracker {
 
     /// Every `new id` argument creates an object; the object its id named before is gone, so
     /// spans still waiting on it can never end.
-    fn track_creations(&mut self, msg: &Message<'_>, created: &[u32], sink: &mut impl SpanSink) {
-        for &id in created {
+    fn track_creations(&mut self, msg: &Meaning, sink: &mut impl SpanSink) {
+        for &id in msg.created() {
             let side = side_of(id < SERVER_ID_BASE, msg.sent);
             let ci = self.conn_index(side, msg.conn);
             let conn = &mut self.conns[ci];
@@ -440,13 +493,13 @@ impl Ctx {
 
 type Label = (&'static str, ObjKey);
 
-fn on_attach(conn: &mut Conn, msg: &Message<'_>) {
-    let pending = match args::nth(msg.args, 0).and_then(args::object) {
-        Some(ObjectArg::Object { id, .. }) => Pending::Buffer(conn.objects.touch(id)),
-        Some(ObjectArg::Nil) => Pending::Nil,
-        None => return,
+fn on_attach(conn: &mut Conn, surface_id: u32, buffer: Arg) {
+    let pending = match buffer {
+        Arg::Object(id) => Pending::Buffer(conn.objects.touch(id)),
+        Arg::Nil => Pending::Nil,
+        _ => return,
     };
-    let surface = conn.objects.touch(msg.id);
+    let surface = conn.objects.touch(surface_id);
     conn.surfaces.entry(surface).or_default().pending = pending;
 }
 
@@ -501,19 +554,20 @@ fn on_callback_request(
     conn: &mut Conn,
     ctx: &Ctx,
     kind: SpanKind,
-    msg: &Message<'_>,
+    object_id: u32,
+    callback: Arg,
     sink: &mut impl SpanSink,
 ) {
     if !ctx.options.on(kind) {
         return;
     }
-    let Some(ObjectArg::Object { id, .. }) = args::nth(msg.args, 0).and_then(args::object) else {
+    let Arg::Object(id) = callback else {
         return;
     };
     conn.objects.mark_spanned(id);
     let callback = conn.objects.current(id);
     let surface =
-        (kind == SpanKind::FrameDone).then(|| ("wl_surface", conn.objects.current(msg.id)));
+        (kind == SpanKind::FrameDone).then(|| ("wl_surface", conn.objects.current(object_id)));
     let series = ctx.series(conn, kind, surface, ("wl_callback", callback));
     conn.callbacks.start(
         callback,
@@ -532,11 +586,8 @@ fn on_done(conn: &mut Conn, ts: u64, callback_id: u32, sink: &mut impl SpanSink)
     conn.callbacks.end(&callback, ts, sink)
 }
 
-fn on_feedback(conn: &mut Conn, msg: &Message<'_>) {
-    let mut refs = args::split(msg.args).filter_map(args::object);
-    let (Some(ObjectArg::Object { id: surface, .. }), Some(ObjectArg::Object { id: feedback, .. })) =
-        (refs.next(), refs.next())
-    else {
+fn on_feedback(conn: &mut Conn, refs: Arg) {
+    let Arg::Two(surface, feedback) = refs else {
         return;
     };
     let surface = conn.objects.touch(surface);
