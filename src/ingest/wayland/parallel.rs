@@ -174,3 +174,14 @@ pub(super) fn read(
         cancelled: reader.cancelled,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_the_size_its_memory_bound_is_worked_out_for() {
+        // SHORTEST_LINE's bound (records within 3 times a chunk's bytes) counts 72 bytes.
+        assert!(std::mem::size_of::<Record>() <= 72);
+    }
+}
