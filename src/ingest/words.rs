@@ -169,6 +169,28 @@ pub fn leading_digits(b: &[u8]) -> Option<(u64, usize)> {
     Some((value_of_eight(less << (8 * (8 - n))), n))
 }
 
+/// The value of the last `k` bytes of `b` (`k` at most 8, `b` at least 8 bytes long) when
+/// they are all digits: one word, as [`leading_digits`] reads one. `None` when `b` is
+/// shorter, `k` larger or a byte not a digit.
+#[inline]
+pub fn last_digits(b: &[u8], k: usize) -> Option<u64> {
+    if k == 0 || k > 8 {
+        return None;
+    }
+    let word = u64::from_le_bytes(b.get(b.len().checked_sub(8)?..)?.try_into().ok()?);
+    // The last k bytes are the top k of the word. The bytes below them are made `0` first: a
+    // borrow from one of them would go up into the bytes read.
+    let below = 8 * (8 - k) as u32;
+    let low = (1u64 << below) - 1; // (k is at least 1: a shift of at most 56)
+    let word = (word & !low) | (0x3030_3030_3030_3030 & low);
+    let less = word.wrapping_sub(0x3030_3030_3030_3030);
+    let others = (less | less.wrapping_add(0x7676_7676_7676_7676)) & 0x8080_8080_8080_8080;
+    if others != 0 {
+        return None;
+    }
+    Some(value_of_eight(less))
+}
+
 /// The value of eight digits, one a byte (values 0 to 9, the first in the lowest byte): pairs,
 /// then fours, then the eight, each step a multiply and a shift.
 #[inline]
@@ -380,6 +402,31 @@ mod tests {
             }
         }
         assert_eq!(leading_digits(b"1234567"), None);
+    }
+
+    #[test]
+    fn last_digits_are_what_a_digit_loop_reads_for_every_byte_among_them() {
+        let by_loop = |b: &[u8], k: usize| {
+            let tail = &b[b.len() - k..];
+            tail.iter()
+                .all(u8::is_ascii_digit)
+                .then(|| tail.iter().fold(0u64, |v, &c| v * 10 + u64::from(c - b'0')))
+        };
+        for k in 1..=8 {
+            for len in 8..=10 {
+                for at in 0..len {
+                    for other in 0..=255u8 {
+                        let mut b: Vec<u8> =
+                            b"9081726354".iter().copied().cycle().take(len).collect();
+                        b[at] = other;
+                        assert_eq!(last_digits(&b, k), by_loop(&b, k), "{b:?} {k}");
+                    }
+                }
+            }
+        }
+        assert_eq!(last_digits(b"1234567", 3), None);
+        assert_eq!(last_digits(b"12345678", 9), None);
+        assert_eq!(last_digits(b"12345678", 0), None);
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub mod text;
 
 use std::ops::Range;
 
+use crate::ingest::words::{last_digits, leading_digits};
+
 pub use detect::{Format, detect};
 
 /// One event of a trace: a view into the line it came from.
@@ -153,6 +155,11 @@ pub fn decimal_to_ns(text: &str, scale: u64) -> Option<u64> {
 
 /// [`decimal_to_ns`] on bytes, in one pass: the parser of every time stamp of every format.
 pub fn decimal_bytes_to_ns(text: &[u8], scale: u64) -> Option<u64> {
+    if scale == 1_000_000_000
+        && let Some(ns) = seconds_by_words(text)
+    {
+        return Some(ns);
+    }
     let dot = text.iter().position(|&b| b == b'.').unwrap_or(text.len());
     let (int, frac) = (&text[..dot], text.get(dot + 1..).unwrap_or(&[]));
     if int.is_empty() {
@@ -174,6 +181,28 @@ pub fn decimal_bytes_to_ns(text: &[u8], scale: u64) -> Option<u64> {
         return None;
     }
     ns.checked_add(value * POWERS_OF_TEN[places - kept])
+}
+
+/// The usual perf and ftrace stamp, seconds of 1 to 7 digits and a fraction of 1 to 9
+/// (`14410.210049`, `13760.296300641`), in nanoseconds: its digits read a word at a time
+/// ([`leading_digits`], [`last_digits`]). `None` for any other text, which the digit-by-digit
+/// reading then reads (a loop per digit, a search for the dot and one for the scale were 7.5%
+/// of the instructions of reading an ftrace line).
+#[inline]
+fn seconds_by_words(text: &[u8]) -> Option<u64> {
+    let (whole, n) = leading_digits(text)?;
+    if n == 0 || n == 8 || text[n] != b'.' {
+        return None;
+    }
+    let frac = &text[n + 1..];
+    let value = match frac.len() {
+        k @ 1..=8 => last_digits(text, k)? * POWERS_OF_TEN[9 - k],
+        9 if frac[0].is_ascii_digit() => {
+            u64::from(frac[0] - b'0') * POWERS_OF_TEN[8] + last_digits(text, 8)?
+        }
+        _ => return None,
+    };
+    Some(whole * 1_000_000_000 + value)
 }
 
 /// 10^0 ... 10^19: every power of ten a `u64` holds.
@@ -315,7 +344,24 @@ mod tests {
             250,
             1_024,
         ];
-        for text in texts {
+        // The shapes a word at a time reads (and those beside them): seconds of 1 to 9
+        // digits, fractions of 0 to 10, each byte in turn made one that is not a digit.
+        let mut texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        for int in 1..=9 {
+            for frac in 0..=10 {
+                let digits = "98765432109876543210";
+                let stamp = format!("{}.{}", &digits[..int], &digits[10 - frac..10]);
+                for at in 0..stamp.len() {
+                    for other in [b'/', b':', b'.', b' ', b'0', 0x80] {
+                        let mut bad = stamp.clone().into_bytes();
+                        bad[at] = other;
+                        texts.push(String::from_utf8_lossy(&bad).into_owned());
+                    }
+                }
+                texts.push(stamp);
+            }
+        }
+        for text in &texts {
             for scale in scales {
                 assert_eq!(
                     decimal_bytes_to_ns(text.as_bytes(), scale),
