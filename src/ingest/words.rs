@@ -57,6 +57,25 @@ impl Block {
     }
 }
 
+/// Length of the identifier (`[A-Za-z0-9_]*`) at the start of `s`, sixteen bytes at a time (a
+/// byte loop over WAYLAND_DEBUG interface and message names was a twelfth of the reading of a
+/// line). For the start of a line's rest: a name at the end of a short slice is read from a
+/// copy ([`Block::at`]'s padding).
+#[inline]
+pub fn identifier_len(s: &[u8]) -> usize {
+    let mut i = 0;
+    while i < s.len() {
+        // past the end of `s`, zero bytes: not an identifier's (the `min` is free: it tells
+        // the callers' slicing the length is in bounds)
+        let other = !Block::at(s, i).identifier() & ALL;
+        if other != 0 {
+            return (i + other.trailing_zeros() as usize).min(s.len());
+        }
+        i += WIDTH;
+    }
+    s.len()
+}
+
 /// `a == b` for the dozen bytes of a name or of what lies between two JSON values: eight bytes
 /// at a time, the last eight overlapping the ones before (a `bcmp` call cost more than the
 /// comparison).
@@ -427,6 +446,36 @@ mod tests {
         assert_eq!(last_digits(b"1234567", 3), None);
         assert_eq!(last_digits(b"12345678", 9), None);
         assert_eq!(last_digits(b"12345678", 0), None);
+    }
+
+    #[test]
+    fn an_identifier_ends_where_the_byte_table_says_at_every_length() {
+        let bodies: Vec<Vec<u8>> = (0..40)
+            .flat_map(|n| {
+                let ident: Vec<u8> = b"wl_Surface_09az".iter().copied().cycle().take(n).collect();
+                [
+                    b"@".as_slice(),
+                    b"",
+                    b".x",
+                    "é".as_bytes(),
+                    b"\0",
+                    b"`",
+                    b"{",
+                    b"/",
+                    b":",
+                    b"[",
+                    b"^",
+                ]
+                .map(|end| [ident.as_slice(), end].concat())
+            })
+            .collect();
+        for body in bodies {
+            let by_table = body
+                .iter()
+                .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_'))
+                .unwrap_or(body.len());
+            assert_eq!(identifier_len(&body), by_table, "{body:?}");
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! starts with the instance's name and a `:`; it is skipped.
 
 use super::{Event, Parsed};
-use crate::ingest::words::{Block, WIDTH};
+use crate::ingest::words::{Block, WIDTH, identifier_len};
 
 /// `SECONDS.FRACTION:` as bytes, checked in one pass.
 fn is_timestamp(t: &[u8]) -> bool {
@@ -223,23 +223,39 @@ pub fn equals_field(line: &str, from: usize, name: &str) -> Option<std::ops::Ran
     }
     let eq = field_start(b, from, name.as_bytes())? + name.len();
     // The token's own end, then the tokens that continue its value.
-    let mut i = eq + 1;
-    while i < b.len() && b[i] != b' ' {
-        i += 1;
-    }
+    let mut i = space_from(b, eq + 1);
     let mut end = i;
     while let Some((a, e)) = next_token(b, &mut i) {
-        let t = &b[a..e];
-        if t == b"==>"
-            || t.iter()
-                .position(|&c| c == b'=')
-                .is_some_and(|q| is_field_name(&t[..q]))
-        {
+        if &b[a..e] == b"==>" || begins_field(b, a, e) {
             break;
         }
         end = e;
     }
     Some(eq + 1..end)
+}
+
+/// The first space at or past `from`, or the end of `b`, sixteen bytes at a time.
+#[inline]
+fn space_from(b: &[u8], from: usize) -> usize {
+    let mut i = from;
+    while i < b.len() {
+        let spaces = Block::at(b, i).eq(b' ');
+        // (the zero bytes past the end are not spaces)
+        if spaces != 0 {
+            return i + spaces.trailing_zeros() as usize;
+        }
+        i += WIDTH;
+    }
+    b.len()
+}
+
+/// Whether the token `b[a..e]` begins a field: `NAME=...`, NAME a field name. Read in the line
+/// (its identifier sixteen bytes at a time), not in the token: the token's first `=` after a
+/// field name is the first byte that is not an identifier's.
+#[inline]
+fn begins_field(b: &[u8], a: usize, e: usize) -> bool {
+    let n = identifier_len(&b[a..]);
+    n > 0 && !b[a].is_ascii_digit() && a + n < e && b[a + n] == b'='
 }
 
 /// Where `NAME=` is first written in `b` at `from` or just after a space at or past `from`

@@ -16,7 +16,7 @@
 
 use std::fmt;
 
-use crate::ingest::words::{ALL, Block, WIDTH, leading_digits};
+use crate::ingest::words::{identifier_len, leading_digits};
 
 /// A raw timestamp, before unwrapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,7 +279,7 @@ type Body<'a> = (&'a [u8], u32, &'a [u8], &'a [u8]);
 
 /// `iface[@#]id.name(args)`
 fn parse_body(s: &[u8]) -> Result<Body<'_>, Malformed> {
-    let iface_len = ident_len(s);
+    let iface_len = identifier_len(s);
     if iface_len == 0 || !matches!(s.get(iface_len), Some(b'@' | b'#')) {
         return Err(Malformed::ObjectRef);
     }
@@ -290,7 +290,7 @@ fn parse_body(s: &[u8]) -> Result<Body<'_>, Malformed> {
     let rest = rest[id_len..]
         .strip_prefix(b".")
         .ok_or(Malformed::MessageName)?;
-    let name_len = ident_len(rest);
+    let name_len = identifier_len(rest);
     if name_len == 0 || rest.get(name_len) != Some(&b'(') {
         return Err(Malformed::MessageName);
     }
@@ -301,69 +301,9 @@ fn parse_body(s: &[u8]) -> Result<Body<'_>, Malformed> {
     Ok((interface, id, name, args))
 }
 
-/// Identifier bytes (`[A-Za-z0-9_]`), as a table: what [`ident_len`] is tested against.
-#[cfg(test)]
-static IDENT: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric() || c == b'_';
-        b += 1;
-    }
-    table
-};
-
-/// Length of the identifier at the start of `s`, sixteen bytes at a time ([`Block`]; a byte
-/// loop over interface and message names was a twelfth of the reading of a line).
-#[inline]
-fn ident_len(s: &[u8]) -> usize {
-    let mut i = 0;
-    while i < s.len() {
-        // past the end of `s`, zero bytes: not an identifier's (the `min` is free: it tells
-        // the callers' slicing the length is in bounds)
-        let other = !Block::at(s, i).identifier() & ALL;
-        if other != 0 {
-            return (i + other.trailing_zeros() as usize).min(s.len());
-        }
-        i += WIDTH;
-    }
-    s.len()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_identifier_ends_where_the_byte_table_says_at_every_length() {
-        let bodies: Vec<Vec<u8>> = (0..40)
-            .flat_map(|n| {
-                let ident: Vec<u8> = b"wl_Surface_09az".iter().copied().cycle().take(n).collect();
-                [
-                    b"@".as_slice(),
-                    b"",
-                    b".x",
-                    "é".as_bytes(),
-                    b"\0",
-                    b"`",
-                    b"{",
-                    b"/",
-                    b":",
-                    b"[",
-                    b"^",
-                ]
-                .map(|end| [ident.as_slice(), end].concat())
-            })
-            .collect();
-        for body in bodies {
-            let by_table = body
-                .iter()
-                .position(|&b| !IDENT[b as usize])
-                .unwrap_or(body.len());
-            assert_eq!(ident_len(&body), by_table, "{body:?}");
-        }
-    }
 
     #[test]
     fn a_leading_number_is_read_as_digit_by_digit_up_to_nineteen_digits() {
