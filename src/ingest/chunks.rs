@@ -27,7 +27,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Mutex, PoisonError};
 
 use crate::ingest::Cancel;
-use crate::ingest::lines::{DEFAULT_BUFFER, Line, trim_cr, trim_cr_str};
+use crate::ingest::lines::{DEFAULT_BUFFER, Line, no_other_blanks, trim_cr, trim_cr_str};
 use crate::ingest::words::Positions;
 
 /// Bytes of input per chunk (a chunk ends at the last newline of this many): with 2 threads on
@@ -239,11 +239,13 @@ impl<'c, R: Read> Reader<'c, R> {
 
 /// Calls `f(n, line)` for every line of a chunk, numbered from 1, as the serial reader would
 /// give them; returns how many there were. `UTF8`: lines are given as text where the chunk is
-/// UTF-8 (a reader of bytes, as the WAYLAND_DEBUG one, skips the check).
+/// UTF-8 (a reader of bytes, as the WAYLAND_DEBUG one, skips the check); `blanks`: as
+/// [`Line::Plain`] where the chunk has no tab, `\r` or `\x0c` ([`LineReader::blanks`](crate::ingest::LineReader::blanks)).
 #[inline]
 pub(crate) fn for_each_line<const UTF8: bool>(
     data: &[u8],
     lead_too_long: bool,
+    blanks: bool,
     mut f: impl FnMut(u64, Line<'_>),
 ) -> u64 {
     // A chunk of UTF-8 (the usual) is checked at once; its lines are then given as text.
@@ -252,6 +254,7 @@ pub(crate) fn for_each_line<const UTF8: bool>(
     } else {
         None
     };
+    let plain = blanks && text.is_some() && no_other_blanks(data);
     let line = |start: usize, end: usize| -> Line<'_> {
         if end - start >= LONGEST {
             return Line::TooLong {
@@ -259,6 +262,7 @@ pub(crate) fn for_each_line<const UTF8: bool>(
             };
         }
         match text {
+            Some(text) if plain => Line::Plain(trim_cr_str(&text[start..end])),
             Some(text) => Line::Str(trim_cr_str(&text[start..end])),
             None => Line::Text(trim_cr(&data[start..end])),
         }

@@ -194,7 +194,9 @@ impl<'a> Worker<'a> {
         self.state.babeltrace = Babeltrace::default();
         self.state.last_ts = None;
         let mut chunk = self.spare.take().map_or_else(Chunk::default, Chunk::reused);
-        let lines = for_each_line::<true>(&job.buf[..job.len], job.lead_too_long, |n, line| {
+        let blanks = super::read::splits_on_spaces(self.state.format);
+        let data = &job.buf[..job.len];
+        let lines = for_each_line::<true>(data, job.lead_too_long, blanks, |n, line| {
             if !chunk.serial {
                 self.line(&mut chunk, n, line);
             }
@@ -205,10 +207,11 @@ impl<'a> Worker<'a> {
     }
 
     fn line(&mut self, chunk: &mut Chunk, n: u64, line: Line<'_>) {
-        let text = match line {
-            Line::Str(text) => text,
+        let (text, plain) = match line {
+            Line::Plain(text) => (text, true),
+            Line::Str(text) => (text, false),
             Line::Text(bytes) => match std::str::from_utf8(bytes) {
-                Ok(text) => text,
+                Ok(text) => (text, false),
                 Err(_) => {
                     chunk.not_utf8 += 1;
                     return;
@@ -219,7 +222,7 @@ impl<'a> Worker<'a> {
                 return;
             }
         };
-        match self.state.parse(text) {
+        match self.state.parse_line(text, plain) {
             Parsed::Skip => chunk.skipped += 1,
             Parsed::Malformed(reason) => {
                 chunk.note_malformed(n, reason);
@@ -475,7 +478,8 @@ fn apply(
     let mixed = chunk.clock.first_of_day().is_some() && chunk.clock.other_stamps() > 0;
     if chunk.serial || mixed {
         let data = &done.job.buf[..done.job.len];
-        return for_each_line::<true>(data, done.job.lead_too_long, |n, line| {
+        let blanks = super::read::splits_on_spaces(lines.state.format);
+        return for_each_line::<true>(data, done.job.lead_too_long, blanks, |n, line| {
             lines.line(before + n, line, pairer, sink)
         });
     }

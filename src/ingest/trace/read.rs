@@ -142,6 +142,12 @@ pub enum TraceError {
 
 const HEAD: usize = 64 << 10;
 
+/// Whether `format`'s lines are read as tokens split by spaces, and so given as
+/// [`Line::Plain`](crate::ingest::lines::Line::Plain) where a block has no other white space.
+pub(super) fn splits_on_spaces(format: Format) -> bool {
+    matches!(format, Format::Perf | Format::Ftrace)
+}
+
 /// Reads the trace `reader` (named `file` in messages) into `pairer` and `sink`.
 pub fn read(
     mut reader: impl Read,
@@ -204,6 +210,9 @@ pub fn read(
         }
     } else {
         let mut lines = LineReader::new(input).utf8();
+        if splits_on_spaces(format) {
+            lines = lines.blanks();
+        }
         if let Some(c) = options.cancel.as_ref().filter(|_| !interrupted) {
             lines = lines.cancel_on(c.clone());
         }
@@ -262,10 +271,11 @@ impl Lines<'_> {
         if self.failure.is_some() {
             return;
         }
-        let text = match line {
-            crate::ingest::lines::Line::Str(text) => text,
+        let (text, plain) = match line {
+            crate::ingest::lines::Line::Plain(text) => (text, true),
+            crate::ingest::lines::Line::Str(text) => (text, false),
             crate::ingest::lines::Line::Text(bytes) => match std::str::from_utf8(bytes) {
-                Ok(text) => text,
+                Ok(text) => (text, false),
                 Err(_) => {
                     self.stats.not_utf8 += 1;
                     return;
@@ -281,7 +291,7 @@ impl Lines<'_> {
         let parsed = match format {
             Format::Strace => state.syscalls.line(Tracer::Strace, text, pairer, sink),
             Format::PerfTrace => state.syscalls.line(Tracer::PerfTrace, text, pairer, sink),
-            _ => state.parse(text),
+            _ => state.parse_line(text, plain),
         };
         match parsed {
             Parsed::Skip => self.stats.skipped += 1,
@@ -418,13 +428,17 @@ impl<'c> LineState<'c> {
     }
 
     /// Parses one line into `self.ev`.
-    pub(super) fn parse(&mut self, text: &str) -> Parsed {
+    /// `plain`: the line is known to hold no tab, `\r` or `\x0c`
+    /// ([`Line::Plain`](crate::ingest::lines::Line::Plain)).
+    pub(super) fn parse_line(&mut self, text: &str, plain: bool) -> Parsed {
         self.in_scratch = matches!(self.format, Format::Csv);
         match self.format {
             Format::Perf | Format::Ftrace if self.prefixed => {
-                super::text::parse_lazy(text, &mut self.ev)
+                super::text::parse_lazy(text, &mut self.ev, plain)
             }
-            Format::Perf | Format::Ftrace => super::text::parse_lazy_unprefixed(text, &mut self.ev),
+            Format::Perf | Format::Ftrace => {
+                super::text::parse_lazy_unprefixed(text, &mut self.ev, plain)
+            }
             Format::Babeltrace => self.babeltrace.parse(text, &mut self.ev),
             Format::JsonLines => {
                 let (columns, keys) = (self.columns, &self.row_keys);

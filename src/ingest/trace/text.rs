@@ -21,6 +21,7 @@
 //! starts with the instance's name and a `:`; it is skipped.
 
 use super::{Event, Parsed};
+use crate::ingest::lines::no_other_blanks;
 use crate::ingest::words::{Block, WIDTH, identifier_len};
 
 /// `SECONDS.FRACTION:` as bytes, checked in one pass.
@@ -75,22 +76,24 @@ fn blank_from(b: &[u8], from: usize) -> usize {
 
 /// Parses one line into `ev`.
 pub fn parse(line: &str, ev: &mut Event) -> Parsed {
-    parse_with(line, ev, false, true)
+    parse_with(line, ev, None, true)
 }
 
 /// Parses one line into `ev`, leaving a `NAME=VALUE ...` payload (the common one) unparsed:
 /// [`Event::field`] then finds a field in the line when a rule asks for it
 /// ([`equals_field`]), with the same result as the whole parse. A rule reads one or two
-/// fields of the eight or so of a sched_switch line.
-pub fn parse_lazy(line: &str, ev: &mut Event) -> Parsed {
-    parse_with(line, ev, true, true)
+/// fields of the eight or so of a sched_switch line. `plain`: the line is known to hold no
+/// tab, `\r` or `\x0c` ([`Line::Plain`](crate::ingest::lines::Line::Plain)); otherwise the
+/// payload is searched for them (with one, it is parsed whole).
+pub fn parse_lazy(line: &str, ev: &mut Event, plain: bool) -> Parsed {
+    parse_with(line, ev, Some(plain), true)
 }
 
 /// [`parse_lazy`] without the prefix's `common_comm`, `common_pid`, `common_cpu` and
 /// `common_tgid`: for rules that read none of them ([`reads_prefix`]), a tenth of the time
 /// of a line.
-pub fn parse_lazy_unprefixed(line: &str, ev: &mut Event) -> Parsed {
-    parse_with(line, ev, true, false)
+pub fn parse_lazy_unprefixed(line: &str, ev: &mut Event, plain: bool) -> Parsed {
+    parse_with(line, ev, Some(plain), false)
 }
 
 /// Whether any of `fields` is one the prefix gives.
@@ -100,7 +103,8 @@ pub fn reads_prefix(fields: &[String]) -> bool {
         .any(|f| [COMM, PID, CPU, TGID].contains(&f.as_str()))
 }
 
-fn parse_with(line: &str, ev: &mut Event, lazy: bool, prefixed: bool) -> Parsed {
+/// `lazy`: `Some(plain)` leaves a `NAME=VALUE ...` payload to [`equals_field`] ([`parse_lazy`]).
+fn parse_with(line: &str, ev: &mut Event, lazy: Option<bool>, prefixed: bool) -> Parsed {
     ev.clear();
     let b = line.as_bytes();
     let mut i = 0;
@@ -177,8 +181,8 @@ fn is_field_name(t: &[u8]) -> bool {
 }
 
 /// The payload from `from` into `ev.fields` (or, `lazy`, only where it begins when it is
-/// `NAME=VALUE ...`).
-fn payload(line: &str, from: usize, ev: &mut Event, lazy: bool) {
+/// `NAME=VALUE ...`: see [`parse_with`]).
+fn payload(line: &str, from: usize, ev: &mut Event, lazy: Option<bool>) {
     let b = line.as_bytes();
     let mut i = from;
     let Some((a, e)) = next_token(b, &mut i) else {
@@ -206,7 +210,9 @@ fn payload(line: &str, from: usize, ev: &mut Event, lazy: bool) {
     }
     // Tokens end at spaces and tabs and begin after any white space: the lazy look-up reads
     // tokens as begun after a space, so a payload with other white space is parsed whole.
-    if lazy && memchr::memchr3(b'\t', b'\r', b'\x0c', &b[a..]).is_none() {
+    if let Some(plain) = lazy
+        && (plain || no_other_blanks(&b[a..]))
+    {
         ev.lazy_payload = Some(a);
         return;
     }
@@ -696,13 +702,22 @@ mod tests {
         for line in &lines {
             let (mut whole, mut lazy) = (Event::default(), Event::default());
             let p = parse(line, &mut whole);
-            assert_eq!(parse_lazy(line, &mut lazy), p, "{line}");
+            assert_eq!(parse_lazy(line, &mut lazy, false), p, "{line}");
+            // A line its reader found no tab, \r or \x0c in (`Line::Plain`) is not searched.
+            let mut plain = Event::default();
+            let no_blanks = no_other_blanks(line.as_bytes());
+            if no_blanks {
+                assert_eq!(parse_lazy(line, &mut plain, true), p, "{line}");
+            }
             for name in names {
                 assert_eq!(
                     lazy.field(line, name),
                     whole.field(line, name),
                     "{name} in {line}"
                 );
+                if no_blanks {
+                    assert_eq!(plain.field(line, name), whole.field(line, name), "{name}");
+                }
             }
         }
     }
@@ -738,8 +753,12 @@ mod tests {
         );
         for line in &lines {
             let (mut searched, mut at_colon) = (Event::default(), Event::default());
-            let p = parse_lazy(line, &mut searched);
-            assert_eq!(parse_lazy_unprefixed(line, &mut at_colon), p, "{line}");
+            let p = parse_lazy(line, &mut searched, false);
+            assert_eq!(
+                parse_lazy_unprefixed(line, &mut at_colon, false),
+                p,
+                "{line}"
+            );
             assert_eq!(at_colon.ts_ns, searched.ts_ns, "{line}");
             assert_eq!(at_colon.name, searched.name, "{line}");
             assert_eq!(at_colon.lazy_payload, searched.lazy_payload, "{line}");

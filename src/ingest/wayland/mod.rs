@@ -176,7 +176,7 @@ impl FileState<'_> {
         }
         let text = match line {
             Line::Text(text) => text,
-            Line::Str(text) => text.as_bytes(),
+            Line::Str(text) | Line::Plain(text) => text.as_bytes(),
             Line::TooLong { .. } => {
                 self.stats.too_long += 1;
                 return;

@@ -73,13 +73,13 @@ fn parse(job: Job, spare: &Spares<Chunk>) -> (Job, Chunk) {
     let mut scratch = Vec::new();
     let data = &job.buf[..job.len];
     let most = data.len() / SHORTEST_LINE + 16;
-    chunk.lines = for_each_line::<false>(data, job.lead_too_long, |n, line| {
+    chunk.lines = for_each_line::<false>(data, job.lead_too_long, false, |n, line| {
         if chunk.serial {
             return;
         }
         let text = match line {
             Line::Text(text) => text,
-            Line::Str(text) => text.as_bytes(),
+            Line::Str(text) | Line::Plain(text) => text.as_bytes(),
             Line::TooLong { .. } => {
                 chunk.too_long += 1;
                 return;
@@ -116,7 +116,7 @@ fn take(
 ) -> u64 {
     let data = &job.buf[..job.len];
     if chunk.serial {
-        return for_each_line::<false>(data, job.lead_too_long, |n, line| {
+        return for_each_line::<false>(data, job.lead_too_long, false, |n, line| {
             state.line(before + n, line, sink);
         });
     }
