@@ -463,6 +463,29 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_gives_plain_lines_only_when_asked_and_free_of_other_blanks() {
+        let kinds = |data: &[u8], blanks: bool| {
+            let mut kinds = String::new();
+            for_each_line::<true>(data, false, blanks, |_, line| {
+                kinds.push(match line {
+                    Line::Plain(_) => 'p',
+                    Line::Str(_) => 's',
+                    Line::Text(_) => 't',
+                    Line::TooLong { .. } => 'l',
+                })
+            });
+            kinds
+        };
+        assert_eq!(kinds(b"a b\nc d\ne", true), "ppp");
+        assert_eq!(kinds(b"a b\nc d\ne", false), "sss");
+        for blank in [b'\t', b'\r', b'\x0c'] {
+            let data = [&b"a b\nc d\ne"[..], &[blank]].concat();
+            assert_eq!(kinds(&data, true), "sss", "{blank}");
+        }
+        assert_eq!(kinds(b"a\xff\nb\n", true), "tt");
+    }
+
+    #[test]
     fn a_read_error_after_the_last_whole_line_is_not_lost() {
         // The error comes with only the start of a line in the buffer (the carried "bb"),
         // or with nothing at all: the read must end with it, never with `None`.

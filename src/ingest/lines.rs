@@ -112,7 +112,8 @@ impl<R: Read> LineReader<R> {
     }
 
     /// Checks the lines of each read as UTF-8 together: those of a block that is UTF-8 are
-    /// given as [`Line::Str`], the others as [`Line::Text`].
+    /// given as [`Line::Str`] (or [`Line::Plain`]: [`LineReader::blanks`]), the others as
+    /// [`Line::Text`].
     pub fn utf8(mut self) -> Self {
         self.utf8 = true;
         self

@@ -1,4 +1,5 @@
-//! Scanning a line sixteen bytes at a time.
+//! Scanning a line sixteen bytes at a time, a read buffer sixty-four at a time, and digits
+//! eight at a time.
 //!
 //! The text readers look for a few kinds of byte over short distances: the blank that ends a
 //! perf or ftrace token, the space before a field's name, the quotes, brackets and commas of a
@@ -7,10 +8,13 @@
 //! strings are not scanned here: keys of a dozen bytes were read faster byte by byte.) A [`Block`] compares sixteen
 //! bytes with one value in a few vector instructions (SSE2, which every x86-64 has) and gives
 //! a bit per byte, so a reader finds every match of a block at once. Other targets get the
-//! same answers from a byte loop.
+//! same answers from a byte loop. [`Positions`] puts four blocks together to find a read
+//! buffer's newlines (a `memchr` call a line cost more than a short line's search), and
+//! [`leading_digits`] and [`last_digits`] read up to eight digits from one word (stamps and
+//! ids: a loop per digit was most of reading them).
 
 /// Sixteen bytes of a line from some index; past the end of the line, zero bytes (which no
-/// reader looks for).
+/// reader of lines looks for; [`Positions`], which may be asked for any byte, cuts them off).
 #[derive(Clone, Copy)]
 pub struct Block(imp::Lanes);
 

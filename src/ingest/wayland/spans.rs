@@ -201,7 +201,8 @@ enum Arg {
     Nil,
     /// `delete_id`'s id
     Number(u32),
-    /// `feedback`'s surface and feedback: the first two arguments that are objects
+    /// `feedback`'s surface and feedback: the first two arguments that are objects or `nil`,
+    /// when both are objects
     Two(u32, u32),
 }
 
