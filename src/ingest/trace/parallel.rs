@@ -31,7 +31,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::babeltrace::Babeltrace;
 use super::read::{Lines, TOO_LONG, note_malformed};
-use super::rules::{MAX_NAMES, NameMatcher, Pairer};
+use super::rules::{MAX_NAMES, NameMatcher, Pairer, Recent};
 use super::{EventView, Format, InLine, Parsed, same};
 use crate::ingest::chunks::{Job, Reader, Spares, for_each_line, in_order};
 use crate::ingest::lines::Line;
@@ -146,46 +146,14 @@ struct Names<'a> {
     /// names beyond the cache listed in this chunk
     listed: FxHashSet<Box<str>>,
     seq: u64,
-    /// the two cached names looked up last, listed in this chunk (a look-up in `cache`
-    /// hashed the name: 3.5% of the instructions of a two-thread read of ftrace text)
-    lately: [Lately; 2],
+    /// the two cached names looked up last, with the chunk they were listed in (a look-up in
+    /// `cache` hashed the name: 3.5% of the instructions of a two-thread read of ftrace text)
+    lately: [Recent<(u64, Found)>; 2],
 }
 
 /// What [`Names::mask`] gives for a name: its mask, the fields its events may be asked, where
 /// it lies in the chunk's text.
 type Found = (u64, u64, Option<(u32, u32)>);
-
-/// A cached name already listed in chunk `seq`, with what [`Names::mask`] gives for it.
-#[derive(Debug, Clone, Copy)]
-struct Lately {
-    seq: u64,
-    /// the name's length; 0: none kept
-    len: u8,
-    bytes: [u8; Lately::LONGEST],
-    found: Found,
-}
-
-impl Default for Lately {
-    fn default() -> Lately {
-        Lately {
-            seq: 0,
-            len: 0,
-            bytes: [0; Lately::LONGEST],
-            found: (0, 0, None),
-        }
-    }
-}
-
-impl Lately {
-    const LONGEST: usize = 40;
-
-    /// What `mask` gave for `name` in chunk `seq`, when this kept it.
-    #[inline]
-    fn get(&self, seq: u64, name: &str) -> Option<Found> {
-        let kept = &self.bytes[..usize::from(self.len)];
-        (self.seq == seq && self.len > 0 && same(kept, name.as_bytes())).then_some(self.found)
-    }
-}
 
 impl<'a> Worker<'a> {
     fn chunk(&mut self, job: Job) -> Done {
@@ -276,7 +244,12 @@ impl Names<'_> {
     /// it appears there.
     fn mask(&mut self, chunk: &mut Chunk, n: u64, name: &str) -> Found {
         let seq = self.seq;
-        if let Some(found) = self.lately.iter().find_map(|l| l.get(seq, name)) {
+        let listed_here = |(at, found): (u64, Found)| (at == seq).then_some(found);
+        if let Some(found) = self
+            .lately
+            .iter()
+            .find_map(|l| l.get(name).and_then(listed_here))
+        {
             return found;
         }
         let cached = match self.cache.get_mut(name) {
@@ -314,18 +287,9 @@ impl Names<'_> {
 
     /// Keeps a cached `name`, listed in this chunk, as the one looked up last.
     fn keep(&mut self, name: &str, found: Found) {
-        let len = name.len();
-        if len == 0 || len > Lately::LONGEST {
-            return;
+        if let Some(kept) = Recent::new(name, (self.seq, found)) {
+            self.lately[1] = std::mem::replace(&mut self.lately[0], kept);
         }
-        let mut kept = Lately {
-            seq: self.seq,
-            len: len as u8,
-            found,
-            ..Lately::default()
-        };
-        kept.bytes[..len].copy_from_slice(name.as_bytes());
-        self.lately[1] = std::mem::replace(&mut self.lately[0], kept);
     }
 }
 

@@ -265,49 +265,52 @@ impl NameMatcher {
     }
 }
 
-/// A name looked up lately and its mask, kept inline (a look-up in the map of every name seen
-/// hashed the name and called `bcmp`: a tenth of the pairing of a JSON-lines row).
+/// A name looked up lately and what it gave, kept inline (a look-up in the map of every name
+/// seen hashed the name and called `bcmp`: a tenth of the pairing of a JSON-lines row). The
+/// pairer keeps its two last names with their masks; a parallel reader's worker, with what its
+/// map of names gave in the chunk.
 #[derive(Debug, Clone, Copy)]
-struct Recent {
+pub(super) struct Recent<T> {
     /// the name's length; 0: none kept
     len: u8,
-    bytes: [u8; Recent::LONGEST],
-    mask: u64,
+    bytes: [u8; RECENT_LONGEST],
+    value: T,
 }
 
-impl Default for Recent {
-    fn default() -> Recent {
+/// The longest name a [`Recent`] keeps.
+const RECENT_LONGEST: usize = 40;
+
+impl<T: Copy + Default> Default for Recent<T> {
+    fn default() -> Recent<T> {
         Recent {
             len: 0,
-            bytes: [0; Recent::LONGEST],
-            mask: 0,
+            bytes: [0; RECENT_LONGEST],
+            value: T::default(),
         }
     }
 }
 
-impl Recent {
-    const LONGEST: usize = 40;
-
-    /// `None` for an empty name or one longer than [`Recent::LONGEST`].
-    fn new(name: &str, mask: u64) -> Option<Recent> {
+impl<T: Copy + Default> Recent<T> {
+    /// `None` for an empty name or one longer than [`RECENT_LONGEST`] bytes.
+    pub(super) fn new(name: &str, value: T) -> Option<Recent<T>> {
         let len = name.len();
-        if len == 0 || len > Self::LONGEST {
+        if len == 0 || len > RECENT_LONGEST {
             return None;
         }
-        let mut bytes = [0; Self::LONGEST];
-        bytes[..len].copy_from_slice(name.as_bytes());
-        Some(Recent {
+        let mut kept = Recent {
             len: len as u8,
-            bytes,
-            mask,
-        })
+            value,
+            ..Recent::default()
+        };
+        kept.bytes[..len].copy_from_slice(name.as_bytes());
+        Some(kept)
     }
 
-    /// The mask, when this is `name`.
+    /// What was kept with `name`, when this is `name`.
     #[inline]
-    fn mask(&self, name: &str) -> Option<u64> {
+    pub(super) fn get(&self, name: &str) -> Option<T> {
         let kept = &self.bytes[..usize::from(self.len)];
-        (self.len > 0 && equal(kept, name.as_bytes())).then_some(self.mask)
+        (self.len > 0 && equal(kept, name.as_bytes())).then_some(self.value)
     }
 }
 
@@ -396,7 +399,7 @@ pub struct Pairer {
     ends_seen: SpanFlags,
     closed: SpanFlags,
     /// the names looked up last, with their masks: most events are of one of two names
-    recent: [Recent; 2],
+    recent: [Recent<u64>; 2],
     /// per rule: events named like its start, like its end, passing the start's filters, the end's
     seen: Vec<[u64; 4]>,
     /// distinct event names of the input (at most [`MAX_NAMES`]), for "did you mean", each
@@ -458,7 +461,7 @@ impl Pairer {
     /// name, as the name is noted: an event costs one look-up instead of a comparison with
     /// each endpoint.
     fn name_mask(&mut self, name: &str) -> u64 {
-        if let Some(mask) = self.recent.iter().find_map(|r| r.mask(name)) {
+        if let Some(mask) = self.recent.iter().find_map(|r| r.get(name)) {
             return mask;
         }
         let mask = match self.names_seen.get(name) {
