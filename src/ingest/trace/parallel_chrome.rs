@@ -34,8 +34,8 @@ struct Piece {
 }
 
 /// A piece as a worker gives it back: its text when it is UTF-8, checked there (the calling
-/// thread checked it again before, 3.7% of the instructions of a two-thread read of the
-/// Chrome benchmark slice), else its bytes.
+/// thread checked it again before: two threads did 269.9 M instructions on the Chrome
+/// benchmark slice, now 265.6 M), else its bytes.
 enum Checked {
     Text(String),
     Bytes(Vec<u8>),
