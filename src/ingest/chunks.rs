@@ -262,8 +262,7 @@ pub(crate) fn for_each_line<const UTF8: bool>(
             };
         }
         match text {
-            Some(text) if plain => Line::Plain(trim_cr_str(&text[start..end])),
-            Some(text) => Line::Str(trim_cr_str(&text[start..end])),
+            Some(text) => Line::of_text(trim_cr_str(&text[start..end]), plain),
             None => Line::Text(trim_cr(&data[start..end])),
         }
     };

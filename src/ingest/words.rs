@@ -63,7 +63,7 @@ impl Block {
 
 /// Length of the identifier (`[A-Za-z0-9_]*`) at the start of `s`, sixteen bytes at a time (a
 /// byte loop over WAYLAND_DEBUG interface and message names was a twelfth of the reading of a
-/// line). For the start of a line's rest: a name at the end of a short slice is read from a
+/// line). For the start of a line's rest: a slice shorter than sixteen bytes is read from a
 /// copy ([`Block::at`]'s padding).
 #[inline]
 pub fn identifier_len(s: &[u8]) -> usize {
@@ -178,12 +178,10 @@ impl Iterator for Positions<'_> {
 #[inline]
 pub fn leading_digits(b: &[u8]) -> Option<(u64, usize)> {
     let word = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
-    // Each byte less `0`: a digit is 0 to 9. The top bit of a byte marks a byte below `0`
-    // (it borrowed) or above `9` (adding 0x76 reaches 0x80). Borrows and carries only cross
+    // Each byte less `0`: a digit is 0 to 9 ([`not_digits`]). Borrows and carries only cross
     // into the bytes after the first that is not a digit, which are not read.
     let less = word.wrapping_sub(0x3030_3030_3030_3030);
-    let others = (less | less.wrapping_add(0x7676_7676_7676_7676)) & 0x8080_8080_8080_8080;
-    let n = (others.trailing_zeros() / 8) as usize;
+    let n = (not_digits(less).trailing_zeros() / 8) as usize;
     if n == 0 {
         return Some((0, 0));
     }
@@ -207,11 +205,17 @@ pub fn last_digits(b: &[u8], k: usize) -> Option<u64> {
     let low = (1u64 << below) - 1; // (k is at least 1: a shift of at most 56)
     let word = (word & !low) | (0x3030_3030_3030_3030 & low);
     let less = word.wrapping_sub(0x3030_3030_3030_3030);
-    let others = (less | less.wrapping_add(0x7676_7676_7676_7676)) & 0x8080_8080_8080_8080;
-    if others != 0 {
+    if not_digits(less) != 0 {
         return None;
     }
     Some(value_of_eight(less))
+}
+
+/// The top bit of each byte of `less` (a word's bytes less `0` each) that was not a digit: it
+/// borrowed (below `0`) or adding 0x76 reaches 0x80 (above `9`).
+#[inline]
+fn not_digits(less: u64) -> u64 {
+    (less | less.wrapping_add(0x7676_7676_7676_7676)) & 0x8080_8080_8080_8080
 }
 
 /// The value of eight digits, one a byte (values 0 to 9, the first in the lowest byte): pairs,

@@ -228,8 +228,9 @@ pub fn equals_field(line: &str, from: usize, name: &str) -> Option<std::ops::Ran
         return None;
     }
     let eq = field_start(b, from, name.as_bytes())? + name.len();
-    // The token's own end, then the tokens that continue its value.
-    let mut i = space_from(b, eq + 1);
+    // The token's own end, then the tokens that continue its value. (A lazy payload holds no
+    // tab: its tokens end at spaces.)
+    let mut i = blank_from(b, eq + 1);
     let mut end = i;
     while let Some((a, e)) = next_token(b, &mut i) {
         if &b[a..e] == b"==>" || begins_field(b, a, e) {
@@ -238,21 +239,6 @@ pub fn equals_field(line: &str, from: usize, name: &str) -> Option<std::ops::Ran
         end = e;
     }
     Some(eq + 1..end)
-}
-
-/// The first space at or past `from`, or the end of `b`, sixteen bytes at a time.
-#[inline]
-fn space_from(b: &[u8], from: usize) -> usize {
-    let mut i = from;
-    while i < b.len() {
-        let spaces = Block::at(b, i).eq(b' ');
-        // (the zero bytes past the end are not spaces)
-        if spaces != 0 {
-            return i + spaces.trailing_zeros() as usize;
-        }
-        i += WIDTH;
-    }
-    b.len()
 }
 
 /// Whether the token `b[a..e]` begins a field: `NAME=...`, NAME a field name. Read in the line

@@ -380,12 +380,12 @@ impl SpanTracker {
     /// [`SpanTracker::message`], with what the message means already worked out
     /// ([`Meaning::of`] of the same message).
     pub fn message_meaning(&mut self, meaning: &Meaning, ts: u64, sink: &mut impl SpanSink) {
-        let (known, msg) = (meaning.known, meaning);
+        let known = meaning.known;
         self.track_creations(meaning, sink);
         let Some(is_request) = known.is_request() else {
             return;
         };
-        let ci = self.conn_index(side_of(is_request, msg.sent), msg.conn);
+        let ci = self.conn_index(side_of(is_request, meaning.sent), meaning.conn);
         let ctx = Ctx {
             options: self.options,
             file_index: self.file_index,
@@ -394,12 +394,16 @@ impl SpanTracker {
         let conn = &mut self.conns[ci];
         let arg = meaning.arg;
         match known {
-            Known::Attach => on_attach(conn, msg.id, arg),
-            Known::Commit => on_commit(conn, &ctx, msg.id, sink),
-            Known::Frame => on_callback_request(conn, &ctx, SpanKind::FrameDone, msg.id, arg, sink),
-            Known::Sync => on_callback_request(conn, &ctx, SpanKind::SyncDone, msg.id, arg, sink),
+            Known::Attach => on_attach(conn, meaning.id, arg),
+            Known::Commit => on_commit(conn, &ctx, meaning.id, sink),
+            Known::Frame => {
+                on_callback_request(conn, &ctx, SpanKind::FrameDone, meaning.id, arg, sink)
+            }
+            Known::Sync => {
+                on_callback_request(conn, &ctx, SpanKind::SyncDone, meaning.id, arg, sink)
+            }
             Known::SurfaceDestroy => {
-                let key = conn.objects.current(msg.id);
+                let key = conn.objects.current(meaning.id);
                 conn.surfaces.remove(&key);
             }
             Known::DeleteId => {
@@ -407,29 +411,31 @@ impl SpanTracker {
                     conn.objects.delete(id);
                 }
             }
-            Known::Release => on_release(conn, &ctx, msg.id, sink),
+            Known::Release => on_release(conn, &ctx, meaning.id, sink),
             Known::Done => {
-                let ended = on_done(conn, ts, msg.id, sink);
+                let ended = on_done(conn, ts, meaning.id, sink);
                 // A callback created by another request (not frame or sync) is not ours; any
                 // other done that ends nothing is an orphan of an unknown span.
-                if !ended && !conn.objects.created_elsewhere(msg.id) {
+                if !ended && !conn.objects.created_elsewhere(meaning.id) {
                     self.stats.unknown_callbacks += 1;
                 }
             }
             Known::Feedback if self.options.on(SpanKind::Presented) => on_feedback(conn, arg),
             Known::Feedback => {}
-            Known::Presented => on_presented(conn, &ctx, msg.id, None, sink),
-            Known::Discarded => on_presented(conn, &ctx, msg.id, Some(Outcome::Discarded), sink),
+            Known::Presented => on_presented(conn, &ctx, meaning.id, None, sink),
+            Known::Discarded => {
+                on_presented(conn, &ctx, meaning.id, Some(Outcome::Discarded), sink)
+            }
             Known::Other => {}
         }
     }
 
     /// Every `new id` argument creates an object; the object its id named before is gone, so
     /// spans still waiting on it can never end.
-    fn track_creations(&mut self, msg: &Meaning, sink: &mut impl SpanSink) {
-        for &id in msg.created() {
-            let side = side_of(id < SERVER_ID_BASE, msg.sent);
-            let ci = self.conn_index(side, msg.conn);
+    fn track_creations(&mut self, meaning: &Meaning, sink: &mut impl SpanSink) {
+        for &id in meaning.created() {
+            let side = side_of(id < SERVER_ID_BASE, meaning.sent);
+            let ci = self.conn_index(side, meaning.conn);
             let conn = &mut self.conns[ci];
             let made = conn.objects.create(id);
             self.stats.reused_live_ids += u64::from(made.reused_live_id);
