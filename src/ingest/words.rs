@@ -80,6 +80,27 @@ pub fn identifier_len(s: &[u8]) -> usize {
     s.len()
 }
 
+/// Where byte `c` first is in `b` at or after `from`: the next two [`Block`]s, then `memchr`
+/// (a `memchr` call's setup cost more than the search of the dozen bytes to a stamp's `]` or
+/// to the space after a babeltrace2 event name). `c` must not be 0, which the padding past
+/// the end of `b` holds.
+#[inline]
+pub fn find_near(b: &[u8], from: usize, c: u8) -> Option<usize> {
+    debug_assert!(c != 0);
+    for k in 0..2 {
+        let at = from + k * WIDTH;
+        if at >= b.len() {
+            return None;
+        }
+        let hits = Block::at(b, at).eq(c);
+        if hits != 0 {
+            return Some(at + hits.trailing_zeros() as usize);
+        }
+    }
+    let at = from + 2 * WIDTH;
+    memchr::memchr(c, b.get(at..)?).map(|p| at + p)
+}
+
 /// `a == b` for the dozen bytes of a name or of what lies between two JSON values: eight bytes
 /// at a time, the last eight overlapping the ones before (a `bcmp` call cost more than the
 /// comparison).
@@ -430,6 +451,33 @@ mod tests {
             let ours: Vec<usize> = Positions::of(c, &b[3..]).collect();
             let theirs: Vec<usize> = memchr::memchr_iter(c, &b[3..]).collect();
             assert_eq!(ours, theirs, "{c}");
+        }
+    }
+
+    #[test]
+    fn find_near_is_where_memchr_finds_the_byte_at_every_length_and_start() {
+        for len in 0..90 {
+            for place in (0..len).map(Some).chain([None]) {
+                let mut b = vec![b' '; len];
+                if let Some(p) = place {
+                    b[p] = b']';
+                    // a second one after it, which is not the first
+                    if p + 5 < len {
+                        b[p + 5] = b']';
+                    }
+                }
+                for from in 0..=len + 2 {
+                    let theirs = b
+                        .get(from..)
+                        .and_then(|s| memchr::memchr(b']', s))
+                        .map(|p| from + p);
+                    assert_eq!(
+                        find_near(&b, from, b']'),
+                        theirs,
+                        "{len} bytes, {place:?}, from {from}"
+                    );
+                }
+            }
         }
     }
 
