@@ -386,7 +386,8 @@ fn item(line: &str, range: std::ops::Range<usize>, ev: &mut Event) {
 /// most one space after the value, whose first and last bytes are ASCII and not white space:
 /// its `(name, value)` as [`searched_item`] gives it, read in place (the search for the `=`
 /// and the trimming of both sides were three tenths of the reading of a line). `None` for any
-/// other item, which the search then reads.
+/// other item, which the search then reads. `range` ends before the `,`, `}` or `]` that
+/// closed the item ([`GroupWalk`]): the name is read in the line, and does not run past it.
 #[inline]
 fn written_item(
     line: &[u8],
