@@ -236,8 +236,9 @@ impl Babeltrace {
                     return dated(text);
                 }
                 if !colon {
+                    // neither seconds (read above) nor a date nor a time of day
                     self.other_stamps += 1;
-                    return super::seconds_to_ns(text);
+                    return None;
                 }
                 time_of_day(text)?
             }
@@ -255,15 +256,18 @@ impl Babeltrace {
     }
 }
 
+/// Whether ASCII byte `c` is white space to `str::trim` (`char::is_whitespace`).
+#[inline]
+fn ascii_white(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
 /// The length of the white space at the start of `text`, as `str::trim_start` counts it: the
 /// usual one space, then an ASCII byte, without decoding characters.
 #[inline]
 fn white_len(text: &str) -> usize {
     let b = text.as_bytes();
-    let n = b
-        .iter()
-        .take_while(|c| c.is_ascii_whitespace() || **c == 0x0b)
-        .count();
+    let n = b.iter().take_while(|&&c| ascii_white(c)).count();
     if b.get(n).is_none_or(u8::is_ascii) {
         return n;
     }
@@ -405,7 +409,7 @@ fn written_item(
     }
     let start = n + 4;
     let end = text.len() - usize::from(text.last() == Some(&b' '));
-    let plain = |c: &u8| c.is_ascii() && !c.is_ascii_whitespace() && *c != b'\x0b';
+    let plain = |c: &u8| c.is_ascii() && !ascii_white(*c);
     let (first, last) = (text.get(start)?, text.get(end.checked_sub(1)?)?);
     if end <= start || !plain(first) || !plain(last) {
         return None;
@@ -444,9 +448,11 @@ fn trim(line: &str, r: std::ops::Range<usize>) -> std::ops::Range<usize> {
     // The usual ends are ASCII: white space trimmed as `str::trim` would, without its
     // decoding of characters (a tenth of the reading time).
     let b = &line.as_bytes()[r.clone()];
-    let white = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
-    let start = b.iter().position(|&c| !white(c)).unwrap_or(b.len());
-    let end = b.iter().rposition(|&c| !white(c)).map_or(start, |e| e + 1);
+    let start = b.iter().position(|&c| !ascii_white(c)).unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|&c| !ascii_white(c))
+        .map_or(start, |e| e + 1);
     if b.get(start).is_none_or(u8::is_ascii) && (end == start || b[end - 1].is_ascii()) {
         return r.start + start..r.start + end.max(start);
     }
