@@ -3,15 +3,16 @@
 //!
 //! The text readers look for a few kinds of byte over short distances: the blank that ends a
 //! perf or ftrace token, the space before a field's name, the quotes, brackets and commas of a
-//! babeltrace2 group, the end of a WAYLAND_DEBUG interface name. A byte loop costs three to
-//! five instructions a byte, and a `memchr` call costs more than a token is long. (JSON
-//! strings are not scanned here: keys of a dozen bytes were read faster byte by byte.) A [`Block`] compares sixteen
+//! babeltrace2 group, the end of a WAYLAND_DEBUG interface name, the quote, backslash or
+//! control character that ends a JSON string. A byte loop costs three to five instructions a
+//! byte, and a `memchr` call costs more than a token is long. A [`Block`] compares sixteen
 //! bytes with one value in a few vector instructions (SSE2, which every x86-64 has) and gives
 //! a bit per byte, so a reader finds every match of a block at once. Other targets get the
 //! same answers from a byte loop. [`Positions`] puts four blocks together to find a read
-//! buffer's newlines (a `memchr` call a line cost more than a short line's search), and
+//! buffer's newlines (a `memchr` call a line cost more than a short line's search),
 //! [`leading_digits`] and [`last_digits`] read up to eight digits from one word (stamps and
-//! ids: a loop per digit was most of reading them).
+//! ids: a loop per digit was most of reading them), and [`digits_end`] finds where a number's
+//! digits end so.
 
 /// Sixteen bytes of a line from some index; past the end of the line, zero bytes (which no
 /// reader of lines looks for; [`Positions`], which may be asked for any byte, cuts them off).
@@ -212,6 +213,27 @@ pub fn leading_digits(b: &[u8]) -> Option<(u64, usize)> {
     // The n digits to the top of the word (byte 0, the first digit, is the lowest): the
     // zero bytes below them are leading zeros.
     Some((value_of_eight(less << (8 * (8 - n))), n))
+}
+
+/// The index past the run of ASCII digits that begins at `b[i]`, eight bytes at a time (the
+/// stamps of a JSON trace have eleven digits and more; a loop per digit was a tenth of
+/// crossing a Chrome JSON element's values).
+#[inline]
+pub fn digits_end(b: &[u8], mut i: usize) -> usize {
+    while let Some(w) = b.get(i..i + 8) {
+        let word = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        // as in [`leading_digits`]: the first byte that is not a digit is the first flagged
+        let n =
+            (not_digits(word.wrapping_sub(0x3030_3030_3030_3030)).trailing_zeros() / 8) as usize;
+        i += n;
+        if n < 8 {
+            return i;
+        }
+    }
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    i
 }
 
 /// The value of the last `k` bytes of `b` (`k` at most 8, `b` at least 8 bytes long) when
@@ -550,6 +572,26 @@ mod tests {
             }
         }
         assert_eq!(leading_digits(b"1234567"), None);
+    }
+
+    #[test]
+    fn digits_end_where_a_digit_loop_ends_them_for_every_byte_after_them() {
+        let by_loop =
+            |b: &[u8], i: usize| i + b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        for n in 0..=20 {
+            for from in 0..3 {
+                for stop in 0..=255u8 {
+                    for tail in [&b""[..], b"9", b"12345678901"] {
+                        let mut b: Vec<u8> = b"x:".to_vec();
+                        b.extend(b"90817263540918273645".iter().take(n));
+                        b.push(stop);
+                        b.extend_from_slice(tail);
+                        assert_eq!(digits_end(&b, from), by_loop(&b, from), "{b:?} {from}");
+                    }
+                }
+            }
+        }
+        assert_eq!(digits_end(b"123", 3), 3);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::ops::Range;
 
 use super::table::{Columns, Role, RowKeys, Walk, json_line_walked, stamped_ns, time_ns, value};
 use super::{Event, Parsed, json};
-use crate::ingest::words::{Block, WIDTH, equal};
+use crate::ingest::words::equal;
 
 /// Shapes kept at once: rows of a few kinds (each its own keys) alternate in a log.
 const SHAPES: usize = 4;
@@ -204,13 +204,12 @@ impl RowShapes {
     }
 }
 
-/// [`value`], with strings crossed sixteen bytes at a time: a row's keys are no longer
-/// scanned, and its values (names, ids, paths) are longer than keys.
+/// [`value`], its numbers read here.
 #[inline]
 fn value_of(b: &[u8], v: usize) -> Option<(usize, Option<Range<usize>>)> {
     match b.get(v) {
         Some(b'"') => {
-            let (end, escaped) = string(b, v)?;
+            let (end, escaped) = json::string(b, v).ok()?;
             Some((end, (!escaped).then_some(v + 1..end - 1)))
         }
         // [`value`]'s number, read here: left to it, whether it was inlined changed with
@@ -223,62 +222,10 @@ fn value_of(b: &[u8], v: usize) -> Option<(usize, Option<Range<usize>>)> {
     }
 }
 
-/// [`json::string`] of the string whose opening quote is `b[i]`: the index past its closing
-/// quote, and whether it holds an escape.
-#[inline]
-fn string(b: &[u8], i: usize) -> Option<(usize, bool)> {
-    let mut j = i + 1;
-    let mut escaped = false;
-    loop {
-        let block = Block::at(b, j);
-        // the bytes that stop a string; past the line's end a block holds zeros, which stop it
-        let stops = block.eq(b'"') | block.eq(b'\\') | block.in_range(0, 0x1f);
-        if stops == 0 {
-            j += WIDTH;
-            continue;
-        }
-        let at = j + stops.trailing_zeros() as usize;
-        match b.get(at)? {
-            b'"' => return Some((at + 1, escaped)),
-            b'\\' => {
-                escaped = true;
-                j = json::escape(b, at).ok()?;
-            }
-            _ => return None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::table::json_line_in_place;
     use super::*;
-
-    #[test]
-    fn strings_end_where_the_json_scanner_ends_them() {
-        let parts = [
-            "", "a", "é", "\\\"", "\\n", "\\u00e9", "\\u00", "\\x", "\t", "\u{1}", "\"", "\\",
-        ];
-        let mut texts = vec![String::new()];
-        for _ in 0..3 {
-            let mut next = Vec::new();
-            for t in &texts {
-                for p in parts {
-                    next.push(format!("{t}{p}"));
-                }
-            }
-            texts = next;
-        }
-        for t in texts {
-            for pad in [0, 5, 13, 15, 16, 17, 31] {
-                for close in ["\"", ""] {
-                    let line = format!("\"{}{t}{close}", "x".repeat(pad));
-                    let b = line.as_bytes();
-                    assert_eq!(string(b, 0), json::string(b, 0).ok(), "{line:?}");
-                }
-            }
-        }
-    }
 
     /// What an event says: its stamp, its name and its fields as text.
     fn said(parsed: Option<Parsed>, line: &str, ev: &Event) -> String {
