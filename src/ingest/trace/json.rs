@@ -305,6 +305,9 @@ pub fn members<'a>(
 /// The text of a raw JSON string (with its quotes); `None` for any other value.
 pub fn str_of(raw: &[u8]) -> Option<Result<Cow<'_, str>>> {
     let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if let Some(ascii) = crate::ingest::words::ascii_without(inner, b'\\') {
+        return Some(Ok(Cow::Borrowed(ascii)));
+    }
     if !inner.contains(&b'\\') {
         return Some(
             std::str::from_utf8(inner)
