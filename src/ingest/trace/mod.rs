@@ -27,7 +27,7 @@ pub mod text;
 
 use std::ops::Range;
 
-use crate::ingest::words::{last_digits, leading_digits};
+use crate::ingest::words::{digits_end, last_digits, leading_digits};
 
 pub use detect::{Format, detect};
 
@@ -160,17 +160,36 @@ pub fn decimal_bytes_to_ns(text: &[u8], scale: u64) -> Option<u64> {
     {
         return Some(ns);
     }
-    let dot = text.iter().position(|&b| b == b'.').unwrap_or(text.len());
-    let (int, frac) = (&text[..dot], text.get(dot + 1..).unwrap_or(&[]));
-    if int.is_empty() {
-        return None;
-    }
+    decimal_read(text, scale)
+}
+
+/// [`decimal_bytes_to_ns`] of any stamp but the usual seconds (kept apart, that their reading
+/// stays inlined where perf, ftrace and babeltrace2 stamps are read).
+#[inline(never)]
+fn decimal_read(text: &[u8], scale: u64) -> Option<u64> {
+    // The whole part's digits, then a dot or the end (eight bytes at a time: a search for the
+    // dot and a loop over the whole part's digits were a third of reading a stamp).
+    let dot = digits_end(text, 0);
+    let (int, frac) = match text.get(dot) {
+        _ if dot == 0 => return None,
+        None => (text, &text[dot..]),
+        Some(b'.') => (&text[..dot], &text[dot + 1..]),
+        Some(_) => return None,
+    };
     let whole = match short_digits(int) {
         Some(whole) => whole?,
         None => long_digits(int)?,
     };
     let ns = whole.checked_mul(scale)?;
-    let Some(places) = POWERS_OF_TEN.iter().position(|&p| p == scale) else {
+    if frac.is_empty() {
+        return Some(ns);
+    }
+    let places = match scale {
+        1_000 => Some(3),
+        1_000_000 => Some(6),
+        _ => POWERS_OF_TEN.iter().position(|&p| p == scale),
+    };
+    let Some(places) = places else {
         return ns.checked_add(fraction_scaled(frac, scale)?);
     };
     // A scale of 10^places: the first `places` digits of the fraction, as an integer padded to
@@ -217,11 +236,22 @@ const POWERS_OF_TEN: [u64; 20] = {
 };
 
 /// The value of at most 19 decimal digits (they cannot overflow a `u64`): `Some(None)` when a
-/// byte is not a digit, `None` when there are more than 19 of them.
+/// byte is not a digit, `None` when there are more than 19 of them. Eight to sixteen digits
+/// (a Chrome JSON stamp in microseconds has eleven) are read a word at a time: the first eight
+/// ([`leading_digits`]), then the rest ([`last_digits`]).
 #[inline]
 pub(crate) fn short_digits(digits: &[u8]) -> Option<Option<u64>> {
-    if digits.len() > 19 {
+    let n = digits.len();
+    if n > 19 {
         return None;
+    }
+    if (8..=16).contains(&n) {
+        let (high, k) = leading_digits(digits)?;
+        return Some(match n - k {
+            _ if k < 8 => None,
+            0 => Some(high),
+            rest => last_digits(digits, rest).map(|low| high * POWERS_OF_TEN[rest] + low),
+        });
     }
     let mut value: u64 = 0;
     for &b in digits {
@@ -360,6 +390,19 @@ mod tests {
                 }
                 texts.push(stamp);
             }
+        }
+        // Integers of 1 to 20 digits (8 to 16 are read a word at a time), each byte in turn
+        // made one that is not a digit.
+        for int in 1..=20 {
+            let stamp = &"98765432109876543210"[..int];
+            for at in 0..int {
+                for other in [b'/', b':', b'.', b' ', b'a'] {
+                    let mut bad = stamp.as_bytes().to_vec();
+                    bad[at] = other;
+                    texts.push(String::from_utf8_lossy(&bad).into_owned());
+                }
+            }
+            texts.push(stamp.to_string());
         }
         for text in &texts {
             for scale in scales {
