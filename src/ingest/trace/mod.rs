@@ -105,6 +105,12 @@ pub trait EventView {
     fn name(&self) -> &str;
     /// the value of field `name`, as [`Event::field`] gives it
     fn field(&self, name: &str) -> Option<&str>;
+    /// The bytes of [`EventView::field`] of `name`, field `j` of the fields the rules read
+    /// ([`rules::Pairer::fields_read`]), for a pairing key: a record finds them by their
+    /// place, a line by the field's name.
+    fn key_field(&self, _j: usize, name: &str) -> Option<&[u8]> {
+        self.field(name).map(str::as_bytes)
+    }
 }
 
 /// An [`Event`] with the text its ranges point into.

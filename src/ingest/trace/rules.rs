@@ -81,6 +81,23 @@ pub fn names_match(spec: &str, name: &str) -> bool {
     (spec.contains(':') != name.contains(':')) && last(spec) == last(name)
 }
 
+/// [`Pairer::fields_read`] of `rules` and `by`.
+fn fields_read(rules: &[Rule], by: Option<&str>) -> Vec<String> {
+    let mut fields: Vec<String> = Vec::new();
+    for rule in rules {
+        let filters = rule.start.filters.iter().chain(&rule.end.filters);
+        let names = filters
+            .map(|f| &f.field)
+            .chain(&rule.key.start)
+            .chain(&rule.key.end);
+        fields.extend(names.cloned());
+    }
+    fields.extend(by.map(str::to_string));
+    fields.sort();
+    fields.dedup();
+    fields
+}
+
 /// One rule, compiled for the pairer: its span's index instead of its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
@@ -112,7 +129,12 @@ pub enum Repeat {
 
 /// Writes span `span` and the values of `fields` of `ev` into `buf` (separated by U+001F), the
 /// key of an open span; `false` when the event lacks one.
-fn fill_key(buf: &mut Vec<u8>, span: usize, ev: &impl EventView, fields: &[String]) -> bool {
+fn fill_key(
+    buf: &mut Vec<u8>,
+    span: usize,
+    ev: &impl EventView,
+    fields: &[(String, usize)],
+) -> bool {
     buf.clear();
     // The span's index in decimal, without the formatting machinery (a key per event); the
     // usual one digit without a copy of the digits (a `memcpy` call).
@@ -122,11 +144,11 @@ fn fill_key(buf: &mut Vec<u8>, span: usize, ev: &impl EventView, fields: &[Strin
         push_decimal(buf, span);
     }
     buf.push(0x1f);
-    for f in fields {
-        let Some(v) = ev.field(f) else {
+    for (f, j) in fields {
+        let Some(v) = ev.key_field(*j, f) else {
             return false;
         };
-        buf.extend_from_slice(v.as_bytes());
+        buf.extend_from_slice(v);
         buf.push(0x1f);
     }
     true
@@ -385,6 +407,9 @@ pub struct Pairer {
     repeat: Repeat,
     /// open spans by their span and key ([`fill_key`])
     open: OpenSpans<SpanKey>,
+    /// per rule, the key fields of its start and of its end, each with its place among
+    /// [`Pairer::fields_read`]
+    keys: Vec<[Vec<(String, usize)>; 2]>,
     labels: FxHashMap<String, u32>,
     label_names: crate::report::csv::Labels,
     /// the most `--by` values with a series of their own; the rest go to [`OTHER`]
@@ -429,8 +454,18 @@ impl Pairer {
             .enumerate()
             .map(|(i, n)| (n.clone(), i))
             .collect();
+        let read = fields_read(&rules, by.as_deref());
+        let place = |fields: &[String]| -> Vec<(String, usize)> {
+            let at = |f: &String| read.iter().position(|r| r == f).unwrap_or(usize::MAX);
+            fields.iter().map(|f| (f.clone(), at(f))).collect()
+        };
+        let keys = rules
+            .iter()
+            .map(|r| [place(&r.key.start), place(&r.key.end)])
+            .collect();
         Pairer {
             rules,
+            keys,
             span_names: std::rc::Rc::new(std::cell::RefCell::new(names)),
             span_ids,
             by,
@@ -560,19 +595,7 @@ impl Pairer {
     /// Every field a rule's filters, its key or `--by` reads: the only fields a reader that
     /// can skip the others (JSON lines) must parse.
     pub fn fields_read(&self) -> Vec<String> {
-        let mut fields: Vec<String> = Vec::new();
-        for rule in &self.rules {
-            let filters = rule.start.filters.iter().chain(&rule.end.filters);
-            let names = filters
-                .map(|f| &f.field)
-                .chain(&rule.key.start)
-                .chain(&rule.key.end);
-            fields.extend(names.cloned());
-        }
-        fields.extend(self.by.clone());
-        fields.sort();
-        fields.dedup();
-        fields
+        fields_read(&self.rules, self.by.as_deref())
     }
 
     /// Whether any rule exists.
@@ -726,7 +749,7 @@ impl Pairer {
                 continue;
             }
             let span = self.rules[i].span;
-            if !fill_key(&mut self.key_buf, span, ev, &self.rules[i].key.end) {
+            if !fill_key(&mut self.key_buf, span, ev, &self.keys[i][1]) {
                 self.note_missing_key(line_no);
                 continue;
             }
@@ -751,7 +774,7 @@ impl Pairer {
                 continue;
             }
             let span = self.rules[i].span;
-            if !fill_key(&mut self.key_buf, span, ev, &self.rules[i].key.start) {
+            if !fill_key(&mut self.key_buf, span, ev, &self.keys[i][0]) {
                 self.note_missing_key(line_no);
                 continue;
             }
