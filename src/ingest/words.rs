@@ -238,7 +238,7 @@ pub fn leading_digits(b: &[u8]) -> Option<(u64, usize)> {
 /// The index past the run of ASCII digits that begins at `b[i]`, eight bytes at a time (the
 /// stamps of a JSON trace have eleven digits and more; a loop per digit was a tenth of
 /// crossing a Chrome JSON element's values).
-#[inline]
+#[inline(always)]
 pub fn digits_end(b: &[u8], mut i: usize) -> usize {
     while let Some(w) = b.get(i..i + 8) {
         let word = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));

@@ -100,7 +100,7 @@ pub(super) fn escape(b: &[u8], i: usize) -> Result<usize> {
 }
 
 /// A number starting at `b[i]`: the index past it.
-#[inline]
+#[inline(always)]
 pub fn number(b: &[u8], i: usize) -> Result<usize> {
     let mut j = i;
     if b.get(j) == Some(&b'-') {
@@ -144,10 +144,18 @@ pub fn number_plain(b: &[u8], i: usize) -> Result<(usize, bool)> {
         _ => return Err(Invalid),
     };
     if matches!(b.get(end), Some(b'.' | b'e' | b'E')) {
-        return Ok((number(b, i)?, false));
+        return Ok((fraction_or_exponent(b, i)?, false));
     }
     // `0` alone or digits without a leading zero, at most 18 of them, and not `-0`.
     Ok((end, end - j <= 18 && !(negative && b[j] == b'0')))
+}
+
+/// [`number`] of a number with a fraction or an exponent, out of [`number_plain`]'s way (the
+/// integers of a JSON-lines row read a fifth faster without it inlined there).
+#[cold]
+#[inline(never)]
+fn fraction_or_exponent(b: &[u8], i: usize) -> Result<usize> {
+    number(b, i)
 }
 
 #[inline]
