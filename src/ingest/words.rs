@@ -106,8 +106,9 @@ pub fn find_near(b: &[u8], from: usize, c: u8) -> Option<usize> {
 }
 
 /// `b` as text when every byte of it is ASCII and none is `except`, sixteen bytes at a time (the
-/// names and categories of a Chrome JSON element: a `from_utf8` call cost a hundred
-/// instructions for a name of twenty bytes). `None` otherwise, for the caller to decode.
+/// names and categories of a Chrome JSON element: a search for a backslash and a `from_utf8`
+/// call cost about 130 instructions a string, 4% of reading it). `None` otherwise, for the
+/// caller to decode.
 #[inline]
 pub fn ascii_without(b: &[u8], except: u8) -> Option<&str> {
     let mut i = 0;
@@ -236,8 +237,8 @@ pub fn leading_digits(b: &[u8]) -> Option<(u64, usize)> {
 }
 
 /// The index past the run of ASCII digits that begins at `b[i]`, eight bytes at a time (the
-/// stamps of a JSON trace have eleven digits and more; a loop per digit was a tenth of
-/// crossing a Chrome JSON element's values).
+/// stamps of a Chrome JSON trace have eleven digits; a loop per digit took reading it 1.3%
+/// more instructions).
 #[inline(always)]
 pub fn digits_end(b: &[u8], mut i: usize) -> usize {
     while let Some(w) = b.get(i..i + 8) {

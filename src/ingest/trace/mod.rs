@@ -174,7 +174,8 @@ pub fn decimal_bytes_to_ns(text: &[u8], scale: u64) -> Option<u64> {
 #[inline(never)]
 fn decimal_read(text: &[u8], scale: u64) -> Option<u64> {
     // The whole part's digits, then a dot or the end (eight bytes at a time: a search for the
-    // dot and a loop over the whole part's digits were a third of reading a stamp).
+    // dot, a loop over the digits and a search for the scale were a fifth of reading a Chrome
+    // JSON stamp).
     let dot = digits_end(text, 0);
     let (int, frac) = match text.get(dot) {
         _ if dot == 0 => return None,
