@@ -67,7 +67,7 @@ impl RowShape {
                 return None;
             }
             let v = at + written.len();
-            if gap.role == Role::Time
+            if matches!(gap.role, Role::Time)
                 && let Some((v_end, ns)) = small_stamp(b, v, columns.scale)
             {
                 ts = Some(ns);
@@ -80,7 +80,7 @@ impl RowShape {
                 Role::Other => {}
                 role => {
                     let value = plain?;
-                    if role == Role::Name {
+                    if matches!(role, Role::Name) {
                         name = Some(value.clone());
                     }
                     let key = at + gap.key.0 as usize..at + gap.key.1 as usize;
