@@ -227,7 +227,7 @@ pub fn leading_digits(b: &[u8]) -> Option<(u64, usize)> {
     // Each byte less `0`: a digit is 0 to 9 ([`not_digits`]). Borrows and carries only cross
     // into the bytes after the first that is not a digit, which are not read.
     let less = word.wrapping_sub(0x3030_3030_3030_3030);
-    let n = (not_digits(less).trailing_zeros() / 8) as usize;
+    let n = digits_of(less);
     if n == 0 {
         return Some((0, 0));
     }
@@ -243,9 +243,7 @@ pub fn leading_digits(b: &[u8]) -> Option<(u64, usize)> {
 pub fn digits_end(b: &[u8], mut i: usize) -> usize {
     while let Some(w) = b.get(i..i + 8) {
         let word = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-        // as in [`leading_digits`]: the first byte that is not a digit is the first flagged
-        let n =
-            (not_digits(word.wrapping_sub(0x3030_3030_3030_3030)).trailing_zeros() / 8) as usize;
+        let n = digits_of(word.wrapping_sub(0x3030_3030_3030_3030));
         i += n;
         if n < 8 {
             return i;
@@ -276,6 +274,12 @@ pub fn last_digits(b: &[u8], k: usize) -> Option<u64> {
         return None;
     }
     Some(value_of_eight(less))
+}
+
+/// How many of the bytes of `less` (a word's bytes less `0` each), from the first, are digits.
+#[inline]
+fn digits_of(less: u64) -> usize {
+    (not_digits(less).trailing_zeros() / 8) as usize
 }
 
 /// The top bit of each byte of `less` (a word's bytes less `0` each) that was not a digit: it

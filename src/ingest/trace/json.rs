@@ -17,7 +17,7 @@
 
 use std::borrow::Cow;
 
-use crate::ingest::words::{Block, WIDTH};
+use crate::ingest::words::{Block, WIDTH, digits_end};
 
 /// How deep arrays and objects may nest (as `serde_json`'s recursion limit).
 pub const MAX_DEPTH: usize = 128;
@@ -108,11 +108,11 @@ pub fn number(b: &[u8], i: usize) -> Result<usize> {
     }
     match b.get(j) {
         Some(b'0') => j += 1,
-        Some(b'1'..=b'9') => j = digits(b, j),
+        Some(b'1'..=b'9') => j = digits_end(b, j),
         _ => return Err(Invalid),
     }
     if b.get(j) == Some(&b'.') {
-        let k = digits(b, j + 1);
+        let k = digits_end(b, j + 1);
         if k == j + 1 {
             return Err(Invalid);
         }
@@ -123,7 +123,7 @@ pub fn number(b: &[u8], i: usize) -> Result<usize> {
         if matches!(b.get(j), Some(b'+' | b'-')) {
             j += 1;
         }
-        let k = digits(b, j);
+        let k = digits_end(b, j);
         if k == j {
             return Err(Invalid);
         }
@@ -140,7 +140,7 @@ pub fn number_plain(b: &[u8], i: usize) -> Result<(usize, bool)> {
     let j = i + usize::from(negative);
     let end = match b.get(j) {
         Some(b'0') => j + 1,
-        Some(b'1'..=b'9') => digits(b, j),
+        Some(b'1'..=b'9') => digits_end(b, j),
         _ => return Err(Invalid),
     };
     if matches!(b.get(end), Some(b'.' | b'e' | b'E')) {
@@ -156,11 +156,6 @@ pub fn number_plain(b: &[u8], i: usize) -> Result<(usize, bool)> {
 #[inline(never)]
 fn fraction_or_exponent(b: &[u8], i: usize) -> Result<usize> {
     number(b, i)
-}
-
-#[inline]
-fn digits(b: &[u8], i: usize) -> usize {
-    crate::ingest::words::digits_end(b, i)
 }
 
 /// One value starting at `b[i]` (no whitespace before it), checked: the index past it.

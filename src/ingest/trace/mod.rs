@@ -254,11 +254,14 @@ pub(crate) fn short_digits(digits: &[u8]) -> Option<Option<u64>> {
     }
     if (8..=16).contains(&n) {
         let (high, k) = leading_digits(digits)?;
-        return Some(match n - k {
-            _ if k < 8 => None,
-            0 => Some(high),
-            rest => last_digits(digits, rest).map(|low| high * POWERS_OF_TEN[rest] + low),
-        });
+        if k < 8 {
+            return Some(None);
+        }
+        let rest = n - 8;
+        if rest == 0 {
+            return Some(Some(high));
+        }
+        return Some(last_digits(digits, rest).map(|low| high * POWERS_OF_TEN[rest] + low));
     }
     let mut value: u64 = 0;
     for &b in digits {

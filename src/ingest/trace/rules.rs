@@ -133,7 +133,7 @@ fn fill_key(
     buf: &mut Vec<u8>,
     span: usize,
     ev: &impl EventView,
-    fields: &[(String, usize)],
+    (fields, places): (&[String], &[usize]),
 ) -> bool {
     buf.clear();
     // The span's index in decimal, without the formatting machinery (a key per event); the
@@ -144,8 +144,8 @@ fn fill_key(
         push_decimal(buf, span);
     }
     buf.push(0x1f);
-    for (f, j) in fields {
-        let Some(v) = ev.key_field(*j, f) else {
+    for (f, &j) in fields.iter().zip(places) {
+        let Some(v) = ev.key_field(j, f) else {
             return false;
         };
         buf.extend_from_slice(v);
@@ -407,9 +407,9 @@ pub struct Pairer {
     repeat: Repeat,
     /// open spans by their span and key ([`fill_key`])
     open: OpenSpans<SpanKey>,
-    /// per rule, the key fields of its start and of its end, each with its place among
+    /// per rule, the places of the key fields of its start and of its end among
     /// [`Pairer::fields_read`]
-    keys: Vec<[Vec<(String, usize)>; 2]>,
+    key_places: Vec<[Vec<usize>; 2]>,
     labels: FxHashMap<String, u32>,
     label_names: crate::report::csv::Labels,
     /// the most `--by` values with a series of their own; the rest go to [`OTHER`]
@@ -455,17 +455,18 @@ impl Pairer {
             .map(|(i, n)| (n.clone(), i))
             .collect();
         let read = fields_read(&rules, by.as_deref());
-        let place = |fields: &[String]| -> Vec<(String, usize)> {
+        // (every key field is among them: `usize::MAX` is not reached)
+        let places = |fields: &[String]| -> Vec<usize> {
             let at = |f: &String| read.iter().position(|r| r == f).unwrap_or(usize::MAX);
-            fields.iter().map(|f| (f.clone(), at(f))).collect()
+            fields.iter().map(at).collect()
         };
-        let keys = rules
+        let key_places = rules
             .iter()
-            .map(|r| [place(&r.key.start), place(&r.key.end)])
+            .map(|r| [places(&r.key.start), places(&r.key.end)])
             .collect();
         Pairer {
             rules,
-            keys,
+            key_places,
             span_names: std::rc::Rc::new(std::cell::RefCell::new(names)),
             span_ids,
             by,
@@ -749,7 +750,8 @@ impl Pairer {
                 continue;
             }
             let span = self.rules[i].span;
-            if !fill_key(&mut self.key_buf, span, ev, &self.keys[i][1]) {
+            let key = (&self.rules[i].key.end[..], &self.key_places[i][1][..]);
+            if !fill_key(&mut self.key_buf, span, ev, key) {
                 self.note_missing_key(line_no);
                 continue;
             }
@@ -774,7 +776,8 @@ impl Pairer {
                 continue;
             }
             let span = self.rules[i].span;
-            if !fill_key(&mut self.key_buf, span, ev, &self.keys[i][0]) {
+            let key = (&self.rules[i].key.start[..], &self.key_places[i][0][..]);
+            if !fill_key(&mut self.key_buf, span, ev, key) {
                 self.note_missing_key(line_no);
                 continue;
             }
