@@ -41,21 +41,12 @@ pub fn chunk_size(asked: usize) -> usize {
     if asked == 0 { CHUNK } else { asked }
 }
 
-/// Where `part`, a slice of `text`, lies in it, as `u32` offsets: what a worker's record keeps
-/// of a value instead of a copy. `None` when it does not lie there or lies past 4 GiB (the
-/// chunk is then read serially).
-pub(crate) fn place(text: &[u8], part: &[u8]) -> Option<(u32, u32)> {
-    let start = (part.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
-    let end = start.checked_add(part.len()).filter(|&e| e <= text.len())?;
-    Some((u32::try_from(start).ok()?, u32::try_from(end).ok()?))
-}
-
 /// Chunks per worker read and not yet paired: enough that a thread the scheduler leaves out
 /// for a few time slices (a shared machine) does not stop the others at once.
 pub const IN_FLIGHT: usize = 4;
 
 /// What the calling thread has taken of the workers' results, kept for the next chunk a worker
-/// parses to fill again: a chunk's records (32 to 192 bytes an event, by format) allocated
+/// parses to fill again: a chunk's records (32 to 232 bytes an event, by format) allocated
 /// anew for every chunk and freed after it were pages faulted in and unmapped again for every
 /// chunk, and each `munmap` interrupted the other core (two threads on the 100 MB perf input:
 /// 2,054 page faults where one thread took 637; reused, 1,010). At most [`IN_FLIGHT`] per

@@ -29,7 +29,6 @@ use rustc_hash::FxHashMap;
 use super::Event;
 use super::json::{self, Invalid};
 use super::rules::Pairer;
-use crate::ingest::chunks::place;
 use crate::span::{Open, OpenSpans, Outcome, SeriesKey, SpanSink};
 
 /// One element of the events array, read in place: strings as text (decoded only when they
@@ -335,7 +334,7 @@ impl Chrome {
                             if let Ok((e, end)) = Element::parse_prefix(chunk, i)
                                 && end - i <= MAX_ELEMENT
                             {
-                                self.take(e, pairer, sink);
+                                self.take(&e, pairer, sink);
                                 i = end;
                                 continue;
                             }
@@ -361,7 +360,7 @@ impl Chrome {
     }
 
     /// A whole element read where it lay, between two others of the events array.
-    fn take(&mut self, e: Element, pairer: &mut Pairer, sink: &mut impl SpanSink) {
+    fn take(&mut self, e: &Element, pairer: &mut Pairer, sink: &mut impl SpanSink) {
         self.stats.elements += 1;
         let n = self.stats.elements;
         if !self.event(e, n, pairer, sink) {
@@ -379,23 +378,13 @@ impl Chrome {
             && !self.in_element
     }
 
-    /// Takes the elements of `run`, read from `text`, as [`Chrome::feed`] would have read
-    /// them there: only when the document stands [`Chrome::between_elements`], and the
-    /// run's text is the next of the document.
-    pub fn take_run(
-        &mut self,
-        run: &Run,
-        text: &str,
-        pairer: &mut Pairer,
-        sink: &mut impl SpanSink,
-    ) {
+    /// Takes the elements of `run` as [`Chrome::feed`] would have read them in its text: only
+    /// when the document stands [`Chrome::between_elements`], and the run's text is the next
+    /// of the document.
+    pub fn take_run(&mut self, run: &Run, pairer: &mut Pairer, sink: &mut impl SpanSink) {
         debug_assert!(self.between_elements());
-        for slots in &run.elements {
-            match slots.element(text) {
-                Some(e) => self.take(e, pairer, sink),
-                // Not reached: the run was read from this text.
-                None => self.take(Element::default(), pairer, sink),
-            }
+        for e in run.0.borrow_dependent() {
+            self.take(e, pairer, sink);
         }
     }
 
@@ -544,7 +533,7 @@ impl Chrome {
         self.stats.elements += 1;
         let n = self.stats.elements;
         let ok = match Element::parse(bytes) {
-            Ok(e) => self.event(e, n, pairer, sink),
+            Ok(e) => self.event(&e, n, pairer, sink),
             Err(_) => false,
         };
         if !ok {
@@ -554,7 +543,13 @@ impl Chrome {
     }
 
     /// One element; `false` if it is not a usable event.
-    fn event(&mut self, e: Element, n: u64, pairer: &mut Pairer, sink: &mut impl SpanSink) -> bool {
+    fn event(
+        &mut self,
+        e: &Element,
+        n: u64,
+        pairer: &mut Pairer,
+        sink: &mut impl SpanSink,
+    ) -> bool {
         let (Some(ph), Some(ts)) = (e.ph.as_deref(), e.ts.and_then(micros)) else {
             // Metadata (`M`) carries no time; anything else without one is malformed.
             return e.ph.as_deref() == Some("M");
@@ -578,15 +573,15 @@ impl Chrome {
                 let series = SeriesKey {
                     span: pairer.span_id(name),
                     side: None,
-                    group: group(pairer, &e),
+                    group: group(pairer, e),
                 };
                 sink.sample(&series, ts, dur);
                 self.stats.spans += 1;
             }
             "B" => {
                 let span = pairer.span_id(name);
-                let g = group(pairer, &e);
-                thread_key(&e, &mut self.key);
+                let g = group(pairer, e);
+                thread_key(e, &mut self.key);
                 match self.stacks.get_mut(self.key.as_str()) {
                     Some(stack) => stack.push((span, ts, g)),
                     None => {
@@ -596,7 +591,7 @@ impl Chrome {
                 }
             }
             "E" => {
-                thread_key(&e, &mut self.key);
+                thread_key(e, &mut self.key);
                 match self.stacks.get_mut(self.key.as_str()).and_then(Vec::pop) {
                     Some((span, start, group)) => {
                         let series = SeriesKey {
@@ -623,10 +618,10 @@ impl Chrome {
                 }
             }
             "b" => {
-                if !tree_key(&e, &mut self.key) {
+                if !tree_key(e, &mut self.key) {
                     return false;
                 }
-                let begun = (pairer.span_id(name), ts, group(pairer, &e));
+                let begun = (pairer.span_id(name), ts, group(pairer, e));
                 match self.trees.get_mut(self.key.as_str()) {
                     Some(stack) => stack.push(begun),
                     None => {
@@ -635,7 +630,7 @@ impl Chrome {
                 }
             }
             "e" => {
-                if !tree_key(&e, &mut self.key) {
+                if !tree_key(e, &mut self.key) {
                     return false;
                 }
                 let tree = std::mem::take(&mut self.key);
@@ -643,7 +638,7 @@ impl Chrome {
                 self.key = tree;
             }
             "S" | "F" => {
-                if !tree_key(&e, &mut self.key) {
+                if !tree_key(e, &mut self.key) {
                     return false;
                 }
                 let span = pairer.span_id(name);
@@ -652,7 +647,7 @@ impl Chrome {
                     let series = SeriesKey {
                         span,
                         side: None,
-                        group: group(pairer, &e),
+                        group: group(pairer, e),
                     };
                     let open = Open {
                         start_ns: ts,
@@ -676,7 +671,7 @@ impl Chrome {
                     // Only a rule reads an instant's fields.
                     return true;
                 }
-                self.instant(&e, ph, ts);
+                self.instant(e, ph, ts);
                 let (scratch, ev) = (
                     std::mem::take(&mut self.scratch),
                     std::mem::take(&mut self.ev),
@@ -813,51 +808,104 @@ impl Chrome {
 
 /// The elements of a chunk read alone, where it is a run of whole elements of the events
 /// array (`,` and white space between them): what a worker of the parallel reader makes of a
-/// chunk, for [`Chrome::take_run`].
-#[derive(Debug, Default)]
-pub struct Run {
-    elements: Vec<Slots>,
+/// chunk, for [`Chrome::take_run`]. The elements borrow the chunk's text, which the run owns
+/// (where a worker wrote each element's members as offsets and the calling thread made the
+/// element again from them, two threads did 17% more instructions than one on the Chrome
+/// benchmark slice).
+pub struct Run(RunCell);
+
+self_cell::self_cell!(
+    struct RunCell {
+        owner: String,
+        #[covariant]
+        dependent: Elements,
+    }
+);
+
+type Elements<'a> = Vec<Element<'a>>;
+
+/// The memory of a run taken, for the next one: its text's buffer and its elements' vector
+/// (empty).
+#[derive(Default)]
+pub struct Spent {
+    elements: Vec<Element<'static>>,
 }
 
 impl Run {
-    /// The elements of `text` read as a run of whole ones; `None` when it is not one (the
+    /// The elements of `text` read as a run of whole ones; `Err(text)` when it is not one (the
     /// document's head or end, an element cut by the chunk or over [`MAX_ELEMENT`], a
     /// malformed one): the chunk is then fed to the serial reader, which reads it right.
     /// What [`Chrome::feed`] does between elements, done without knowing where the document
     /// stands.
     ///
     /// Memory: a run of elements shorter than [`SHORTEST_RUN_ELEMENT`] bytes on average is
-    /// not one either (an element's record is 192 bytes: a chunk of `{}` lines would take 60
-    /// times its size), so a run takes at most about twice the chunk's bytes.
-    pub fn read(text: &str) -> Option<Run> {
-        Run::read_into(text, Run::default())
+    /// not one either (an element is 232 bytes: a chunk of `{}` lines would take 77 times its
+    /// size), so a run's elements take at most 2.5 times the chunk's bytes.
+    pub fn read(text: String) -> Result<Run, String> {
+        Run::read_into(text, Spent::default())
     }
 
-    /// [`Run::read`] into the memory of `used`, a run already taken.
-    pub fn read_into(text: &str, used: Run) -> Option<Run> {
-        let b = text.as_bytes();
-        let mut run = used;
-        run.elements.clear();
-        let most = b.len() / SHORTEST_RUN_ELEMENT + 16;
-        let mut i = 0;
-        loop {
-            i = json::skip_ws(b, i);
-            match b.get(i) {
-                None => return Some(run),
-                Some(b',') => i += 1,
-                Some(b'{') => {
-                    let (e, end) = Element::parse_prefix(b, i).ok()?;
-                    if end - i > MAX_ELEMENT {
-                        return None;
-                    }
-                    if run.elements.len() >= most {
-                        return None;
-                    }
-                    run.elements.push(Slots::of(&e, b)?);
-                    i = end;
+    /// [`Run::read`] into the memory of `spent`, a run already taken.
+    pub fn read_into(text: String, spent: Spent) -> Result<Run, String> {
+        let cell = RunCell::try_new_or_recover(text, |text| {
+            elements_of(text.as_bytes(), spent.elements).ok_or(())
+        });
+        match cell {
+            Ok(cell) => Ok(Run(cell)),
+            Err((text, ())) => Err(text),
+        }
+    }
+
+    /// The run's text.
+    pub fn text(&self) -> &str {
+        self.0.borrow_owner()
+    }
+
+    /// How many elements the run holds.
+    pub fn len(&self) -> usize {
+        self.0.borrow_dependent().len()
+    }
+
+    /// Whether the run holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The text, for the next read, and the memory of the elements, for the next run.
+    pub fn into_parts(mut self) -> (String, Spent) {
+        let elements = self.0.with_dependent_mut(|_, elements| {
+            elements.clear();
+            // An empty vector of elements of any lifetime is one of any other: collected in
+            // place, it keeps its memory.
+            std::mem::take(elements)
+                .into_iter()
+                .map(|_| unreachable!("the vector was emptied"))
+                .collect()
+        });
+        (self.0.into_owner(), Spent { elements })
+    }
+}
+
+/// The elements of `b` read as a run of whole ones ([`Run::read`]), into `elements`' memory.
+fn elements_of<'t>(b: &'t [u8], elements: Vec<Element<'static>>) -> Option<Vec<Element<'t>>> {
+    let mut run: Vec<Element<'t>> = elements;
+    run.clear();
+    let most = b.len() / SHORTEST_RUN_ELEMENT + 16;
+    let mut i = 0;
+    loop {
+        i = json::skip_ws(b, i);
+        match b.get(i) {
+            None => return Some(run),
+            Some(b',') => i += 1,
+            Some(b'{') => {
+                let (e, end) = Element::parse_prefix(b, i).ok()?;
+                if end - i > MAX_ELEMENT || run.len() >= most {
+                    return None;
                 }
-                Some(_) => return None,
+                run.push(e);
+                i = end;
             }
+            Some(_) => return None,
         }
     }
 }
@@ -865,111 +913,6 @@ impl Run {
 /// The average element length below which a chunk is read serially ([`Run::read`]): the
 /// committed Chromium traces and the 100 MB benchmark trace average 233 to 269 bytes a line.
 pub const SHORTEST_RUN_ELEMENT: usize = 96;
-
-/// Where an [`Element`]'s members lie in the text it was read from (a string with escapes,
-/// decoded, is kept as it is).
-#[derive(Debug, Default)]
-struct Slots {
-    name: Str,
-    ph: Str,
-    scope: Str,
-    cat: Str,
-    ts: Raw,
-    dur: Raw,
-    pid: Raw,
-    tid: Raw,
-    id: Raw,
-    /// whether `id2` was there, and its members
-    id2: Option<(Raw, Raw)>,
-    args: Raw,
-}
-
-type Raw = Option<(u32, u32)>;
-
-#[derive(Debug, Default)]
-enum Str {
-    #[default]
-    Absent,
-    At(u32, u32),
-    Decoded(Box<str>),
-}
-
-impl Slots {
-    fn of(e: &Element, text: &[u8]) -> Option<Slots> {
-        let raw = |r: Option<&[u8]>| -> Option<Raw> {
-            match r {
-                None => Some(None),
-                Some(r) => place(text, r).map(Some),
-            }
-        };
-        let string = |s: &Option<Cow<str>>| -> Option<Str> {
-            Some(match s {
-                None => Str::Absent,
-                Some(Cow::Borrowed(s)) => {
-                    let (a, b) = place(text, s.as_bytes())?;
-                    Str::At(a, b)
-                }
-                Some(Cow::Owned(s)) => Str::Decoded(s.as_str().into()),
-            })
-        };
-        let id2 = match &e.id2 {
-            None => None,
-            Some(i) => Some((raw(i.local)?, raw(i.global)?)),
-        };
-        Some(Slots {
-            name: string(&e.name)?,
-            ph: string(&e.ph)?,
-            scope: string(&e.scope)?,
-            cat: string(&e.cat)?,
-            ts: raw(e.ts)?,
-            dur: raw(e.dur)?,
-            pid: raw(e.pid)?,
-            tid: raw(e.tid)?,
-            id: raw(e.id)?,
-            id2,
-            args: raw(e.args)?,
-        })
-    }
-
-    /// The element again, from the text it was read from.
-    fn element<'t>(&'t self, text: &'t str) -> Option<Element<'t>> {
-        let raw = |r: Raw| -> Option<Option<&'t [u8]>> {
-            match r {
-                None => Some(None),
-                Some((a, b)) => text.as_bytes().get(a as usize..b as usize).map(Some),
-            }
-        };
-        let string = |s: &'t Str| -> Option<Option<Cow<'t, str>>> {
-            match s {
-                Str::Absent => Some(None),
-                Str::At(a, b) => text
-                    .get(*a as usize..*b as usize)
-                    .map(|s| Some(Cow::Borrowed(s))),
-                Str::Decoded(s) => Some(Some(Cow::Borrowed(&**s))),
-            }
-        };
-        let id2 = match self.id2 {
-            None => None,
-            Some((local, global)) => Some(Id2 {
-                local: raw(local)?,
-                global: raw(global)?,
-            }),
-        };
-        Some(Element {
-            name: string(&self.name)?,
-            ph: string(&self.ph)?,
-            ts: raw(self.ts)?,
-            dur: raw(self.dur)?,
-            pid: raw(self.pid)?,
-            tid: raw(self.tid)?,
-            id: raw(self.id)?,
-            id2,
-            scope: string(&self.scope)?,
-            cat: string(&self.cat)?,
-            args: raw(self.args)?,
-        })
-    }
-}
 
 /// Series `span` without a group (an orphan end has no start to take one from).
 fn all(span: usize) -> SeriesKey {
@@ -1099,16 +1042,21 @@ mod tests {
         by_run.feed(head.as_bytes(), &mut pairer, &mut sink);
         by_feed.feed(head.as_bytes(), &mut pairer, &mut fed);
         assert!(by_run.between_elements());
-        let run = Run::read(lines).expect("a run of whole elements");
-        assert_eq!(run.elements.len(), 2);
-        by_run.take_run(&run, lines, &mut pairer, &mut sink);
+        let run = Run::read(lines.to_string()).expect("a run of whole elements");
+        assert_eq!(run.len(), 2);
+        // what the memory of a run is said to be: at most 2.5 times its text's bytes
+        assert!(std::mem::size_of::<Element>() * 2 <= SHORTEST_RUN_ELEMENT * 5);
+        by_run.take_run(&run, &mut pairer, &mut sink);
         by_feed.feed(lines.as_bytes(), &mut pairer, &mut fed);
         assert_eq!(by_run.stats, by_feed.stats);
         assert_eq!(sink.spans, fed.spans);
         assert_eq!(sink.spans.len(), 1);
         // the head, an element cut by the chunk, the array's end: not runs
         for not_a_run in [head, "{\"ph\":\"X\",\n", "\"ts\":1},\n", "]}\n"] {
-            assert!(Run::read(not_a_run).is_none(), "{not_a_run:?}");
+            assert_eq!(
+                Run::read(not_a_run.to_string()).err().as_deref(),
+                Some(not_a_run)
+            );
         }
     }
 

@@ -20,7 +20,7 @@
 
 use std::io::{self, Read};
 
-use super::chrome::{Chrome, Run};
+use super::chrome::{Chrome, Run, Spent};
 use super::read::TraceOptions;
 use super::rules::Pairer;
 use crate::ingest::Cancel;
@@ -33,43 +33,42 @@ struct Piece {
     len: usize,
 }
 
-/// A piece as a worker gives it back: its text when it is UTF-8, checked there (the calling
-/// thread checked it again before: two threads did 269.9 M instructions on the Chrome
-/// benchmark slice, now 265.6 M), else its bytes.
-enum Checked {
+/// A piece as a worker gives it back: its elements with its text when it is a run of whole
+/// ones, else its text when it is UTF-8 (checked there: the calling thread checked it again
+/// before, and two threads did 269.9 M instructions on the Chrome benchmark slice where they
+/// now do 265.6 M), else its bytes.
+enum Parsed {
+    Run(Run),
     Text(String),
     Bytes(Vec<u8>),
 }
 
-impl Checked {
-    fn bytes(&self) -> &[u8] {
+impl Parsed {
+    /// The buffer, for the next read; the memory of a run's elements goes back to `spare`.
+    fn into_buffer(self, spare: &Spares<Spent>) -> Vec<u8> {
         match self {
-            Checked::Text(text) => text.as_bytes(),
-            Checked::Bytes(bytes) => bytes,
-        }
-    }
-
-    /// The buffer, for the next read.
-    fn into_buffer(self) -> Vec<u8> {
-        match self {
-            Checked::Text(text) => text.into_bytes(),
-            Checked::Bytes(bytes) => bytes,
+            Parsed::Run(run) => {
+                let (text, spent) = run.into_parts();
+                spare.give(spent);
+                text.into_bytes()
+            }
+            Parsed::Text(text) => text.into_bytes(),
+            Parsed::Bytes(bytes) => bytes,
         }
     }
 }
 
 /// What a worker made of a piece: its elements, when it is a run of whole ones (in the memory
 /// of a run already taken, when there is one).
-fn parse(piece: Piece, spare: &Spares<Run>) -> (Checked, Option<Run>) {
+fn parse(piece: Piece, spare: &Spares<Spent>) -> Parsed {
     let mut buf = piece.buf;
     buf.truncate(piece.len);
     match String::from_utf8(buf) {
-        Ok(text) => {
-            let used = spare.take().unwrap_or_default();
-            let run = Run::read_into(&text, used);
-            (Checked::Text(text), run)
-        }
-        Err(e) => (Checked::Bytes(e.into_bytes()), None),
+        Ok(text) => match Run::read_into(text, spare.take().unwrap_or_default()) {
+            Ok(run) => Parsed::Run(run),
+            Err(text) => Parsed::Text(text),
+        },
+        Err(e) => Parsed::Bytes(e.into_bytes()),
     }
 }
 
@@ -185,12 +184,9 @@ pub fn read<R: Read>(
         Ok(piece)
     };
     let spare = Spares::new(threads);
-    let apply = |(piece, run): (Checked, Option<Run>)| {
-        take(chrome, &piece, run.as_ref(), pairer, sink);
-        if let Some(run) = run {
-            spare.give(run);
-        }
-        std::ops::ControlFlow::Continue(piece.into_buffer())
+    let apply = |piece: Parsed| {
+        take(chrome, &piece, pairer, sink);
+        std::ops::ControlFlow::Continue(piece.into_buffer(&spare))
     };
     in_order(threads, read, || |piece| parse(piece, &spare), apply)?;
     Ok(pieces.ended)
@@ -198,18 +194,11 @@ pub fn read<R: Read>(
 
 /// The next piece of the document: its run where the document stands between elements, its
 /// bytes through the serial reader otherwise.
-fn take(
-    chrome: &mut Chrome,
-    piece: &Checked,
-    run: Option<&Run>,
-    pairer: &mut Pairer,
-    sink: &mut impl SpanSink,
-) {
-    if let (Some(run), Checked::Text(text)) = (run, piece)
-        && chrome.between_elements()
-    {
-        chrome.take_run(run, text, pairer, sink);
-    } else {
-        chrome.feed(piece.bytes(), pairer, sink);
+fn take(chrome: &mut Chrome, piece: &Parsed, pairer: &mut Pairer, sink: &mut impl SpanSink) {
+    match piece {
+        Parsed::Run(run) if chrome.between_elements() => chrome.take_run(run, pairer, sink),
+        Parsed::Run(run) => chrome.feed(run.text().as_bytes(), pairer, sink),
+        Parsed::Text(text) => chrome.feed(text.as_bytes(), pairer, sink),
+        Parsed::Bytes(bytes) => chrome.feed(bytes, pairer, sink),
     }
 }
