@@ -1537,7 +1537,8 @@ pub struct SpansArgs {
     /// jsonl/csv: the column holding the event's name.
     #[arg(long = "name", default_value = "name", value_name = "FIELD")]
     pub name_field: String,
-    /// List this many slowest spans of each series, with their start time in the trace.
+    /// List this many slowest spans of each series, with their start time in the trace (of
+    /// spans that took as long, the earliest).
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub slowest: usize,
     /// Keep the first N spans themselves in the JSON document (`records`), for

@@ -17,12 +17,18 @@ pub struct Slow {
     pub latency_ns: u64,
 }
 
-/// A [`SpanSink`] keeping the `n` slowest spans of each series.
+/// A [`SpanSink`] keeping the `n` slowest spans of each series: the first `n` of the order
+/// [`Slowest::sorted`] gives, slowest first, ties earliest first.
 #[derive(Debug, Clone, Default)]
 pub struct Slowest {
     n: usize,
-    heaps: SeriesTable<BinaryHeap<Reverse<(u64, u64)>>>,
+    /// per series, a min-heap of the kept spans by rank, its least kept span on top
+    heaps: SeriesTable<BinaryHeap<Reverse<Rank>>>,
 }
+
+/// Where a span stands among the slowest: its latency, then, for spans that took as long, the
+/// earlier start ranks higher.
+type Rank = (u64, Reverse<u64>);
 
 impl Slowest {
     /// Keeps `n` per series (0: none).
@@ -39,11 +45,12 @@ impl Slowest {
             .heaps
             .iter()
             .flat_map(|(key, heap)| {
-                heap.iter().map(|Reverse((latency_ns, start_ns))| Slow {
-                    key: *key,
-                    start_ns: *start_ns,
-                    latency_ns: *latency_ns,
-                })
+                heap.iter()
+                    .map(|Reverse((latency_ns, Reverse(start_ns)))| Slow {
+                        key: *key,
+                        start_ns: *start_ns,
+                        latency_ns: *latency_ns,
+                    })
             })
             .collect();
         all.sort_by_key(|s| (Reverse(s.latency_ns), s.start_ns, s.key));
@@ -57,14 +64,17 @@ impl SpanSink for Slowest {
             return;
         }
         let heap = self.heaps.entry(key, BinaryHeap::new);
+        let rank = (latency_ns, Reverse(start_ns));
         if heap.len() < self.n {
-            heap.push(Reverse((latency_ns, start_ns)));
-        } else if let Some(mut min) = heap.peek_mut()
-            && (latency_ns, start_ns) > min.0
+            heap.push(Reverse(rank));
+        } else if let Some(mut least) = heap.peek_mut()
+            && rank > least.0
         {
-            // Replaced in place: one sift down, where a pop and a push took two (every span
-            // of a trace whose latencies tie, a later start winning the tie).
-            *min = Reverse((latency_ns, start_ns));
+            // Replaced in place: one sift down, where a pop and a push took two. A span that
+            // ties the least kept one and started later is not kept, and costs one compare
+            // (every span of a trace whose latencies tie: they kept the later start, against
+            // the order they are shown in, and sifted the heap for each).
+            *least = Reverse(rank);
         }
     }
 
@@ -132,6 +142,42 @@ mod tests {
             .map(|x| (x.key.span, x.start_ns, x.latency_ns))
             .collect();
         assert_eq!(got, [(0, 100, 9), (0, 300, 7), (1, 7, 4)]);
+    }
+
+    #[test]
+    fn the_spans_kept_are_the_first_of_all_spans_in_the_order_shown_ties_earliest_first() {
+        use rand::{Rng, SeedableRng};
+        let key = |span| SeriesKey {
+            span,
+            side: None,
+            group: Group::All,
+        };
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(25);
+        for n in [1, 2, 5, 20] {
+            let mut s = Slowest::new(n);
+            let mut all: Vec<(usize, u64, u64)> = Vec::new();
+            // few distinct latencies (ties everywhere), starts in any order, two series
+            for i in 0..500u64 {
+                let (span, lat) = (rng.random_range(0..2), rng.random_range(1..5) * 10);
+                let start = rng.random_range(0..1000) * 1000 + i;
+                s.sample(&key(span), start, lat);
+                all.push((span, start, lat));
+            }
+            // the independent answer: per series, all spans sorted as shown, the first n
+            let mut want = Vec::new();
+            for span in 0..2 {
+                let mut of: Vec<_> = all.iter().filter(|x| x.0 == span).copied().collect();
+                of.sort_by_key(|&(_, start, lat)| (Reverse(lat), start));
+                want.extend(of.into_iter().take(n));
+            }
+            want.sort_by_key(|&(span, start, lat)| (Reverse(lat), start, span));
+            let got: Vec<(usize, u64, u64)> = s
+                .sorted()
+                .iter()
+                .map(|x| (x.key.span, x.start_ns, x.latency_ns))
+                .collect();
+            assert_eq!(got, want, "n = {n}");
+        }
     }
 
     #[test]
