@@ -1559,8 +1559,8 @@ pub struct SpansArgs {
     /// line (what Chromium writes), serially elsewhere (a minified file, elements over several
     /// lines, elements under 96 bytes on average). Memory: at most 4 chunks per thread in
     /// flight, each its 256 KiB of input (up to 2 MiB around a longer line) and the events the
-    /// rules name in it (or, Chrome JSON, its elements: 2.5 times its bytes at most): 11-15 MiB
-    /// resident in all for 2 threads on 100 MB traces, 9-10 MiB for one; up to about 5 times
+    /// rules name in it (or, Chrome JSON, its elements: 2.5 times its bytes at most): 10-12 MiB
+    /// resident in all for 2 threads on 100 MB traces, 8-9 MiB for one; up to about 5 times
     /// a chunk's bytes more where every line is a short event the rules name, with many --key
     /// fields.
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
