@@ -7,9 +7,9 @@
 Inputs, made once under --dir (target/bench/spans/MB/) from the committed samples (their
 events repeated with shifted time stamps until each file has about --mb megabytes): perf
 script text, ftrace text, babeltrace2 text, Chrome JSON, JSON lines, and a WAYLAND_DEBUG log
-(mklog.py). Each is read --runs times by latscope pinned to one CPU, interleaved with
-`grep -c` on the same file pinned alike (the floor: one pass that finds lines), and by
-latscope unpinned with `--threads N` (default: every CPU; 0 skips it). Prints a Markdown table of medians: MB/s, events/s, the ratio to grep -c on
+(mklog.py). Each is read --runs times, in rounds of every input in turn, by latscope pinned to
+one CPU, interleaved with `grep -c` on the same file pinned alike (the floor: one pass that
+finds lines), and by latscope unpinned with `--threads N` (default: every CPU; 0 skips it). Prints a Markdown table of medians: MB/s, events/s, the ratio to grep -c on
 one core, then N threads' MB/s, their ratio to grep -c and their speed-up over one core; then what perf script takes to write text of
 its own (when perf is installed and we are root). Machines are shared: compare medians of one
 run, and say the load.
@@ -181,35 +181,42 @@ def main():
           f"| CPU s | CPU MB/s | grep CPU s | CPU × grep |"
           + (f" {a.threads} threads s | MB/s | × grep -c | vs 1 core |" if a.threads else ""))
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|--:|" if a.threads else ""))
+    jobs = []  # (label, size, events, plain path, command, grep pattern)
     for name, file, make, rule, pattern in cases:
         events, path = cached(d, file, make)
         paths = [path]
         if a.compress:
             paths.append(compressed(path, a.compress))
         for path in paths:
-            size = os.path.getsize(paths[0]) / 1e6
             cmd = [a.binary, "wayland", "--format", "json", path] if rule is None else \
                 [a.binary, "spans", "-f", "json", *rule, path]
-            subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # the page cache
-            ours, grep, many = [], [], []
-            for _ in range(a.runs):  # interleaved: a burst of load hits both alike
-                ours.append(measure(pin + cmd + ["--threads", "1"]))
-                # on the plain text (grep -c of the compressed bytes would say nothing)
-                grep.append(measure(pin + ["grep", "-c", pattern, paths[0]]))
-                if a.threads:
-                    many_pin = ["taskset", "-c", a.cpus] if a.cpus else []
-                    many.append(measure(many_pin + cmd + ["--threads", str(a.threads)]))
-            t, g = statistics.median(w for w, _ in ours), statistics.median(w for w, _ in grep)
-            tc, gc = statistics.median(c for _, c in ours), statistics.median(c for _, c in grep)
             label = name + ("" if path == paths[0] else f" .{a.compress}")
-            row = (f"| {label} | {size:.0f} | {events} | {t:.3f} | {size / t:.0f} | {events / t / 1e6:.2f} | {g:.3f} | {t / g:.1f} "
-                   f"| {tc:.3f} | {size / tc:.0f} | {gc:.3f} | {tc / gc:.1f} |")
-            if a.threads and many:
-                m = statistics.median(w for w, _ in many)
-                row += f" {m:.3f} | {size / m:.0f} | {m / g:.1f} | {t / m:.2f}× |"
-            elif a.threads:
-                row += " — | — | — | — |"
-            print(row, flush=True)
+            jobs.append((label, os.path.getsize(paths[0]) / 1e6, events, paths[0], cmd, pattern))
+            subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # the page cache
+    # Rounds of every input in turn: a burst of load on a shared machine (the other vCPU taken
+    # for seconds) hits a few runs of every input, not every run of one (run one input after
+    # the other, a whole input's two-thread runs came out at 1.2x one thread, and the next
+    # input's at 1.8x).
+    ours, grep, many = ([[] for _ in jobs] for _ in range(3))
+    for _ in range(a.runs):
+        for k, (_, _, _, plain, cmd, pattern) in enumerate(jobs):
+            ours[k].append(measure(pin + cmd + ["--threads", "1"]))
+            # on the plain text (grep -c of the compressed bytes would say nothing)
+            grep[k].append(measure(pin + ["grep", "-c", pattern, plain]))
+            if a.threads:
+                many_pin = ["taskset", "-c", a.cpus] if a.cpus else []
+                many[k].append(measure(many_pin + cmd + ["--threads", str(a.threads)]))
+    for k, (label, size, events, _, _, _) in enumerate(jobs):
+        t, g = statistics.median(w for w, _ in ours[k]), statistics.median(w for w, _ in grep[k])
+        tc, gc = statistics.median(c for _, c in ours[k]), statistics.median(c for _, c in grep[k])
+        row = (f"| {label} | {size:.0f} | {events} | {t:.3f} | {size / t:.0f} | {events / t / 1e6:.2f} | {g:.3f} | {t / g:.1f} "
+               f"| {tc:.3f} | {size / tc:.0f} | {gc:.3f} | {tc / gc:.1f} |")
+        if a.threads and many[k]:
+            m = statistics.median(w for w, _ in many[k])
+            row += f" {m:.3f} | {size / m:.0f} | {m / g:.1f} | {t / m:.2f}× |"
+        elif a.threads:
+            row += " — | — | — | — |"
+        print(row, flush=True)
     print("Perfetto trace_processor, Chrome JSON: 177 MB/s (google/perfetto PR #1641)")
     if not a.no_tools:
         with tempfile.TemporaryDirectory(prefix="latscope-bench-") as tmp:
