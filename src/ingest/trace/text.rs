@@ -192,7 +192,9 @@ fn payload(line: &str, from: usize, ev: &mut Event, lazy: Option<bool>) {
     if first.len() > 1 && first.ends_with(b":") && is_field_name(&first[..first.len() - 1]) {
         return colon_fields(line, a, ev);
     }
-    if !first.contains(&b'=') {
+    // (a token that begins a field holds a `=`: known so without a `memchr` call, 2% of the
+    // reading of an ftrace line)
+    if !begins_field(b, a) && !first.contains(&b'=') {
         let name = ev.name(line);
         let event = name.rsplit_once(':').map_or(name, |(_, n)| n);
         match event {
@@ -232,22 +234,32 @@ pub fn equals_field(line: &str, from: usize, name: &str) -> Option<std::ops::Ran
     // tab: its tokens end at spaces.)
     let mut i = blank_from(b, eq + 1);
     let mut end = i;
-    while let Some((a, e)) = next_token(b, &mut i) {
-        if &b[a..e] == b"==>" || begins_field(b, a, e) {
+    loop {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        // The token at `i` ends the value where it begins a field (the usual next token:
+        // known so without finding its end) or is `==>`.
+        if i >= b.len() || begins_field(b, i) {
             break;
         }
-        end = e;
+        let e = blank_from(b, i + 1);
+        if &b[i..e] == b"==>" {
+            break;
+        }
+        (end, i) = (e, e);
     }
     Some(eq + 1..end)
 }
 
-/// Whether the token `b[a..e]` begins a field: `NAME=...`, NAME a field name. Read in the line
+/// Whether the token at `b[a]` begins a field: `NAME=...`, NAME a field name. Read in the line
 /// (its identifier sixteen bytes at a time), not in the token: the token's first `=` after a
-/// field name is the first byte that is not an identifier's.
+/// field name is the first byte that is not an identifier's, and is in the token (it is not
+/// a blank), so the token's end need not be known.
 #[inline]
-fn begins_field(b: &[u8], a: usize, e: usize) -> bool {
+fn begins_field(b: &[u8], a: usize) -> bool {
     let n = identifier_len(&b[a..]);
-    n > 0 && !b[a].is_ascii_digit() && a + n < e && b[a + n] == b'='
+    n > 0 && !b[a].is_ascii_digit() && b.get(a + n) == Some(&b'=')
 }
 
 /// Where `NAME=` is first written in `b` at `from` or just after a space at or past `from`
