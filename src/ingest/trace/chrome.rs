@@ -1047,6 +1047,12 @@ mod tests {
         // what the memory of a run is said to be: at most 2.5 times its text's bytes
         assert!(std::mem::size_of::<Element>() * 2 <= SHORTEST_RUN_ELEMENT * 5);
         by_run.take_run(&run, &mut pairer, &mut sink);
+        // the text and the memory of the elements go back for the next run
+        let (text, spent) = run.into_parts();
+        assert_eq!((text.as_str(), spent.elements.len()), (lines, 0));
+        assert!(spent.elements.capacity() >= 2);
+        let again = Run::read_into(text, spent).expect("the same run");
+        assert_eq!(again.len(), 2);
         by_feed.feed(lines.as_bytes(), &mut pairer, &mut fed);
         assert_eq!(by_run.stats, by_feed.stats);
         assert_eq!(sink.spans, fed.spans);
