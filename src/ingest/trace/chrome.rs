@@ -824,8 +824,8 @@ self_cell::self_cell!(
 
 type Elements<'a> = Vec<Element<'a>>;
 
-/// The memory of a run taken, for the next one: its text's buffer and its elements' vector
-/// (empty).
+/// The memory of a run's elements, taken, for the next run: their vector, emptied (the text's
+/// buffer goes back to the reader on its own).
 #[derive(Default)]
 pub struct Spent {
     elements: Vec<Element<'static>>,
@@ -859,16 +859,6 @@ impl Run {
     /// The run's text.
     pub fn text(&self) -> &str {
         self.0.borrow_owner()
-    }
-
-    /// How many elements the run holds.
-    pub fn len(&self) -> usize {
-        self.0.borrow_dependent().len()
-    }
-
-    /// Whether the run holds no element.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The text, for the next read, and the memory of the elements, for the next run.
@@ -1043,7 +1033,7 @@ mod tests {
         by_feed.feed(head.as_bytes(), &mut pairer, &mut fed);
         assert!(by_run.between_elements());
         let run = Run::read(lines.to_string()).expect("a run of whole elements");
-        assert_eq!(run.len(), 2);
+        assert_eq!(run.0.borrow_dependent().len(), 2);
         // what the memory of a run is said to be: at most 2.5 times its text's bytes
         assert!(std::mem::size_of::<Element>() * 2 <= SHORTEST_RUN_ELEMENT * 5);
         by_run.take_run(&run, &mut pairer, &mut sink);
@@ -1052,7 +1042,7 @@ mod tests {
         assert_eq!((text.as_str(), spent.elements.len()), (lines, 0));
         assert!(spent.elements.capacity() >= 2);
         let again = Run::read_into(text, spent).expect("the same run");
-        assert_eq!(again.len(), 2);
+        assert_eq!(again.0.borrow_dependent().len(), 2);
         by_feed.feed(lines.as_bytes(), &mut pairer, &mut fed);
         assert_eq!(by_run.stats, by_feed.stats);
         assert_eq!(sink.spans, fed.spans);
