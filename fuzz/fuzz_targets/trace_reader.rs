@@ -2,9 +2,11 @@
 //! detection), with rules that use filters and two-sided keys: no panic, every sample is a
 //! span whose end is not before its start, and the parallel reader (chunks of 1 to 64 bytes,
 //! 2 or 3 threads) gives exactly what the serial one gives; and every line read as a JSON-lines
-//! row by its shape (after the rows before it) says what it says read in place.
+//! row by its shape (after the rows before it) says what it says read in place; and every
+//! babeltrace2 field found in a line when asked for is the field of the line read whole.
 #![no_main]
 
+use latscope::ingest::trace::babeltrace::Babeltrace;
 use latscope::ingest::trace::shape::RowShapes;
 use latscope::ingest::trace::table::{Columns, RowKeys, json_line_in_place};
 use latscope::ingest::trace::{Event, Format};
@@ -79,8 +81,22 @@ fn shapes_agree(data: &[u8]) {
     }
 }
 
+/// Every line read whole and left to be read when asked, for names of the line and others.
+fn groups_agree(data: &[u8]) {
+    for line in data.split(|&b| b == b'\n').filter_map(|l| std::str::from_utf8(l).ok()) {
+        let (mut whole, mut lazy) = (Event::default(), Event::default());
+        let parsed = Babeltrace::default().parse(line, &mut whole);
+        assert_eq!(Babeltrace::default().parse_lazy(line, &mut lazy), parsed, "{line:?}");
+        let words = line.split([' ', '{', ',', '=']).filter(|w| !w.is_empty() && w.len() < 12);
+        for name in ["a", "vtid", "", "a b"].into_iter().chain(words.take(16)) {
+            assert_eq!(lazy.field(line, name), whole.field(line, name), "{name:?} of {line:?}");
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     shapes_agree(data);
+    groups_agree(data);
     let Some((&pick, rest)) = data.split_first() else {
         return;
     };

@@ -17,7 +17,7 @@
 //! refused: the text does not say the clock's frequency.
 
 use super::{Event, Parsed};
-use crate::ingest::words::{Block, WIDTH, find_near, identifier_len};
+use crate::ingest::words::{Block, WIDTH, equal, find_near, identifier_len};
 
 const DAY_NS: u64 = 86_400_000_000_000;
 
@@ -147,8 +147,19 @@ impl Babeltrace {
         (shift, after)
     }
 
-    /// Parses one line into `ev`.
+    /// Parses one line into `ev`, every field of it.
     pub fn parse(&mut self, line: &str, ev: &mut Event) -> Parsed {
+        self.parse_with(line, ev, false)
+    }
+
+    /// [`Babeltrace::parse`] that leaves the `{ ... }` groups to [`group_field`]: a field is
+    /// found in the line when it is asked for (a rule reads one or two fields of a line that
+    /// holds four or more; reading them all was two fifths of the reading of a line).
+    pub fn parse_lazy(&mut self, line: &str, ev: &mut Event) -> Parsed {
+        self.parse_with(line, ev, true)
+    }
+
+    fn parse_with(&mut self, line: &str, ev: &mut Event, lazy: bool) -> Parsed {
         ev.clear();
         // (a stamp's `[` is not white space: the usual line needs no trimming)
         let t = if line.starts_with('[') {
@@ -161,7 +172,7 @@ impl Babeltrace {
         }
         let offset = line.len() - t.len();
         if let Some(named) = t.strip_prefix("timestamp = ") {
-            return self.named(line, line.len() - named.len(), ev);
+            return self.named(line, line.len() - named.len(), ev, lazy);
         }
         let close = find_near(t.as_bytes(), 0, b']');
         let Some(close) = close.filter(|_| t.starts_with('[')) else {
@@ -192,12 +203,12 @@ impl Babeltrace {
             return Parsed::Malformed("no event name ending in ':'");
         };
         ev.name = name.clone();
-        groups(line, name.end + 1, ev);
+        fields_from(line, name.end + 1, ev, lazy);
         Parsed::Event
     }
 
     /// A `--names=all` line from just after `timestamp = `.
-    fn named(&mut self, line: &str, at: usize, ev: &mut Event) -> Parsed {
+    fn named(&mut self, line: &str, at: usize, ev: &mut Event, lazy: bool) -> Parsed {
         let Some(comma) = line[at..].find(',').map(|p| at + p) else {
             return Parsed::Malformed("no ',' after the timestamp");
         };
@@ -213,7 +224,7 @@ impl Babeltrace {
             .find(',')
             .map_or(line.len(), |p| name_at + p);
         ev.name = name_at..name_end;
-        groups(line, name_end, ev);
+        fields_from(line, name_end, ev, lazy);
         Parsed::Event
     }
 
@@ -290,6 +301,155 @@ fn event_name(line: &str, from: usize) -> Option<std::ops::Range<usize>> {
             return Some(start..i - 1);
         }
     }
+}
+
+/// The groups from `from` into `ev.fields`, or, `lazy`, only where they begin.
+fn fields_from(line: &str, from: usize, ev: &mut Event, lazy: bool) {
+    if lazy {
+        ev.lazy_groups = Some(from);
+    } else {
+        groups(line, from, ev);
+    }
+}
+
+/// The value of field `name` of the groups from `from` (left unparsed by
+/// [`Babeltrace::parse_lazy`]): what [`groups`] and then [`Event::field`] give.
+///
+/// The usual line is walked up to the item named only: its brackets and commas counted, the
+/// items before it told apart from it by their first bytes, and only it read. A line that
+/// holds a quote or a backslash before the item is found (a string could hide a bracket or
+/// a comma), or an item written otherwise than ` NAME = VALUE` (which could be named `name`
+/// once trimmed), is read whole by [`groups`].
+pub fn group_field(line: &str, from: usize, name: &str) -> Option<std::ops::Range<usize>> {
+    match look(line.as_bytes(), from, name.as_bytes()) {
+        Look::Item(range) => {
+            if let Some(v) = written_value(line.as_bytes(), range.clone(), name.len()) {
+                return Some(v);
+            }
+            let (k, v) = searched_field(line, range)?;
+            if line.as_bytes().get(k).is_some_and(|k| k == name.as_bytes()) {
+                return Some(v);
+            }
+        }
+        Look::Absent => return None,
+        Look::Unsure => {}
+    }
+    let mut ev = Event::default();
+    groups(line, from, &mut ev);
+    ev.named(line, name)
+}
+
+/// The value [`written_item`] reads of the item `range`, known to be ` NAME = ...` with a
+/// name of `n` bytes and no quote, without reading its name again; `None` when it does not
+/// read it.
+#[inline]
+fn written_value(
+    b: &[u8],
+    range: std::ops::Range<usize>,
+    n: usize,
+) -> Option<std::ops::Range<usize>> {
+    if b.get(range.start) != Some(&b' ') {
+        return None;
+    }
+    let start = range.start + n + 4;
+    let end = range.end - usize::from(b.get(range.end.checked_sub(1)?) == Some(&b' '));
+    let plain = |c: &u8| c.is_ascii() && !ascii_white(*c);
+    if end <= start || !plain(b.get(start)?) || !plain(b.get(end - 1)?) {
+        return None;
+    }
+    Some(start..end)
+}
+
+/// What the walk of [`look`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Look {
+    /// the first item named as asked: its text, as [`GroupWalk`] gives it to [`item`]
+    Item(std::ops::Range<usize>),
+    /// no item is named so
+    Absent,
+    /// the walk cannot tell: read the line whole
+    Unsure,
+}
+
+/// The walk of [`GroupWalk`] over a line without strings, up to the item named `name`.
+fn look(b: &[u8], from: usize, name: &[u8]) -> Look {
+    // (a byte loop: the names are short, and a block of a short slice is read from a copy)
+    if name.is_empty() || !name.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_') {
+        return Look::Unsure;
+    }
+    let mut depth = 0usize;
+    // where the item named `name` began, once one has
+    let mut named: Option<usize> = None;
+    let mut base = from;
+    while base < b.len() {
+        let block = Block::at(b, base);
+        let mut marks = block.eq(b'"')
+            | block.eq(b'\\')
+            | block.eq(b',')
+            | block.eq_or(0x20, b'{')
+            | block.eq_or(0x20, b'}');
+        while marks != 0 {
+            let i = base + marks.trailing_zeros() as usize;
+            marks &= marks - 1;
+            let starts = match b[i] {
+                b'"' | b'\\' => return Look::Unsure,
+                b'{' | b'[' => {
+                    depth += 1;
+                    depth == 1
+                }
+                b'}' | b']' => {
+                    if depth == 1
+                        && let Some(start) = named
+                    {
+                        return Look::Item(start..i);
+                    }
+                    depth = depth.saturating_sub(1);
+                    false
+                }
+                _ if depth == 1 => match named {
+                    Some(start) => return Look::Item(start..i),
+                    None => true,
+                },
+                _ => false,
+            };
+            if starts {
+                match item_named(b, i + 1, name) {
+                    Some(true) => named = Some(i + 1),
+                    Some(false) => {}
+                    None => return Look::Unsure,
+                }
+            }
+        }
+        base += WIDTH;
+    }
+    // an item that no comma or bracket closes is not one
+    Look::Absent
+}
+
+/// Whether the item that begins at `b[start]` is named `name` (an identifier): `None` when its
+/// first bytes do not tell (white space or a character that trimming could take away).
+#[inline]
+fn item_named(b: &[u8], start: usize, name: &[u8]) -> Option<bool> {
+    let at = start + usize::from(b.get(start) == Some(&b' '));
+    let first = *b.get(at)?;
+    if first == name[0] {
+        // the name, trimmed, begins at `at`: it is `name` only if the bytes there are
+        let after = at + name.len();
+        if !b.get(at..after).is_some_and(|there| equal(there, name)) {
+            return Some(false);
+        }
+        if b.get(after..after + 3) == Some(b" = ") {
+            return Some(true);
+        }
+        // `name` then white space (of any kind) could be trimmed to `name`; any other byte
+        // continues the name
+        return match b.get(after) {
+            Some(&c) if c.is_ascii() && !ascii_white(c) => Some(false),
+            _ => None,
+        };
+    }
+    // another name, unless trimming could take this byte away
+    (first.is_ascii() && !ascii_white(first)).then_some(false)
 }
 
 /// Every `name = value` at the top level of every `{ ... }` group after `from`.
@@ -384,6 +544,16 @@ fn item(line: &str, range: std::ops::Range<usize>, ev: &mut Event) {
         return;
     }
     searched_item(line, range, ev);
+}
+
+/// The field [`searched_item`] reads, if any.
+fn searched_field(
+    line: &str,
+    range: std::ops::Range<usize>,
+) -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let mut ev = Event::default();
+    searched_item(line, range, &mut ev);
+    ev.fields.pop()
 }
 
 /// An item as babeltrace2 writes it, ` NAME = VALUE` with an identifier for a name and at
@@ -593,6 +763,105 @@ mod tests {
                 assert_eq!(blocks.fields, bytes.fields, "{line} from {from}");
             }
         }
+    }
+
+    /// Every name of every line, and names that are not there: a field found in the line when
+    /// asked for is the field of the line read whole.
+    #[test]
+    fn a_field_found_when_asked_for_is_the_field_the_whole_line_gives() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let sample = format!("{root}/tests/data/traces/cyg-profile.babeltrace.txt");
+        let mut lines: Vec<String> = std::fs::read_to_string(sample)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let head = "[13:37:01.123456789] (+0.000001234) host p:e:";
+        for body in [
+            "{ cpu_id = 1 }, { vtid = 42 }, { addr = 0x5, call_site = 0x6 }",
+            "{ a = 1, a = 2 }, { a = 3 }",
+            r#"{ s = "x, a = 9 }", a = 1 }"#,
+            "{ b = { a = 5 }, a = 6 }",
+            "{ t = [ [0] = { a = 1 } ], a = 7 }",
+            "{a = 1}, { a = 2 }",
+            "{  a = 1 }, { a = 2 }",
+            "{ a  = 1 }, { a = 2 }",
+            "{ a\t= 1 }, { a = 2 }",
+            "{ a\u{a0} = 1 }, { a = 2 }",
+            "{\u{a0}a = 1 }, { a = 2 }",
+            "{ ab = 1, a = 2 }",
+            "{ a = }, { a = 2 }",
+            "{ a =  1  }, { a = 2 }",
+            r#"{ a = "q" }"#,
+            "{ a = 1 ",
+            "{ x = 1, a = 2",
+            "} a = 1 }, { a = 2 }",
+            r"{ x = \\, a = 3 }",
+            "{ = 1, a = 2 }",
+            "{ a, a = 2 }",
+            "{ a = 1 = 2 }",
+            "{ vtid = 42 }, { vtid = 43 }",
+            "{ a = é }, { a = 2 }",
+        ] {
+            lines.push(format!("{head} {body}"));
+            lines.push(format!(
+                "timestamp = 04:45:11.006577220, delta = +0.000004236, trace:hostname = vm, name = p:e, stream.packet.context = {body}"
+            ));
+        }
+        let names = [
+            "a",
+            "ab",
+            "b",
+            "s",
+            "t",
+            "x",
+            "cpu_id",
+            "vtid",
+            "addr",
+            "call_site",
+            "",
+            "a b",
+            "é",
+            "[0]",
+            "=",
+            "q",
+        ];
+        let mut found = 0;
+        for line in &lines {
+            let (mut whole, mut lazy) = (Event::default(), Event::default());
+            let parsed = Babeltrace::default().parse(line, &mut whole);
+            assert_eq!(
+                Babeltrace::default().parse_lazy(line, &mut lazy),
+                parsed,
+                "{line}"
+            );
+            assert!(lazy.fields.is_empty());
+            for name in names {
+                let want = whole.field(line, name);
+                assert_eq!(lazy.field(line, name), want, "{name:?} of {line}");
+                found += usize::from(want.is_some());
+            }
+        }
+        assert!(found > 200, "{found}");
+    }
+
+    /// The walk up to an item decides the usual line, and leaves to the whole reading what a
+    /// string or an item written otherwise could change.
+    #[test]
+    fn the_walk_to_an_item_is_unsure_only_where_a_string_or_white_space_could_matter() {
+        let line = r#"{ cpu_id = 1 }, { vtid = 42 }, { addr = 0x5, s = "}", call_site = 0x6 }"#;
+        let b = line.as_bytes();
+        let at = |text: &str| line.find(text).unwrap();
+        assert_eq!(
+            look(b, 0, b"vtid"),
+            Look::Item(at(" vtid")..at("}, { addr"))
+        );
+        assert_eq!(look(b, 0, b"addr"), Look::Item(at(" addr")..at(", s =")));
+        assert_eq!(look(b, 0, b"call_site"), Look::Unsure);
+        assert_eq!(look(b, 0, b"a.b"), Look::Unsure);
+        assert_eq!(look(b"{ a = 1 }", 0, b"b"), Look::Absent);
+        assert_eq!(look(b"{  a = 1 }", 0, b"b"), Look::Unsure);
+        assert_eq!(look(b"{ a = 1, b = 2", 0, b"b"), Look::Absent);
     }
 
     /// A stamp read in place is the time of day the general reading gives, and is never one it

@@ -45,6 +45,10 @@ pub struct Event {
     /// where a `NAME=VALUE ...` payload begins when it was left unparsed
     /// ([`text::parse_lazy`]): a field is then found in the line when it is asked for
     pub lazy_payload: Option<usize>,
+    /// where babeltrace2's `{ NAME = VALUE, ... }` groups begin when they were left unparsed
+    /// ([`babeltrace::Babeltrace::parse_lazy`]): a field is then found in the line when it is
+    /// asked for
+    pub lazy_groups: Option<usize>,
 }
 
 impl Event {
@@ -55,30 +59,42 @@ impl Event {
         self.fields.clear();
         self.common.clear();
         self.lazy_payload = None;
+        self.lazy_groups = None;
     }
 
     /// The value of field `name` in `line` (the first one, if repeated).
     pub fn field<'l>(&self, line: &'l str, name: &str) -> Option<&'l str> {
-        // Compared as bytes: a non-empty name (UTF-8) cannot equal bytes that begin or end
-        // inside a character, so only an empty one needs the boundaries checked.
-        let bytes = line.as_bytes();
-        let named = self.fields.iter().find(|(k, _)| {
-            bytes
-                .get(k.clone())
-                .is_some_and(|k| same(k, name.as_bytes()))
-                && (!name.is_empty() || line.get(k.clone()).is_some())
-        });
+        let named = self.named(line, name);
         if named.is_none()
             && let Some(from) = self.lazy_payload
             && let Some(v) = text::equals_field(line, from, name)
         {
             return line.get(v);
         }
+        if named.is_none()
+            && let Some(from) = self.lazy_groups
+        {
+            return line.get(babeltrace::group_field(line, from, name)?);
+        }
         let value = match named {
-            Some((_, v)) => v,
-            None => &self.common.iter().find(|(k, _)| *k == name)?.1,
+            Some(v) => v,
+            None => self.common.iter().find(|(k, _)| *k == name)?.1.clone(),
         };
-        line.get(value.clone())
+        line.get(value)
+    }
+
+    /// The value of the first of [`Event::fields`] named `name`.
+    fn named(&self, line: &str, name: &str) -> Option<Range<usize>> {
+        // Compared as bytes: a non-empty name (UTF-8) cannot equal bytes that begin or end
+        // inside a character, so only an empty one needs the boundaries checked.
+        let bytes = line.as_bytes();
+        let (_, v) = self.fields.iter().find(|(k, _)| {
+            bytes
+                .get(k.clone())
+                .is_some_and(|k| same(k, name.as_bytes()))
+                && (!name.is_empty() || line.get(k.clone()).is_some())
+        })?;
+        Some(v.clone())
     }
 
     /// The event's name in `line`.

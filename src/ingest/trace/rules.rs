@@ -900,6 +900,7 @@ mod tests {
             fields: vec![(19..29, 30..31)],
             common: Vec::new(),
             lazy_payload: None,
+            lazy_groups: None,
         };
         let mut sink = crate::span::Kept::new(1);
         p.event(line, &ev, 1, &mut sink);
