@@ -336,7 +336,7 @@ pub fn group_field(line: &str, from: usize, name: &str) -> Option<std::ops::Rang
     }
     let mut ev = Event::default();
     groups(line, from, &mut ev);
-    ev.named(line, name)
+    ev.named(line, name).map(|(_, v)| v.clone())
 }
 
 /// The value [`written_item`] reads of the item `range`, known to be ` NAME = ...` with a

@@ -65,36 +65,35 @@ impl Event {
     /// The value of field `name` in `line` (the first one, if repeated).
     pub fn field<'l>(&self, line: &'l str, name: &str) -> Option<&'l str> {
         let named = self.named(line, name);
-        if named.is_none()
-            && let Some(from) = self.lazy_payload
-            && let Some(v) = text::equals_field(line, from, name)
-        {
-            return line.get(v);
-        }
-        if named.is_none()
-            && let Some(from) = self.lazy_groups
-        {
-            return line.get(babeltrace::group_field(line, from, name)?);
+        if named.is_none() {
+            if let Some(from) = self.lazy_payload
+                && let Some(v) = text::equals_field(line, from, name)
+            {
+                return line.get(v);
+            }
+            if let Some(from) = self.lazy_groups {
+                return line.get(babeltrace::group_field(line, from, name)?);
+            }
         }
         let value = match named {
-            Some(v) => v,
-            None => self.common.iter().find(|(k, _)| *k == name)?.1.clone(),
+            Some((_, v)) => v,
+            None => &self.common.iter().find(|(k, _)| *k == name)?.1,
         };
-        line.get(value)
+        line.get(value.clone())
     }
 
-    /// The value of the first of [`Event::fields`] named `name`.
-    fn named(&self, line: &str, name: &str) -> Option<Range<usize>> {
+    /// The first of [`Event::fields`] named `name`.
+    #[inline]
+    fn named(&self, line: &str, name: &str) -> Option<&(Range<usize>, Range<usize>)> {
         // Compared as bytes: a non-empty name (UTF-8) cannot equal bytes that begin or end
         // inside a character, so only an empty one needs the boundaries checked.
         let bytes = line.as_bytes();
-        let (_, v) = self.fields.iter().find(|(k, _)| {
+        self.fields.iter().find(|(k, _)| {
             bytes
                 .get(k.clone())
                 .is_some_and(|k| same(k, name.as_bytes()))
                 && (!name.is_empty() || line.get(k.clone()).is_some())
-        })?;
-        Some(v.clone())
+        })
     }
 
     /// The event's name in `line`.
