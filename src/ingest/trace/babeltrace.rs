@@ -17,7 +17,7 @@
 //! refused: the text does not say the clock's frequency.
 
 use super::{Event, Parsed};
-use crate::ingest::words::{Block, WIDTH, equal, find_near, identifier_len};
+use crate::ingest::words::{Block, WIDTH, equal, find_by_blocks, find_near, identifier_len};
 
 const DAY_NS: u64 = 86_400_000_000_000;
 
@@ -296,7 +296,7 @@ fn event_name(line: &str, from: usize) -> Option<std::ops::Range<usize>> {
             return None;
         }
         let start = i;
-        i = find_near(bytes, i, b' ').unwrap_or(bytes.len());
+        i = find_by_blocks(bytes, i, b' ').unwrap_or(bytes.len());
         if bytes[i - 1] == b':' && i - 1 > start {
             return Some(start..i - 1);
         }
