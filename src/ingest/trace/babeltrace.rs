@@ -382,12 +382,7 @@ fn look(b: &[u8], from: usize, name: &[u8]) -> Look {
     let mut named: Option<usize> = None;
     let mut base = from;
     while base < b.len() {
-        let block = Block::at(b, base);
-        let mut marks = block.eq(b'"')
-            | block.eq(b'\\')
-            | block.eq(b',')
-            | block.eq_or(0x20, b'{')
-            | block.eq_or(0x20, b'}');
+        let mut marks = marks_at(b, base);
         while marks != 0 {
             let i = base + marks.trailing_zeros() as usize;
             marks &= marks - 1;
@@ -462,18 +457,25 @@ fn groups(line: &str, from: usize, ev: &mut Event) {
     let mut walk = GroupWalk::default();
     let mut base = from;
     while base < bytes.len() {
-        let block = Block::at(bytes, base);
-        let mut marks = block.eq(b'"')
-            | block.eq(b'\\')
-            | block.eq(b',')
-            | block.eq_or(0x20, b'{')
-            | block.eq_or(0x20, b'}');
+        let mut marks = marks_at(bytes, base);
         while marks != 0 {
             walk.byte(line, base + marks.trailing_zeros() as usize, ev);
             marks &= marks - 1;
         }
         base += WIDTH;
     }
+}
+
+/// The bytes of `b[base..base + 16]` that the walk of the groups acts on: quotes, backslashes,
+/// commas and brackets, a bit each.
+#[inline]
+fn marks_at(b: &[u8], base: usize) -> u32 {
+    let block = Block::at(b, base);
+    block.eq(b'"')
+        | block.eq(b'\\')
+        | block.eq(b',')
+        | block.eq_or(0x20, b'{')
+        | block.eq_or(0x20, b'}')
 }
 
 /// Where [`groups`] is in a line: what each byte it acts on does. Any other byte does nothing,
