@@ -186,20 +186,30 @@ fn promql_quantiles_of_served_native_histograms_match_latscopes_own_percentiles(
     let (_prometheus, prom_port) = start_prometheus(dir.path(), serve_port, true);
     let (_classic, classic_port) = start_prometheus(dir.path(), serve_port, false);
     let series = r#"latscope_span_nanoseconds{span="req",host="lab1",job="latscope"}"#;
+    let classic_count = r#"latscope_span_nanoseconds_count{span="req",host="lab1"}"#;
     let started = Instant::now();
-    let mut count = None;
+    let (mut count, mut counted) = (None, None);
+    // Both servers must have scraped the totals: the classic one, started second, was still
+    // without a sample of them in one CI run when the native one had them.
     while started.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(500));
         // Prometheus may still be starting: a refused connection is retried.
-        if TcpStream::connect(("127.0.0.1", prom_port)).is_err() {
+        let up = |port| TcpStream::connect(("127.0.0.1", port)).is_ok();
+        if !up(prom_port) || !up(classic_port) {
             continue;
         }
         count = promql(prom_port, &format!("histogram_count({series})"));
-        if count == Some(600.0) {
+        counted = promql(classic_port, classic_count);
+        if count == Some(600.0) && counted == Some(600.0) {
             break;
         }
     }
     assert_eq!(count, Some(600.0), "Prometheus never saw all 600 spans");
+    assert_eq!(
+        counted,
+        Some(600.0),
+        "the classic Prometheus never saw all 600 spans"
+    );
     let p50 = promql(prom_port, &format!("histogram_quantile(0.5, {series})")).unwrap();
     let p99 = promql(prom_port, &format!("histogram_quantile(0.99, {series})")).unwrap();
     let ticks = promql(prom_port, r#"latscope_rate_events_total{host="lab1"}"#);
