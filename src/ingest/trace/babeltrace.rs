@@ -739,15 +739,17 @@ mod tests {
         assert!(seen >= 90, "{seen}");
     }
 
-    #[test]
-    fn groups_give_the_fields_the_byte_by_byte_walk_gives() {
+    /// The lines of the committed LTTng sample (`liblttng-ust-cyg-profile` through babeltrace2).
+    fn sample_lines() -> Vec<String> {
         let root = env!("CARGO_MANIFEST_DIR");
         let sample = format!("{root}/tests/data/traces/cyg-profile.babeltrace.txt");
-        let mut lines: Vec<String> = std::fs::read_to_string(sample)
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
+        let text = std::fs::read_to_string(sample).unwrap();
+        text.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn groups_give_the_fields_the_byte_by_byte_walk_gives() {
+        let mut lines = sample_lines();
         for pad in 0..34 {
             let p = "x".repeat(pad);
             lines.extend([
@@ -771,13 +773,7 @@ mod tests {
     /// asked for is the field of the line read whole.
     #[test]
     fn a_field_found_when_asked_for_is_the_field_the_whole_line_gives() {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let sample = format!("{root}/tests/data/traces/cyg-profile.babeltrace.txt");
-        let mut lines: Vec<String> = std::fs::read_to_string(sample)
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
+        let mut lines = sample_lines();
         let head = "[13:37:01.123456789] (+0.000001234) host p:e:";
         for body in [
             "{ cpu_id = 1 }, { vtid = 42 }, { addr = 0x5, call_site = 0x6 }",
