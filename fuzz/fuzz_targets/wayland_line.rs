@@ -1,4 +1,5 @@
-//! One WAYLAND_DEBUG line: the parser and the argument readers must never panic.
+//! One WAYLAND_DEBUG line: the parser and the argument readers must never panic, and the
+//! short readers must give what the general ones give whenever they give anything.
 #![no_main]
 
 use latscope::ingest::wayland::{args, line};
@@ -6,8 +7,24 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let mut scratch = Vec::new();
+    if let Some(msg) = line::usual(data) {
+        assert_eq!(line::parse_plain(data), line::Parsed::Message(msg));
+    }
+    let object_id = |arg: Option<&[u8]>| match arg.and_then(args::object) {
+        Some(args::ObjectArg::Object { id, .. }) => Some(id),
+        _ => None,
+    };
+    if let Some(id) = args::first_plain_object(data) {
+        assert_eq!(object_id(args::nth(data, 0)), Some(id));
+    }
+    let finder = args::NewIdFinder::new();
+    if let Some(id) = args::lone_new_id(data) {
+        assert_eq!(object_id(args::nth(data, 0)), Some(id));
+        let mut created = Vec::new();
+        args::for_each_new_id(data, &finder, |_, id| created.push(id));
+        assert_eq!(created, [id]);
+    }
     if let line::Parsed::Message(msg) = line::parse_line(data, &mut scratch) {
-        let finder = args::NewIdFinder::new();
         args::for_each_new_id(msg.args, &finder, |_, _| {});
         for arg in args::split(msg.args) {
             let _ = args::object(arg);
@@ -15,4 +32,3 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
-

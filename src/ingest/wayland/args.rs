@@ -4,7 +4,7 @@
 //! anything; we only ever look at object references, new ids and plain integers, and split on
 //! `, ` outside double quotes.
 
-use crate::ingest::words::find_near;
+use crate::ingest::words::{find_near, identifier_len};
 
 /// A reference to an object as printed in arguments: `wl_buffer@44`, `wl_buffer#44`, `nil`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +64,46 @@ pub fn object(arg: &[u8]) -> Option<ObjectArg<'_>> {
         interface,
         id: number(id)?,
     })
+}
+
+/// The id of `iface@id` (or `iface#id`) at the start of `arg`, the interface an identifier and
+/// the id of one to nine digits, and where it ends; `None` for anything else. What [`object`]
+/// makes of such an argument, without its search from the end.
+#[inline]
+pub fn plain_object(arg: &[u8]) -> Option<(u32, usize)> {
+    let iface = identifier_len(arg);
+    if iface == 0 || !matches!(arg.get(iface), Some(b'@' | b'#')) {
+        return None;
+    }
+    let digits = &arg[iface + 1..];
+    let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+    if len == 0 || len > 9 {
+        return None;
+    }
+    let id = digits[..len]
+        .iter()
+        .fold(0, |v, &d| v * 10 + u32::from(d - b'0'));
+    Some((id, iface + 1 + len))
+}
+
+/// The id a lone `new id iface@id` argument creates (a `sync`'s or a `frame`'s, as printed):
+/// the id [`object`] reads of the first argument, and the one [`for_each_new_id`] finds;
+/// `None` when the arguments are anything else.
+#[inline]
+pub fn lone_new_id(args: &[u8]) -> Option<u32> {
+    let object = args.strip_prefix(b"new id ")?;
+    match plain_object(object)? {
+        (id, end) if end == object.len() => Some(id),
+        _ => None,
+    }
+}
+
+/// The id of a first argument `iface@id` followed by `, ` or nothing (an `attach`'s buffer):
+/// what [`object`] reads of [`nth`]`(args, 0)`; `None` for anything else.
+#[inline]
+pub fn first_plain_object(args: &[u8]) -> Option<u32> {
+    let (id, end) = plain_object(args)?;
+    (end == args.len() || args[end..].starts_with(b", ")).then_some(id)
 }
 
 /// A non-negative decimal integer that fits in 32 bits.
@@ -172,5 +212,77 @@ mod tests {
             [(&b"wp_presentation_feedback"[..], 9)]
         );
         assert!(ids_of(b"0, 0").is_empty());
+    }
+
+    /// Argument texts near the shapes the short readers take, changed at every byte.
+    fn argument_variants() -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for args in [
+            "new id wl_callback@3",
+            "new id wl_callback#123456789",
+            "new id wl_callback@1234567890",
+            "new id [unknown]@6",
+            "new id wl_callback@nil",
+            "wl_buffer@44, 0, 0",
+            "wl_buffer#44",
+            "nil, 0, 0",
+            "wl_buffer@4294967295, 0, 0",
+            "\"a, b\", wl_buffer@4",
+        ] {
+            let args = args.as_bytes();
+            out.push(args.to_vec());
+            for at in 0..args.len() {
+                for b in *b" 0a_@#,\"n" {
+                    let mut v = args.to_vec();
+                    v[at] = b;
+                    out.push(v);
+                }
+                let mut v = args.to_vec();
+                v.remove(at);
+                out.push(v);
+                out.push([&args[..at], b", new id x@5"].concat());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_lone_new_id_is_the_object_read_and_the_only_one_created() {
+        let finder = NewIdFinder::new();
+        let mut taken = 0;
+        for args in argument_variants() {
+            let Some(id) = lone_new_id(&args) else {
+                continue;
+            };
+            taken += 1;
+            let read = nth(&args, 0).and_then(object);
+            assert!(
+                matches!(read, Some(ObjectArg::Object { id: i, .. }) if i == id),
+                "{:?}",
+                args.escape_ascii()
+            );
+            let mut created = Vec::new();
+            for_each_new_id(&args, &finder, |_, id| created.push(id));
+            assert_eq!(created, [id], "{:?}", args.escape_ascii());
+        }
+        assert!(taken > 20, "{taken}");
+    }
+
+    #[test]
+    fn a_plain_first_object_is_the_object_the_first_argument_reads_as() {
+        let mut taken = 0;
+        for args in argument_variants() {
+            let Some(id) = first_plain_object(&args) else {
+                continue;
+            };
+            taken += 1;
+            let read = nth(&args, 0).and_then(object);
+            assert!(
+                matches!(read, Some(ObjectArg::Object { id: i, .. }) if i == id),
+                "{:?}",
+                args.escape_ascii()
+            );
+        }
+        assert!(taken > 20, "{taken}");
     }
 }

@@ -182,6 +182,9 @@ impl FileState<'_> {
                 return;
             }
         };
+        if let Some(msg) = line::usual(text) {
+            return self.message(&msg, sink);
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         match line::parse_line(text, &mut scratch) {
             line::Parsed::Message(msg) => self.message(&msg, sink),

@@ -85,7 +85,11 @@ fn parse(job: Job, spare: &Spares<Chunk>) -> (Job, Chunk) {
                 return;
             }
         };
-        let what = match line::parse_line(text, &mut scratch) {
+        let parsed = match line::usual(text) {
+            Some(msg) => Parsed::Message(msg),
+            None => line::parse_line(text, &mut scratch),
+        };
+        let what = match parsed {
             Parsed::Message(msg) => What::Message(msg.stamp, Meaning::of(&msg)),
             Parsed::Zombie(stamp) => What::Zombie(stamp),
             Parsed::Other => {

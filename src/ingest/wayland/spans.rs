@@ -214,6 +214,7 @@ impl Arg {
             None => Arg::None,
         };
         match known {
+            Known::Attach if let Some(id) = args::first_plain_object(args) => Arg::Object(id),
             Known::Attach | Known::Frame | Known::Sync => {
                 object(args::nth(args, 0).and_then(args::object))
             }
@@ -244,8 +245,20 @@ impl Meaning {
             id: msg.id,
             created: [0; 4],
             n_created: 0,
-            arg: Arg::of(known, msg.args),
+            arg: Arg::None,
         };
+        // A `sync` or a `frame` as printed, `new id wl_callback@7`: its one argument is both
+        // the object the rule reads and the one object created (each found by a search
+        // before: a fifth of the instructions of reading a `sync` line).
+        if matches!(known, Known::Sync | Known::Frame)
+            && let Some(id) = args::lone_new_id(msg.args)
+        {
+            meaning.arg = Arg::Object(id);
+            meaning.created[0] = id;
+            meaning.n_created = 1;
+            return meaning;
+        }
+        meaning.arg = Arg::of(known, msg.args);
         args::for_each_new_id(msg.args, &args::NewIdFinder::new(), |_, id| {
             if let Some(slot) = meaning.created.get_mut(usize::from(meaning.n_created)) {
                 *slot = id;
