@@ -157,10 +157,10 @@ pub fn usual(line: &[u8]) -> Option<Message<'_>> {
         p += 4;
     }
     // The interface and the message name are runs of identifier bytes, found in one mask of
-    // the line's first 64 bytes (two calls of `identifier_len` per line read a block each,
-    // and a short line's last block from a copy).
-    let ident = identifier_mask(line);
-    let iface_end = run_end(ident, p)?;
+    // up to 48 bytes from the interface on (two calls of `identifier_len` per line read a
+    // block each, and a short line's last block from a copy).
+    let (ident, valid) = identifier_mask(line, p)?;
+    let iface_end = p + run_end(ident, 0, valid)?;
     if iface_end == p || !matches!(line.get(iface_end), Some(b'@' | b'#')) {
         return None;
     }
@@ -169,7 +169,7 @@ pub fn usual(line: &[u8]) -> Option<Message<'_>> {
     if id_len == 0 || id_len == 8 || line[dot] != b'.' {
         return None;
     }
-    let name_end = run_end(ident, dot + 1)?;
+    let name_end = p + run_end(ident, dot + 1 - p, valid)?;
     if name_end == dot + 1 || line.get(name_end) != Some(&b'(') {
         return None;
     }
@@ -188,30 +188,29 @@ pub fn usual(line: &[u8]) -> Option<Message<'_>> {
     })
 }
 
-/// Bit k set where `line[k]` is an identifier's byte ([`Block::identifier`]), for the first
-/// 64 bytes (past the end of the line, clear).
+/// Bit k set where `line[from + k]` is an identifier's byte ([`Block::identifier`]), for the
+/// 48 bytes from `from` or up to the end of the line, and how many bits that is; `None` when
+/// fewer than sixteen bytes are left. Every block is read from the line itself: the last one
+/// is the line's last sixteen bytes, whatever they overlap (a block past the end was read from
+/// a copy).
 #[inline]
-fn identifier_mask(line: &[u8]) -> u64 {
-    let block = |at: usize| u64::from(Block::at(line, at).identifier()) << at;
-    let mut mask = block(0);
-    if line.len() > WIDTH {
-        mask |= block(WIDTH);
+fn identifier_mask(line: &[u8], from: usize) -> Option<(u64, usize)> {
+    let last = line.len().checked_sub(WIDTH).filter(|&last| last >= from)?;
+    let block = |at: usize| u64::from(Block::at(line, at).identifier()) << (at - from);
+    let mut mask = block(from) | block(last.min(from + WIDTH));
+    if last > from + WIDTH {
+        mask |= block(last.min(from + 2 * WIDTH));
     }
-    if line.len() > 2 * WIDTH {
-        mask |= block(2 * WIDTH);
-    }
-    if line.len() > 3 * WIDTH {
-        mask |= block(3 * WIDTH);
-    }
-    mask
+    Some((mask, (line.len() - from).min(3 * WIDTH)))
 }
 
 /// Where the run of set bits of `mask` from bit `from` ends: the first clear bit at or after
-/// it; `None` when none is (the run may go on past the mask).
+/// it, when it is one of the `valid` bits; `None` when the run may go on past them.
 #[inline]
-fn run_end(mask: u64, from: usize) -> Option<usize> {
+fn run_end(mask: u64, from: usize, valid: usize) -> Option<usize> {
     let clear = !mask & u64::MAX.checked_shl(u32::try_from(from).ok()?)?;
-    (clear != 0).then(|| clear.trailing_zeros() as usize)
+    let end = clear.trailing_zeros() as usize;
+    (end < valid).then_some(end)
 }
 
 /// Parses a line with no colour codes.
