@@ -1,10 +1,10 @@
-//! A value per series, found without hashing when the series is the one found last.
+//! A value per series, found without hashing when the series is one of the two found last.
 //!
 //! Every sample and outcome of a span goes to its series' distribution, its counters and its
 //! slowest spans: a hash-map look-up of a [`SeriesKey`] (span, side and group, 32 bytes) at
 //! each, which was about 4% of the instructions of reading a JSON-lines trace. Consecutive
-//! samples mostly fall in one series (every one, without `--group`), so the table remembers
-//! where the last one went and compares the key with it first.
+//! samples mostly fall in one series (every one, without `--group`) or alternate between two,
+//! so the table remembers where the last two went and compares the key with them first.
 
 use rustc_hash::FxHashMap;
 
@@ -15,8 +15,9 @@ use super::SeriesKey;
 pub struct SeriesTable<V> {
     entries: Vec<(SeriesKey, V)>,
     index: FxHashMap<SeriesKey, usize>,
-    /// the entry found last
-    last: usize,
+    /// the entries found last and the one before (a WAYLAND_DEBUG log's sync and commit
+    /// spans alternate: one entry remembered, every other look-up was hashed)
+    last: [usize; 2],
 }
 
 impl<V> Default for SeriesTable<V> {
@@ -24,7 +25,7 @@ impl<V> Default for SeriesTable<V> {
         SeriesTable {
             entries: Vec::new(),
             index: FxHashMap::default(),
-            last: 0,
+            last: [0; 2],
         }
     }
 }
@@ -33,8 +34,13 @@ impl<V> SeriesTable<V> {
     /// The value of `key`, made by `make` if the series is new.
     #[inline]
     pub fn entry(&mut self, key: &SeriesKey, make: impl FnOnce() -> V) -> &mut V {
-        if self.entries.get(self.last).is_some_and(|(k, _)| k == key) {
-            return &mut self.entries[self.last].1;
+        let [last, before] = self.last;
+        if self.entries.get(last).is_some_and(|(k, _)| k == key) {
+            return &mut self.entries[last].1;
+        }
+        if self.entries.get(before).is_some_and(|(k, _)| k == key) {
+            self.last = [before, last];
+            return &mut self.entries[before].1;
         }
         let at = match self.index.get(key) {
             Some(&at) => at,
@@ -44,7 +50,7 @@ impl<V> SeriesTable<V> {
                 self.entries.len() - 1
             }
         };
-        self.last = at;
+        self.last = [at, last];
         &mut self.entries[at].1
     }
 
