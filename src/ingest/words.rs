@@ -238,7 +238,7 @@ impl Iterator for Positions<'_> {
 /// The run of ASCII digits at the start of `b`'s first eight bytes, and its value: `None`
 /// when `b` is shorter than eight bytes. One word instead of a loop of a compare, a branch,
 /// a multiply and an add per digit (the stamp and the ids of every WAYLAND_DEBUG line).
-#[inline]
+#[inline(always)]
 pub fn leading_digits(b: &[u8]) -> Option<(u64, usize)> {
     let word = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
     // Each byte less `0`: a digit is 0 to 9 ([`not_digits`]). Borrows and carries only cross

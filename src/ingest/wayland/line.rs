@@ -193,7 +193,7 @@ pub fn usual(line: &[u8]) -> Option<Message<'_>> {
 /// fewer than sixteen bytes are left. Every block is read from the line itself: the last one
 /// is the line's last sixteen bytes, whatever they overlap (a block past the end was read from
 /// a copy).
-#[inline]
+#[inline(always)]
 fn identifier_mask(line: &[u8], from: usize) -> Option<(u64, usize)> {
     let last = line.len().checked_sub(WIDTH).filter(|&last| last >= from)?;
     let block = |at: usize| u64::from(Block::at(line, at).identifier()) << (at - from);
@@ -206,7 +206,7 @@ fn identifier_mask(line: &[u8], from: usize) -> Option<(u64, usize)> {
 
 /// Where the run of set bits of `mask` from bit `from` ends: the first clear bit at or after
 /// it, when it is one of the `valid` bits; `None` when the run may go on past them.
-#[inline]
+#[inline(always)]
 fn run_end(mask: u64, from: usize, valid: usize) -> Option<usize> {
     let clear = !mask & u64::MAX.checked_shl(u32::try_from(from).ok()?)?;
     let end = clear.trailing_zeros() as usize;

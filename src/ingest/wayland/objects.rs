@@ -54,6 +54,7 @@ pub struct Objects {
 }
 
 impl Objects {
+    #[inline]
     fn slot(&self, id: u32) -> Slot {
         match dense_index(id) {
             Some((false, i)) => self.client.get(i).copied().unwrap_or_default(),
@@ -62,6 +63,7 @@ impl Objects {
         }
     }
 
+    #[inline]
     fn slot_mut(&mut self, id: u32) -> &mut Slot {
         match dense_index(id) {
             Some((server, i)) => {

@@ -268,6 +268,7 @@ impl Meaning {
         meaning
     }
 
+    #[inline(always)]
     fn created(&self) -> &[u32] {
         &self.created[..usize::from(self.n_created)]
     }
