@@ -130,7 +130,7 @@ pub fn strip_ansi(line: &[u8], out: &mut Vec<u8>) {
 /// `wayland_line` on every input). [`parse_plain`] tries each dialect's prefix in turn and
 /// builds its answer through a chain of `Option`s: two fifths of the instructions of reading a
 /// line before.
-#[inline]
+#[inline(always)]
 pub fn usual(line: &[u8]) -> Option<Message<'_>> {
     let rest = line.strip_prefix(b"[")?;
     // at most seven digits (a full word of digits goes to the general reader)
