@@ -293,6 +293,36 @@ enum Known {
 
 impl Known {
     fn classify(interface: &[u8], name: &[u8]) -> Known {
+        // By the lengths first, then the bytes of the one pair of names those lengths allow
+        // (the arms compared in turn took 40 instructions a line).
+        let is = |i: &[u8], n: &[u8], known: Known| {
+            if interface == i && name == n {
+                known
+            } else {
+                Known::Other
+            }
+        };
+        match (interface.len(), name.len()) {
+            (10, 6) if name == b"attach" => is(b"wl_surface", b"attach", Known::Attach),
+            (10, 6) => is(b"wl_surface", b"commit", Known::Commit),
+            (10, 5) => is(b"wl_surface", b"frame", Known::Frame),
+            (10, 7) => is(b"wl_surface", b"destroy", Known::SurfaceDestroy),
+            (10, 4) => is(b"wl_display", b"sync", Known::Sync),
+            (10, 9) => is(b"wl_display", b"delete_id", Known::DeleteId),
+            (9, 7) => is(b"wl_buffer", b"release", Known::Release),
+            (11, 4) => is(b"wl_callback", b"done", Known::Done),
+            (15, 8) => is(b"wp_presentation", b"feedback", Known::Feedback),
+            (24, 9) if name == b"presented" => {
+                is(b"wp_presentation_feedback", b"presented", Known::Presented)
+            }
+            (24, 9) => is(b"wp_presentation_feedback", b"discarded", Known::Discarded),
+            _ => Known::Other,
+        }
+    }
+
+    /// [`Known::classify`] as it was written, the pairs in turn: what the tests hold it to.
+    #[cfg(test)]
+    fn classify_by_pairs(interface: &[u8], name: &[u8]) -> Known {
         match (interface, name) {
             (b"wl_surface", b"attach") => Known::Attach,
             (b"wl_surface", b"commit") => Known::Commit,
@@ -641,5 +671,61 @@ fn on_presented(
             &ctx.series(conn, SpanKind::Presented, None, object),
             Outcome::OrphanEnd,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_is_classified_by_lengths_as_by_its_pair_of_names() {
+        let interfaces = [
+            "wl_surface",
+            "wl_display",
+            "wl_buffer",
+            "wl_callback",
+            "wp_presentation",
+            "wp_presentation_feedback",
+            "wl_surfacf",
+            "xl_display",
+            "wl_buffers",
+            "wl_region",
+            "wp_presentation_feedbacj",
+            "",
+        ];
+        let names = [
+            "attach",
+            "commit",
+            "frame",
+            "destroy",
+            "sync",
+            "delete_id",
+            "release",
+            "done",
+            "feedback",
+            "presented",
+            "discarded",
+            "commis",
+            "attacg",
+            "damage",
+            "syn",
+            "delete_ie",
+            "presentee",
+            "",
+        ];
+        let mut known = 0;
+        for i in interfaces {
+            for n in names {
+                let by_pairs = Known::classify_by_pairs(i.as_bytes(), n.as_bytes());
+                assert_eq!(
+                    Known::classify(i.as_bytes(), n.as_bytes()),
+                    by_pairs,
+                    "{i}.{n}"
+                );
+                known += usize::from(by_pairs != Known::Other);
+            }
+        }
+        assert_eq!(known, 11);
     }
 }
