@@ -81,15 +81,28 @@ fn shapes_agree(data: &[u8]) {
     }
 }
 
-/// Every line read whole and left to be read when asked, for names of the line and others.
+/// Every line read whole, left to be read when asked, and read by the shapes of the lines
+/// before it (twice: the second read goes by the shape the first learnt), for names of the
+/// line and others.
 fn groups_agree(data: &[u8]) {
+    let mut shaped_reader = Babeltrace::default();
     for line in data.split(|&b| b == b'\n').filter_map(|l| std::str::from_utf8(l).ok()) {
-        let (mut whole, mut lazy) = (Event::default(), Event::default());
+        let (mut whole, mut lazy, mut shaped) = (Event::default(), Event::default(), Event::default());
         let parsed = Babeltrace::default().parse(line, &mut whole);
         assert_eq!(Babeltrace::default().parse_lazy(line, &mut lazy), parsed, "{line:?}");
-        let words = line.split([' ', '{', ',', '=']).filter(|w| !w.is_empty() && w.len() < 12);
-        for name in ["a", "vtid", "", "a b"].into_iter().chain(words.take(16)) {
+        let words: Vec<&str> = line
+            .split([' ', '{', ',', '='])
+            .filter(|w| !w.is_empty() && w.len() < 12)
+            .take(16)
+            .collect();
+        for name in ["a", "vtid", "", "a b"].into_iter().chain(words.iter().copied()) {
             assert_eq!(lazy.field(line, name), whole.field(line, name), "{name:?} of {line:?}");
+        }
+        for _ in 0..2 {
+            assert_eq!(shaped_reader.parse_shaped(line, &mut shaped), parsed, "{line:?}");
+            for name in ["a", "vtid", "", "a b"].into_iter().chain(words.iter().copied()) {
+                assert_eq!(shaped.field(line, name), whole.field(line, name), "{name:?} of {line:?}");
+            }
         }
     }
 }

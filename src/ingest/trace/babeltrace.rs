@@ -16,10 +16,22 @@
 //! addr = 0x5 }`; it is read too. `--clock-cycles` stamps (`[00000001602214752762]`) are
 //! refused: the text does not say the clock's frequency.
 
+use super::group_shape::GroupShapes;
 use super::{Event, Parsed};
 use crate::ingest::words::{Block, WIDTH, equal, find_by_blocks, find_near, identifier_len};
 
 const DAY_NS: u64 = 86_400_000_000_000;
+
+/// How a line's `{ ... }` groups are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Groups {
+    /// every item, into the event's fields
+    Whole,
+    /// none: only where they begin, for [`group_field`]
+    Lazy,
+    /// by a shape learnt before when one fits ([`GroupShapes`]), else lazily
+    Shaped,
+}
 
 /// State across lines: the day offset of a time-of-day clock.
 #[derive(Debug, Default)]
@@ -31,6 +43,8 @@ pub struct Babeltrace {
     first_of_day: Option<u64>,
     /// stamps read that are not times of day (seconds, dates)
     other_stamps: u64,
+    /// the shapes of the groups of lines read ([`Babeltrace::parse_shaped`])
+    pub(super) shapes: GroupShapes,
 }
 
 /// What a reader that started without the state of the lines before it needs to be told
@@ -149,17 +163,25 @@ impl Babeltrace {
 
     /// Parses one line into `ev`, every field of it.
     pub fn parse(&mut self, line: &str, ev: &mut Event) -> Parsed {
-        self.parse_with(line, ev, false)
+        self.parse_with(line, ev, Groups::Whole)
     }
 
     /// [`Babeltrace::parse`] that leaves the `{ ... }` groups to [`group_field`]: a field is
     /// found in the line when it is asked for (a rule reads one or two fields of a line that
     /// holds four or more; reading them all was two fifths of the reading of a line).
     pub fn parse_lazy(&mut self, line: &str, ev: &mut Event) -> Parsed {
-        self.parse_with(line, ev, true)
+        self.parse_with(line, ev, Groups::Lazy)
     }
 
-    fn parse_with(&mut self, line: &str, ev: &mut Event, lazy: bool) -> Parsed {
+    /// [`Babeltrace::parse_lazy`], with the groups of a line of a shape learnt from the lines
+    /// before read by that shape ([`GroupShapes`]: the key fields of a line found by the
+    /// look-up were two fifths of its reading). While shapes are learnt, a line that fits none
+    /// is read whole ([`Babeltrace::parse`]) and its shape learnt.
+    pub fn parse_shaped(&mut self, line: &str, ev: &mut Event) -> Parsed {
+        self.parse_with(line, ev, Groups::Shaped)
+    }
+
+    fn parse_with(&mut self, line: &str, ev: &mut Event, lazy: Groups) -> Parsed {
         ev.clear();
         // (a stamp's `[` is not white space: the usual line needs no trimming)
         let t = if line.starts_with('[') {
@@ -203,12 +225,26 @@ impl Babeltrace {
             return Parsed::Malformed("no event name ending in ':'");
         };
         ev.name = name.clone();
-        fields_from(line, name.end + 1, ev, lazy);
+        self.fields_from(line, name.end + 1, ev, lazy);
         Parsed::Event
     }
 
+    /// The groups from `from` into `ev.fields` as `how` says.
+    fn fields_from(&mut self, line: &str, from: usize, ev: &mut Event, how: Groups) {
+        match how {
+            Groups::Whole => groups(line, from, ev),
+            Groups::Lazy => ev.lazy_groups = Some(from),
+            Groups::Shaped if self.shapes.read(line, from, ev) => {}
+            Groups::Shaped if self.shapes.learning() => {
+                groups(line, from, ev);
+                self.shapes.learn(line, from, &ev.fields);
+            }
+            Groups::Shaped => ev.lazy_groups = Some(from),
+        }
+    }
+
     /// A `--names=all` line from just after `timestamp = `.
-    fn named(&mut self, line: &str, at: usize, ev: &mut Event, lazy: bool) -> Parsed {
+    fn named(&mut self, line: &str, at: usize, ev: &mut Event, lazy: Groups) -> Parsed {
         let Some(comma) = line[at..].find(',').map(|p| at + p) else {
             return Parsed::Malformed("no ',' after the timestamp");
         };
@@ -224,7 +260,7 @@ impl Babeltrace {
             .find(',')
             .map_or(line.len(), |p| name_at + p);
         ev.name = name_at..name_end;
-        fields_from(line, name_end, ev, lazy);
+        self.fields_from(line, name_end, ev, lazy);
         Parsed::Event
     }
 
@@ -300,15 +336,6 @@ fn event_name(line: &str, from: usize) -> Option<std::ops::Range<usize>> {
         if bytes[i - 1] == b':' && i - 1 > start {
             return Some(start..i - 1);
         }
-    }
-}
-
-/// The groups from `from` into `ev.fields`, or, `lazy`, only where they begin.
-fn fields_from(line: &str, from: usize, ev: &mut Event, lazy: bool) {
-    if lazy {
-        ev.lazy_groups = Some(from);
-    } else {
-        groups(line, from, ev);
     }
 }
 
@@ -823,6 +850,96 @@ mod tests {
 
     /// The walk up to an item decides the usual line, and leaves to the whole reading what a
     /// string or an item written otherwise could change.
+    /// `body` changed at one byte of its groups (from `from`) in every way: replaced by
+    /// each byte that acts on the groups or could be a token's, removed, doubled, and a
+    /// non-ASCII character put in.
+    fn changed_at_every_byte(line: &str, from: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        for at in from..line.len() {
+            let (head, tail) = line.split_at(at);
+            let rest = &tail[1..];
+            for c in [
+                " ", ",", "{", "}", "[", "]", "\"", "\\", "=", "0", "a", ".", "-", "+", "\t", "é",
+                "",
+            ] {
+                out.push(format!("{head}{c}{rest}"));
+            }
+            out.push(format!("{head}{}{tail}", &tail[..1]));
+        }
+        out
+    }
+
+    #[test]
+    fn a_line_read_by_a_learnt_shape_has_the_fields_the_whole_reading_gives() {
+        let head = "[13:37:01.123456789] (+0.000001234) host p:e: ";
+        let mut lines: Vec<String> = sample_lines().into_iter().take(4).collect();
+        for body in [
+            "{ cpu_id = 1 }, { vtid = 42 }, { addr = 0x5, call_site = 0x6 }",
+            r#"{ s = "x", a = -1.5e+3 }"#,
+            "{ b = { a = 5 }, a = 6 }",
+            "{ t = [ [0] = 1 ], a = 7 }",
+            "{ a = 1 }, { a = 2 }",
+        ] {
+            lines.push(format!("{head}{body}"));
+        }
+        let names = [
+            "a",
+            "b",
+            "s",
+            "t",
+            "cpu_id",
+            "vtid",
+            "addr",
+            "call_site",
+            "",
+        ];
+        let (mut compared, mut by_shape) = (0, 0);
+        for line in &lines {
+            let from = line.find('{').unwrap();
+            for changed in changed_at_every_byte(line, from) {
+                // a reader that learnt the line's shape from the line itself
+                let mut reader = Babeltrace::default();
+                reader.parse_shaped(line, &mut Event::default());
+                let (mut whole, mut shaped) = (Event::default(), Event::default());
+                let parsed = Babeltrace::default().parse(&changed, &mut whole);
+                let hits = reader.shapes.hits();
+                assert_eq!(
+                    reader.parse_shaped(&changed, &mut shaped),
+                    parsed,
+                    "{changed}"
+                );
+                if reader.shapes.hits() > hits {
+                    by_shape += 1;
+                    assert_eq!(shaped.fields, whole.fields, "{changed}");
+                }
+                for name in names {
+                    let want = whole.field(&changed, name);
+                    assert_eq!(shaped.field(&changed, name), want, "{name:?} of {changed}");
+                }
+                compared += 1;
+            }
+        }
+        assert!(
+            compared > 8_000 && by_shape > 1_000,
+            "{compared} {by_shape}"
+        );
+    }
+
+    #[test]
+    fn the_lines_of_the_committed_sample_after_the_first_of_each_event_are_read_by_shape() {
+        let mut reader = Babeltrace::default();
+        let lines = sample_lines();
+        for line in &lines {
+            let (mut whole, mut shaped) = (Event::default(), Event::default());
+            let parsed = Babeltrace::default().parse(line, &mut whole);
+            assert_eq!(reader.parse_shaped(line, &mut shaped), parsed, "{line}");
+            assert_eq!(shaped.fields, whole.fields, "{line}");
+        }
+        // the entries' and the exits' groups are alike: one shape learnt, every other line
+        // read by it
+        assert_eq!(reader.shapes.hits(), lines.len() as u64 - 1);
+    }
+
     #[test]
     fn the_walk_to_an_item_is_unsure_only_where_a_string_or_white_space_could_matter() {
         let line = r#"{ cpu_id = 1 }, { vtid = 42 }, { addr = 0x5, s = "}", call_site = 0x6 }"#;

@@ -15,6 +15,7 @@
 pub mod babeltrace;
 pub mod chrome;
 pub mod detect;
+pub mod group_shape;
 pub mod json;
 pub mod parallel;
 pub mod parallel_chrome;
