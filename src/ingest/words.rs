@@ -45,6 +45,12 @@ impl Block {
         imp::eq_or(self.0, or, c)
     }
 
+    /// Bit k set where byte k is byte k of `other`.
+    #[inline]
+    pub fn same(self, other: Block) -> u32 {
+        imp::same(self.0, other.0)
+    }
+
     /// Bit k set where byte k is in `lo..=hi` (`lo` at most `hi`).
     #[inline]
     pub fn in_range(self, lo: u8, hi: u8) -> u32 {
@@ -406,6 +412,11 @@ mod imp {
         eq(unsafe { _mm_or_si128(x, _mm_set1_epi8(or as i8)) }, c)
     }
 
+    #[inline]
+    pub fn same(x: Lanes, y: Lanes) -> u32 {
+        unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(x, y)) as u32 }
+    }
+
     /// A letter, a digit or `_`: the three tests joined before one mask is taken (three
     /// masks, or-ed, took half as many instructions again; the identifiers of every
     /// WAYLAND_DEBUG line).
@@ -472,6 +483,13 @@ mod portable {
         bits(x, |b| b | or == c)
     }
 
+    pub fn same(x: Lanes, y: Lanes) -> u32 {
+        (0..super::WIDTH)
+            .filter(|&k| x[k] == y[k])
+            .map(|k| 1u32 << k)
+            .sum()
+    }
+
     pub fn in_range(x: Lanes, lo: u8, hi: u8) -> u32 {
         bits(x, |b| (lo..=hi).contains(&b))
     }
@@ -519,6 +537,14 @@ mod tests {
                 let identifier: u32 =
                     portable::bits(bytes, |b| b.is_ascii_alphanumeric() || b == b'_');
                 assert_eq!(block.identifier(), identifier, "{line:?} at {i}");
+                // against the block one byte on, and itself
+                let (next, next_bytes) = (Block::at(&line, i + 1), portable::load(&line, i + 1));
+                assert_eq!(
+                    block.same(next),
+                    portable::same(bytes, next_bytes),
+                    "{line:?} at {i}"
+                );
+                assert_eq!(block.same(block), ALL);
             }
         }
     }

@@ -40,6 +40,9 @@ struct Gap {
     end: u32,
     /// the item's name, as offsets into the gap
     key: (u32, u32),
+    /// the gap's bytes, zeros after them, when it is at most sixteen bytes long (compared with
+    /// the line a block at a time)
+    block: Option<[u8; WIDTH]>,
 }
 
 /// The bytes between the values of one line's groups.
@@ -59,7 +62,14 @@ impl GroupShape {
             let end = gap.end as usize;
             let written = &self.text[start..end];
             let v = at + written.len();
-            if !b.get(at..v).is_some_and(|here| equal(here, written)) {
+            let same = match &gap.block {
+                Some(block) if at + WIDTH <= b.len() => {
+                    let differ = !Block::at(b, at).same(Block::at(block, 0));
+                    differ & !(u32::MAX << written.len()) == 0
+                }
+                _ => b.get(at..v).is_some_and(|here| equal(here, written)),
+            };
+            if !same {
                 ev.fields.clear();
                 return false;
             }
@@ -93,13 +103,19 @@ impl GroupShape {
             if value.is_empty() || token_end(b, value.start) != value.end {
                 return None;
             }
-            shape.text.extend_from_slice(&b[at..value.start]);
+            let written = &b[at..value.start];
+            shape.text.extend_from_slice(written);
             let key = (
                 u32::try_from(key.start - at).ok()?,
                 u32::try_from(key.end - at).ok()?,
             );
             let end = u32::try_from(shape.text.len()).ok()?;
-            shape.gaps.push(Gap { end, key });
+            let block = (written.len() <= WIDTH).then(|| {
+                let mut block = [0; WIDTH];
+                block[..written.len()].copy_from_slice(written);
+                block
+            });
+            shape.gaps.push(Gap { end, key, block });
             at = value.end;
         }
         shape.text.extend_from_slice(&b[at..]);
