@@ -246,6 +246,16 @@ mod tests {
         out
     }
 
+    /// The general readers read the first argument of `args` as object `id`.
+    fn assert_first_argument_is(args: &[u8], id: u32) {
+        let read = nth(args, 0).and_then(object);
+        assert!(
+            matches!(read, Some(ObjectArg::Object { id: i, .. }) if i == id),
+            "{:?}",
+            args.escape_ascii()
+        );
+    }
+
     #[test]
     fn a_lone_new_id_is_the_object_read_and_the_only_one_created() {
         let finder = NewIdFinder::new();
@@ -255,12 +265,7 @@ mod tests {
                 continue;
             };
             taken += 1;
-            let read = nth(&args, 0).and_then(object);
-            assert!(
-                matches!(read, Some(ObjectArg::Object { id: i, .. }) if i == id),
-                "{:?}",
-                args.escape_ascii()
-            );
+            assert_first_argument_is(&args, id);
             let mut created = Vec::new();
             for_each_new_id(&args, &finder, |_, id| created.push(id));
             assert_eq!(created, [id], "{:?}", args.escape_ascii());
@@ -276,12 +281,7 @@ mod tests {
                 continue;
             };
             taken += 1;
-            let read = nth(&args, 0).and_then(object);
-            assert!(
-                matches!(read, Some(ObjectArg::Object { id: i, .. }) if i == id),
-                "{:?}",
-                args.escape_ascii()
-            );
+            assert_first_argument_is(&args, id);
         }
         assert!(taken > 20, "{taken}");
     }
