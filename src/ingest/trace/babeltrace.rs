@@ -926,6 +926,20 @@ mod tests {
     }
 
     #[test]
+    fn lines_whose_values_are_strings_stop_being_read_whole_to_learn_a_shape() {
+        let mut reader = Babeltrace::default();
+        let mut whole_reads = 0;
+        for i in 0..1000 {
+            let line = format!("[13:37:01.{i:09}] host p:e: {{ s = \"a b\", n = {i} }}");
+            let mut ev = Event::default();
+            reader.parse_shaped(&line, &mut ev);
+            whole_reads += usize::from(ev.lazy_groups.is_none());
+            assert_eq!(ev.field(&line, "n"), Some(i.to_string().as_str()));
+        }
+        assert_eq!(whole_reads, 64);
+    }
+
+    #[test]
     fn the_lines_of_the_committed_sample_after_the_first_of_each_event_are_read_by_shape() {
         let mut reader = Babeltrace::default();
         let lines = sample_lines();

@@ -148,7 +148,7 @@ pub struct GroupShapes {
     last: usize,
     /// the shape replaced next when all are kept
     next: usize,
-    /// lines read by a shape, and shapes learnt
+    /// lines read by a shape, and lines read whole to learn a shape (whether one was)
     hits: u64,
     learnt: u64,
 }
@@ -190,10 +190,12 @@ impl GroupShapes {
     /// Learns the shape of the groups at `line[from..]`, which the whole reading read as
     /// `fields`; nothing when a value is not a token.
     pub fn learn(&mut self, line: &str, from: usize, fields: &[(Range<usize>, Range<usize>)]) {
+        // counted when nothing is learnt too: a trace whose values are strings stops being
+        // read whole after a while, and is looked up in as before
+        self.learnt += 1;
         let Some(shape) = GroupShape::learn(line.as_bytes(), from, fields) else {
             return;
         };
-        self.learnt += 1;
         if self.shapes.len() < SHAPES {
             self.shapes.push(shape);
             self.last = self.shapes.len() - 1;
