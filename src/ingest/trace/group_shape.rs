@@ -57,6 +57,16 @@ impl GroupShape {
     /// The fields of the groups at `b[from..]` if they are of this shape, pushed to `ev`;
     /// `false` at the first byte that differs (`ev.fields` is then cleared).
     fn read(&self, b: &[u8], from: usize, ev: &mut Event) -> bool {
+        let fits = self.push_fields(b, from, ev).is_some();
+        if !fits {
+            ev.fields.clear();
+        }
+        fits
+    }
+
+    /// [`GroupShape::read`], `None` at the first byte that differs.
+    #[inline]
+    fn push_fields(&self, b: &[u8], from: usize, ev: &mut Event) -> Option<()> {
         let (mut at, mut start) = (from, 0usize);
         for gap in &self.gaps {
             let end = gap.end as usize;
@@ -70,25 +80,17 @@ impl GroupShape {
                 _ => b.get(at..v).is_some_and(|here| equal(here, written)),
             };
             if !same {
-                ev.fields.clear();
-                return false;
+                return None;
             }
             let v_end = token_end(b, v);
             if v_end == v {
-                ev.fields.clear();
-                return false;
+                return None;
             }
             let key = at + gap.key.0 as usize..at + gap.key.1 as usize;
             ev.fields.push((key, v..v_end));
             (at, start) = (v_end, end);
         }
-        if b.get(at..)
-            .is_some_and(|rest| equal(rest, &self.text[start..]))
-        {
-            return true;
-        }
-        ev.fields.clear();
-        false
+        equal(b.get(at..)?, &self.text[start..]).then_some(())
     }
 
     /// The shape of the groups at `b[from..]`, whose fields the whole reading gave as

@@ -182,6 +182,9 @@ impl FileState<'_> {
                 return;
             }
         };
+        // The usual layout first, here rather than inside `parse_line`: there, the message
+        // went through `Parsed` and the scratch line was taken for every line (203.2 M
+        // against 188.5 M instructions on the benchmark slice, 559 against 630 MB/s).
         if let Some(msg) = line::usual(text) {
             return self.message(&msg, sink);
         }
