@@ -929,8 +929,9 @@ fn every_text_producer_of_a_sched_trace_is_detected_and_keeps_thread_names_with_
     // perf: default, --ns and -F layouts.
     let data = d.join("perf.data");
     // perf on a loaded 2-core machine may lose a run's events (its -q hides the count):
-    // capture again, at most 3 times, until both threads' switches are in the file
-    for _ in 0..3 {
+    // capture again, at most 8 times, until both threads' switches are in the file (three
+    // captures in a row lost the second worker's in one CI run)
+    for _ in 0..8 {
         let rec = Command::new("perf")
             .args([
                 "record",
