@@ -15,6 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::ingest::words::equal;
 
+use super::span_key::{KeyBuf, SpanKey};
 use super::{Event, EventView, InLine};
 pub use crate::rule::{Filter, Key, Op, RuleError};
 use crate::rule::{is_identifier, is_quoted, split_filters, unquote};
@@ -130,7 +131,7 @@ pub enum Repeat {
 /// Writes span `span` and the values of `fields` of `ev` into `buf` (separated by U+001F), the
 /// key of an open span; `false` when the event lacks one.
 fn fill_key(
-    buf: &mut Vec<u8>,
+    buf: &mut KeyBuf,
     span: usize,
     ev: &impl EventView,
     (fields, places): (&[String], &[usize]),
@@ -139,23 +140,23 @@ fn fill_key(
     // The span's index in decimal, without the formatting machinery (a key per event); the
     // usual one digit without a copy of the digits (a `memcpy` call).
     if span < 10 {
-        buf.push(b'0' + span as u8);
+        buf.push_byte(b'0' + span as u8);
     } else {
         push_decimal(buf, span);
     }
-    buf.push(0x1f);
+    buf.push_byte(0x1f);
     for (f, &j) in fields.iter().zip(places) {
         let Some(v) = ev.key_field(j, f) else {
             return false;
         };
-        buf.extend_from_slice(v);
-        buf.push(0x1f);
+        buf.push(v);
+        buf.push_byte(0x1f);
     }
     true
 }
 
 /// `n` in decimal.
-fn push_decimal(buf: &mut Vec<u8>, n: usize) {
+fn push_decimal(buf: &mut KeyBuf, n: usize) {
     let mut digits = [0u8; 20];
     let mut n = n;
     let mut at = digits.len();
@@ -167,60 +168,7 @@ fn push_decimal(buf: &mut Vec<u8>, n: usize) {
             break;
         }
     }
-    buf.extend_from_slice(&digits[at..]);
-}
-
-/// The key of an open span ([`fill_key`]'s bytes), kept inline when it is short (every key of
-/// a pid, an id or an address and a thread): a span that starts then costs no allocation, and
-/// one that ends no free.
-#[derive(Debug, Clone)]
-enum SpanKey {
-    /// at most [`SpanKey::INLINE`] bytes: the length, then the bytes (zero past them)
-    Inline(u8, [u8; SpanKey::INLINE]),
-    /// longer keys
-    Heap(Box<[u8]>),
-}
-
-impl SpanKey {
-    const INLINE: usize = 31;
-
-    fn new(bytes: &[u8]) -> SpanKey {
-        if bytes.len() <= Self::INLINE {
-            let mut inline = [0u8; Self::INLINE];
-            inline[..bytes.len()].copy_from_slice(bytes);
-            SpanKey::Inline(bytes.len() as u8, inline)
-        } else {
-            SpanKey::Heap(bytes.into())
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match self {
-            SpanKey::Inline(len, inline) => &inline[..usize::from(*len)],
-            SpanKey::Heap(bytes) => bytes,
-        }
-    }
-}
-
-// Equal and hashed as its bytes, so that a table of them is looked up by `&[u8]`.
-impl PartialEq for SpanKey {
-    fn eq(&self, other: &SpanKey) -> bool {
-        self.bytes() == other.bytes()
-    }
-}
-
-impl Eq for SpanKey {}
-
-impl std::hash::Hash for SpanKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.bytes().hash(state);
-    }
-}
-
-impl std::borrow::Borrow<[u8]> for SpanKey {
-    fn borrow(&self) -> &[u8] {
-        self.bytes()
-    }
+    buf.push(&digits[at..]);
 }
 
 /// Which rule endpoints are named like `name`: bit 2i for rule i's start, 2i+1 for its end;
@@ -417,7 +365,7 @@ pub struct Pairer {
     /// the `(other)` group, once a value was folded into it, and how many times one was
     other: Option<u32>,
     folded: u64,
-    key_buf: Vec<u8>,
+    key_buf: KeyBuf,
     /// events with a missing key field, and the line of the first one
     pub missing_key: (u64, Option<u64>),
     /// spans an event ends (a rule's end passed), and those it closed, while it is paired
@@ -477,7 +425,7 @@ impl Pairer {
             max_groups: DEFAULT_MAX_SERIES,
             other: None,
             folded: 0,
-            key_buf: Vec::new(),
+            key_buf: KeyBuf::default(),
             missing_key: (0, None),
             ends_seen: SpanFlags::new(spans),
             closed: SpanFlags::new(spans),
@@ -794,8 +742,8 @@ impl Pairer {
                 start_ns: ev.ts_ns(),
                 series,
             };
-            let key = SpanKey::new(&self.key_buf);
-            self.open.start(key, open, Outcome::Superseded, sink);
+            self.open
+                .start(self.key_buf.key(), open, Outcome::Superseded, sink);
         }
     }
 
@@ -995,6 +943,7 @@ mod tests {
             open.start(SpanKey::new(key), open_at, Outcome::Superseded, &mut sink);
         }
         assert!(matches!(SpanKey::new(&keys[3]), SpanKey::Inline(31, _)));
+        assert_eq!(super::super::span_key::INLINE, 31);
         assert!(matches!(SpanKey::new(&keys[4]), SpanKey::Heap(_)));
         assert!(
             !open.end(&b"kk"[..], 10, &mut sink),
