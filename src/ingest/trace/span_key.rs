@@ -191,7 +191,12 @@ mod tests {
         let bytes: Vec<Vec<u8>> = ["", "a", "a\0", "\0a", "ab", "ba"]
             .iter()
             .map(|s| s.as_bytes().to_vec())
-            .chain([vec![7; 31], vec![7; 32], vec![7; 33], [vec![7; 30], vec![8]].concat()])
+            .chain([
+                vec![7; 31],
+                vec![7; 32],
+                vec![7; 33],
+                [vec![7; 30], vec![8]].concat(),
+            ])
             .collect();
         for a in &bytes {
             for b in &bytes {
