@@ -56,6 +56,7 @@ struct RowShape {
 impl RowShape {
     /// Reads `b` as a row of this shape; `None` at the first byte that differs (or a value
     /// [`json_line_walked`] would not read).
+    #[inline(always)]
     fn read(&self, b: &[u8], columns: &Columns, ev: &mut Event) -> Option<Parsed> {
         ev.clear();
         let (mut ts, mut name) = (None, None);
@@ -154,6 +155,12 @@ pub struct RowShapes {
 impl RowShapes {
     /// Reads `line` as [`super::table::json_line_in_place`] does; `None` when it needs the
     /// general reader.
+    ///
+    /// Inlined where it is called, as [`RowShape::read`] is here: what they return was written
+    /// to the stack a field at a time and copied out in one 16-byte load that waited for those
+    /// stores (store forwarding fails): 58% of the samples of the caller's, 3.8% of the time
+    /// of reading a JSON-lines row and pairing it.
+    #[inline(always)]
     pub fn read(
         &mut self,
         line: &str,
