@@ -66,8 +66,9 @@ impl Event {
 
     /// The value of field `name` in `line` (the first one, if repeated).
     ///
-    /// Inlined where the field is among [`Event::fields`] (a pairing key, a filter): the call,
-    /// and the branches for fields left in the line, were a third of the cost of a look-up.
+    /// Inlined where the field is among [`Event::fields`] (a pairing key, a filter), the
+    /// look-ups in the line apart: babeltrace2 149.8 M -> 148.2 M instructions on the benchmark
+    /// slice, JSON lines 317.7 M -> 315.5 M.
     #[inline]
     pub fn field<'l>(&self, line: &'l str, name: &str) -> Option<&'l str> {
         match self.named(line, name) {
