@@ -848,11 +848,9 @@ mod tests {
         assert!(found > 200, "{found}");
     }
 
-    /// The walk up to an item decides the usual line, and leaves to the whole reading what a
-    /// string or an item written otherwise could change.
-    /// `body` changed at one byte of its groups (from `from`) in every way: replaced by
-    /// each byte that acts on the groups or could be a token's, removed, doubled, and a
-    /// non-ASCII character put in.
+    /// `line` changed at one byte of its groups (from `from`) in every way: replaced by each
+    /// byte that acts on the groups or could be a token's, removed, doubled, and a non-ASCII
+    /// character put in.
     fn changed_at_every_byte(line: &str, from: usize) -> Vec<String> {
         let mut out = Vec::new();
         for at in from..line.len() {
@@ -954,6 +952,8 @@ mod tests {
         assert_eq!(reader.shapes.hits(), lines.len() as u64 - 1);
     }
 
+    /// The walk up to an item decides the usual line, and leaves to the whole reading what a
+    /// string or an item written otherwise could change.
     #[test]
     fn the_walk_to_an_item_is_unsure_only_where_a_string_or_white_space_could_matter() {
         let line = r#"{ cpu_id = 1 }, { vtid = 42 }, { addr = 0x5, s = "}", call_site = 0x6 }"#;

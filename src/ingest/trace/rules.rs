@@ -660,7 +660,8 @@ impl Pairer {
 
     /// [`Pairer::event_masked`] with one rule (a `--span`, or `--start` and `--end`: the usual
     /// case), what [`Pairer::event_of_rules`] does with one, without its loops over the rules
-    /// and its flags per span (a tenth of the pairing of a JSON-lines row).
+    /// and its flags per span (the pairing of a JSON-lines row took 848 instructions with them,
+    /// 664 without: callgrind, the benchmark slice).
     fn event_of_one_rule(
         &mut self,
         ev: &impl EventView,

@@ -40,7 +40,7 @@ impl SpanKey {
 
 // Equal and hashed as its bytes, so that a table of them is looked up by `&[u8]`. (Compared
 // and hashed as four words instead, perf text read 4% slower on one thread with fewer
-// instructions: the words were read right after the bytes were written, and waited for them.)
+// instructions, likely because the words were read right after the bytes were written.)
 impl PartialEq for SpanKey {
     fn eq(&self, other: &SpanKey) -> bool {
         self.bytes() == other.bytes()
