@@ -235,10 +235,12 @@ fn finish_last_line(
     }
 }
 
+#[inline]
 pub(crate) fn trim_cr(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
+#[inline]
 pub(crate) fn trim_cr_str(line: &str) -> &str {
     line.strip_suffix('\r').unwrap_or(line)
 }

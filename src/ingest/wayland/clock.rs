@@ -36,6 +36,23 @@ impl Clock {
             Stamp::Micros32(us) => (false, u64::from(us), MICROS32_PERIOD),
             Stamp::TimeOfDay(us) => (true, us, DAY_MICROS),
         };
+        // Almost every stamp is the last one or a little after it: the step is the difference,
+        // with no wrap (the general steps below give the same; they took 35 instructions a line
+        // in 128-bit arithmetic).
+        if let Some((kind, last)) = self.last
+            && kind == time_of_day
+            && raw >= last
+            && raw - last <= period / 2
+        {
+            self.now += i128::from(raw - last);
+            self.last = Some((time_of_day, raw));
+            return (self.now.max(0) as u64) * 1_000;
+        }
+        self.general(time_of_day, raw, period)
+    }
+
+    /// [`Clock::nanos`] for any step: a wrap, a step back, a change of stamp format.
+    fn general(&mut self, time_of_day: bool, raw: u64, period: u64) -> u64 {
         match self.last {
             Some((kind, last)) if kind == time_of_day => {
                 let p = i128::from(period);
@@ -130,5 +147,43 @@ mod tests {
             }
         }
         assert_eq!(c.wraps(), 2);
+    }
+
+    #[test]
+    fn the_step_forward_gives_what_the_general_steps_give() {
+        // Stamps of both formats near every boundary (a step of half a period, a wrap, a step
+        // back, a change of format), from a fixed pseudo-random sequence.
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut fast, mut general) = (Clock::new(), Clock::new());
+        let mut raw = 0u64;
+        for _ in 0..200_000 {
+            let r = next();
+            let time_of_day = r % 97 == 0;
+            let period = if time_of_day {
+                DAY_MICROS
+            } else {
+                MICROS32_PERIOD
+            };
+            raw = match (r >> 8) % 6 {
+                0 => raw + period / 2,
+                1 => raw + period / 2 + 1,
+                2 => raw.wrapping_sub((r >> 16) % 1000),
+                3 => (r >> 16) % period,
+                _ => raw + (r >> 16) % 5000,
+            } % period;
+            let stamp = match time_of_day {
+                true => Stamp::TimeOfDay(raw),
+                false => Stamp::Micros32(raw as u32),
+            };
+            let slow = general.general(time_of_day, raw, period);
+            assert_eq!(fast.nanos(stamp), slow, "stamp {stamp:?}");
+            assert_eq!(fast.wraps, general.wraps);
+        }
     }
 }
