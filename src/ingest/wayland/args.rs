@@ -130,9 +130,11 @@ impl NewIdFinder {
     }
 
     fn find_iter<'a>(&self, args: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
-        // `new id ` and an object (`a@1`) are ten bytes: shorter arguments (a `delete_id`'s,
-        // a `done`'s, none) are not searched.
-        let searched = if args.len() < 10 { &[][..] } else { args };
+        let searched = if args.len() < NEW_ID_SHORTEST {
+            &[][..]
+        } else {
+            args
+        };
         // `find_near`: arguments are a few dozen bytes, where a `memchr` call's setup cost
         // more than the search (a tenth of the reading of a WAYLAND_DEBUG line went to the
         // two calls per line here)
@@ -148,6 +150,10 @@ impl NewIdFinder {
         })
     }
 }
+
+/// The shortest argument text that creates an object: `new id ` and an object (`a@1`) are ten
+/// bytes. Shorter arguments (a `delete_id`'s, a `done`'s, none) are not searched.
+pub const NEW_ID_SHORTEST: usize = 10;
 
 /// Calls `f(interface, id)` for every object created by a `new id` argument.
 pub fn for_each_new_id<'a>(args: &'a [u8], finder: &NewIdFinder, mut f: impl FnMut(&'a [u8], u32)) {
