@@ -444,10 +444,19 @@ impl Pairer {
     /// (every bit set beyond 32 rules: the names are then compared event by event). Kept per
     /// name, as the name is noted: an event costs one look-up instead of a comparison with
     /// each endpoint.
+    ///
+    /// The two names seen last are compared here, where it is called; the rest is a call.
+    #[inline(always)]
     fn name_mask(&mut self, name: &str) -> u64 {
-        if let Some(mask) = self.recent.iter().find_map(|r| r.get(name)) {
-            return mask;
+        match self.recent.iter().find_map(|r| r.get(name)) {
+            Some(mask) => mask,
+            None => self.name_mask_looked_up(name),
         }
+    }
+
+    /// [`Pairer::name_mask`] of a name not among the two seen last.
+    #[inline(never)]
+    fn name_mask_looked_up(&mut self, name: &str) -> u64 {
         let mask = match self.names_seen.get(name) {
             Some(&mask) => mask,
             None => {
