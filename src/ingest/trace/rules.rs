@@ -130,6 +130,7 @@ pub enum Repeat {
 
 /// Writes span `span` and the values of `fields` of `ev` into `buf` (separated by U+001F), the
 /// key of an open span; `false` when the event lacks one.
+#[inline]
 fn fill_key(
     buf: &mut KeyBuf,
     span: usize,
@@ -644,6 +645,7 @@ impl Pairer {
     }
 
     /// Feeds one event (line number `line_no`) through every rule.
+    #[inline]
     pub fn event(&mut self, line: &str, ev: &Event, line_no: u64, sink: &mut impl SpanSink) {
         let mask = self.name_mask(ev.name(line));
         if mask == 0 {
