@@ -53,8 +53,10 @@ step "cargo build --release: the binary the timing ratios measure"
 # What users run. In a debug build the X11 lab's client costs ~250 ns per pipelined request and
 # ~1 us per round trip more than in release (generic x11rb-protocol code is compiled at this
 # crate's opt-level 1), so beside x11perf on an idle server it measured itself (0.70x for
-# PutImage 10x10; release 1.23x). About 3.5 minutes from nothing on 2 cores without debug info.
-CARGO_PROFILE_RELEASE_DEBUG=0 cargo build --release --locked --bin latscope
+# PutImage 10x10; release 1.23x). About 3.5 minutes from nothing on 2 cores without debug info
+# and without the release profile's whole-program optimisation (`lto = "fat"`, for the readers'
+# few percent: it made this step 6 minutes, and these ratios were measured without it).
+CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_LTO=false cargo build --release --locked --bin latscope
 
 step "cargo test: the timing ratios, alone (latscope beside x11perf, perf, a C client)"
 # A ratio of two rates measured on a 2-core machine is only meaningful with nothing else
