@@ -266,7 +266,8 @@ impl Meaning {
             return meaning;
         }
         // Both steps are calls: most messages (a `done`, a `delete_id`, a `commit`, a
-        // `release`) need neither, and skip the calls here (20 instructions a line).
+        // `release`) need neither, and skip the calls here (181.3 -> 172.2 M instructions on
+        // the benchmark slice: 44 a line).
         if known.reads_args() {
             meaning.arg = Arg::of(known, msg.args);
         }
