@@ -54,8 +54,9 @@ step "cargo build --release: the binary the timing ratios measure"
 # ~1 us per round trip more than in release (generic x11rb-protocol code is compiled at this
 # crate's opt-level 1), so beside x11perf on an idle server it measured itself (0.70x for
 # PutImage 10x10; release 1.23x). About 3.5 minutes from nothing on 2 cores without debug info
-# and without the release profile's whole-program optimisation (`lto = "fat"`, for the readers'
-# few percent: it made this step 6 minutes, and these ratios were measured without it).
+# (5.5 on a slow host), and without the release profile's whole-program optimisation (`lto =
+# "fat"`, for the readers' few percent: these ratios were measured without it, and it adds
+# half a minute: 364 s against 333 s on the same host).
 CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_LTO=false cargo build --release --locked --bin latscope
 
 step "cargo test: the timing ratios, alone (latscope beside x11perf, perf, a C client)"
