@@ -154,7 +154,7 @@ const NEW_ID_SHORTEST: usize = 10;
 ///
 /// Shorter arguments than one could be (a `delete_id`'s, a `done`'s, none: most lines) are
 /// told here, where it is called, without the call of the search (WAYLAND_DEBUG 181.3 ->
-/// 172.2 M instructions on the benchmark slice with the same for [`Arg`](super::spans)'s
+/// 172.2 M instructions on the benchmark slice with the same for the span rules'
 /// reading: 44 a line).
 #[inline(always)]
 pub fn for_each_new_id<'a>(args: &'a [u8], finder: &NewIdFinder, f: impl FnMut(&'a [u8], u32)) {
