@@ -27,7 +27,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Mutex, PoisonError};
 
 use crate::ingest::Cancel;
-use crate::ingest::lines::{DEFAULT_BUFFER, Line, no_other_blanks, trim_cr, trim_cr_str};
+use crate::ingest::lines::{DEFAULT_BUFFER, Line, text_of, trim_cr, trim_cr_str};
 use crate::ingest::words::Positions;
 
 /// Bytes of input per chunk (a chunk ends at the last newline of this many): with 2 threads on
@@ -240,12 +240,11 @@ pub(crate) fn for_each_line<const UTF8: bool>(
     mut f: impl FnMut(u64, Line<'_>),
 ) -> u64 {
     // A chunk of UTF-8 (the usual) is checked at once; its lines are then given as text.
-    let text = if UTF8 {
-        std::str::from_utf8(data).ok()
+    let (text, plain) = if UTF8 {
+        text_of(data, blanks)
     } else {
-        None
+        (None, false)
     };
-    let plain = blanks && text.is_some() && no_other_blanks(data);
     let line = |start: usize, end: usize| -> Line<'_> {
         if end - start >= LONGEST {
             return Line::TooLong {

@@ -10,7 +10,7 @@ use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::ingest::words::Positions;
+use crate::ingest::words::{Positions, ascii_blanks, is_ascii};
 
 /// Default size of the read buffer, and so the longest line delivered whole.
 pub const DEFAULT_BUFFER: usize = 1 << 20;
@@ -175,12 +175,13 @@ impl<R: Read> LineReader<R> {
             summary.bytes += n as u64;
             let end = filled + n;
             let mut start = 0;
-            let block = match self.utf8 {
-                true => memchr::memrchr(b'\n', &self.buf[filled..end])
-                    .and_then(|last| std::str::from_utf8(&self.buf[..filled + last]).ok()),
-                false => None,
+            let (block, plain) = match self.utf8 {
+                true => match memchr::memrchr(b'\n', &self.buf[filled..end]) {
+                    Some(last) => text_of(&self.buf[..filled + last], self.blanks),
+                    None => (None, false),
+                },
+                false => (None, false),
             };
-            let plain = self.blanks && block.is_some_and(|text| no_other_blanks(text.as_bytes()));
             for nl in Positions::of(b'\n', &self.buf[filled..end]) {
                 let nl = filled + nl;
                 summary.lines += 1;
@@ -211,6 +212,26 @@ impl<R: Read> LineReader<R> {
 /// that a line can hold and a token reader splits at.
 pub(crate) fn no_other_blanks(text: &[u8]) -> bool {
     memchr::memchr3(b'\t', b'\r', b'\x0c', text).is_none()
+}
+
+/// A block of whole lines as text when it is UTF-8, and (`blanks`: asked) whether it holds
+/// none of the blanks of [`no_other_blanks`]: an ASCII block (the usual) in one pass
+/// ([`ascii_blanks`]), another decoded and searched.
+#[inline]
+pub(crate) fn text_of(block: &[u8], blanks: bool) -> (Option<&str>, bool) {
+    let ascii = if blanks {
+        ascii_blanks(block).map(|found| !found)
+    } else {
+        is_ascii(block).then_some(false)
+    };
+    match ascii {
+        // SAFETY: every byte of `block` is below 0x80: ASCII, which is UTF-8.
+        Some(plain) => (Some(unsafe { std::str::from_utf8_unchecked(block) }), plain),
+        None => match std::str::from_utf8(block) {
+            Ok(text) => (Some(text), blanks && no_other_blanks(block)),
+            Err(_) => (None, false),
+        },
+    }
 }
 
 fn finish_last_line(
