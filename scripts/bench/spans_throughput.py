@@ -2,7 +2,7 @@
 """Throughput of `latscope spans` per input format, beside the tools that make the text.
 
     scripts/bench/spans_throughput.py BINARY [--mb 200] [--runs 5] [--cpu 1] [--threads N]
-                                      [--only perf,chrome] [--compress zst]
+                                      [--only perf,chrome] [--compress zst] [--no-ceiling]
 
 Inputs, made once under --dir (target/bench/spans/MB/) from the committed samples (their
 events repeated with shifted time stamps until each file has about --mb megabytes): perf
@@ -10,8 +10,10 @@ script text, ftrace text, babeltrace2 text, Chrome JSON, JSON lines, and a WAYLA
 (mklog.py). Each is read --runs times, in rounds of every input in turn, by latscope pinned to
 one CPU, interleaved with `grep -c` on the same file pinned alike (the floor: one pass that
 finds lines), and by latscope unpinned with `--threads N` (default: every CPU; 0 skips it). Prints a Markdown table of medians: MB/s, events/s, the ratio to grep -c on
-one core, then N threads' MB/s, their ratio to grep -c and their speed-up over one core; then
-the same from the fastest run of each, with the spread of the one-core runs; then what perf
+one core, then N threads' MB/s, their ratio to grep -c and their speed-up over one core, and
+the ceiling of that speed-up on this machine (N one-core runs at once, each pinned to its own
+CPU: a shared VM's cores do not each give a whole core's speed when all are busy; skip it
+with --no-ceiling) with the share of it reached; then the same from the fastest run of each, with the spread of the one-core runs; then what perf
 script takes to write text of its own (when perf is installed and we are root). Machines are shared: compare medians of one
 run, and say the load.
 """
@@ -118,6 +120,15 @@ def measure(cmd):
     return wall, usage.ru_utime + usage.ru_stime
 
 
+def at_once(cmds):
+    """Wall seconds until every one of `cmds`, started together, has ended (outputs dropped)."""
+    t = time.perf_counter()
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in cmds]
+    if any(p.wait() != 0 for p in procs):
+        sys.exit(f"{cmds[0]} failed")
+    return time.perf_counter() - t
+
+
 def timed(cmd, runs):
     return statistics.median(measure(cmd)[0] for _ in range(runs))
 
@@ -158,6 +169,9 @@ def main():
                     help="also read each input compressed so (pinned: the decoder thread shares the CPU; "
                          "MB/s of the text it holds, grep -c on the plain text)")
     ap.add_argument("--no-tools", action="store_true", help="skip perf script's own speed")
+    ap.add_argument("--no-ceiling", action="store_true",
+                    help="skip N one-core runs at once, each pinned to its own CPU (what the machine gives N "
+                         "independent copies: the ceiling of --threads N's speed-up)")
     a = ap.parse_args()
     d = os.path.join(a.dir, f"{a.mb}MB")
     os.makedirs(d, exist_ok=True)
@@ -175,13 +189,16 @@ def main():
         keep = set(a.only.split(","))
         cases = [c for c in cases if c[0] in keep]
     pin = ["taskset", "-c", a.cpu]
+    ceiling = a.threads > 1 and not a.no_ceiling and (os.cpu_count() or 1) >= a.threads
     print(f"{a.runs} runs each, medians; one core: pinned to CPU {a.cpu}; --threads {a.threads} on CPUs "
           f"{a.cpus or 'any'}; load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"| format | MB | events | latscope s | MB/s | Mevents/s | grep -c s | × grep -c "
           f"| CPU s | CPU MB/s | grep CPU s | CPU × grep |"
-          + (f" {a.threads} threads s | MB/s | × grep -c | vs 1 core |" if a.threads else ""))
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|--:|" if a.threads else ""))
+          + (f" {a.threads} threads s | MB/s | × grep -c | vs 1 core |" if a.threads else "")
+          + (f" ceiling | of it |" if ceiling else ""))
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|--:|" if a.threads else "")
+          + ("--:|--:|" if ceiling else ""))
     jobs = []  # (label, size, events, plain path, command, grep pattern)
     for name, file, make, rule, pattern in cases:
         events, path = cached(d, file, make)
@@ -198,10 +215,13 @@ def main():
     # for seconds) hits a few runs of every input, not every run of one (run one input after
     # the other, a whole input's two-thread runs came out at 1.2x one thread, and the next
     # input's at 1.8x).
-    ours, grep, many = ([[] for _ in jobs] for _ in range(3))
+    ours, grep, many, together = ([[] for _ in jobs] for _ in range(4))
     for _ in range(a.runs):
         for k, (_, _, _, plain, cmd, pattern) in enumerate(jobs):
             ours[k].append(measure(pin + cmd + ["--threads", "1"]))
+            if ceiling:
+                together[k].append(at_once([["taskset", "-c", str(c)] + cmd + ["--threads", "1"]
+                                            for c in range(a.threads)]))
             # on the plain text (grep -c of the compressed bytes would say nothing)
             grep[k].append(measure(pin + ["grep", "-c", pattern, plain]))
             if a.threads:
@@ -217,7 +237,15 @@ def main():
             row += f" {m:.3f} | {size / m:.0f} | {m / g:.1f} | {t / m:.2f}× |"
         elif a.threads:
             row += " — | — | — | — |"
+        if ceiling:
+            # N copies of the one-core run at once, each on its own CPU, finish in this time:
+            # the machine gives N independent copies this many times one copy's speed
+            top = a.threads * t / statistics.median(together[k])
+            row += f" {top:.2f}× | {t / m / top:.0%} |" if many[k] else f" {top:.2f}× | — |"
         print(row, flush=True)
+    if ceiling:
+        print(f"ceiling: {a.threads} one-core runs at once, each pinned to its own CPU, "
+              f"{a.threads} × (one run's time ÷ their time together); of it: the speed-up ÷ the ceiling")
     best_of(jobs, ours, grep, many, a.threads)
     print("Perfetto trace_processor, Chrome JSON: 177 MB/s (google/perfetto PR #1641)")
     if not a.no_tools:
