@@ -12,7 +12,9 @@
 //! buffer's newlines (a `memchr` call a line cost more than a short line's search),
 //! [`leading_digits`] and [`last_digits`] read up to eight digits from one word (stamps and
 //! ids: a loop per digit was most of reading them), and [`digits_end`] finds where a number's
-//! digits end so.
+//! digits end so. [`ascii_blanks`] reads a whole read buffer once, before its lines are read,
+//! for what the readers must know of all of it (UTF-8, and blanks other than spaces); it is the
+//! one place that uses AVX2, where the CPU has it, as the pass is long enough to pay for asking.
 
 /// Sixteen bytes of a line from some index; past the end of the line, zero bytes (which no
 /// reader of lines looks for; [`Positions`], which may be asked for any byte, cuts them off).

@@ -76,7 +76,7 @@ fn white_end(b: &[u8], from: usize) -> usize {
     let mut i = from;
     while i < b.len() {
         let block = Block::at(b, i);
-        // `is_ascii_white_space`: space, \t, \n, \x0c, \r (not \x0b)
+        // `is_ascii_whitespace`: space, \t, \n, \x0c, \r (not \x0b)
         let white = block.eq(b' ') | block.in_range(b'\t', b'\n') | block.in_range(0x0c, b'\r');
         // (the zero bytes past the end are not white space: the `min` cuts them off)
         let other = !white & ALL;
