@@ -196,7 +196,7 @@ def main():
     print(f"| format | MB | events | latscope s | MB/s | Mevents/s | grep -c s | × grep -c "
           f"| CPU s | CPU MB/s | grep CPU s | CPU × grep |"
           + (f" {a.threads} threads s | MB/s | × grep -c | vs 1 core |" if a.threads else "")
-          + (f" ceiling | of it |" if ceiling else ""))
+          + (" ceiling | of it |" if ceiling else ""))
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|--:|" if a.threads else "")
           + ("--:|--:|" if ceiling else ""))
     jobs = []  # (label, size, events, plain path, command, grep pattern)
