@@ -10,7 +10,7 @@ use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::ingest::words::{Positions, ascii_blanks, is_ascii};
+use crate::ingest::words::{Positions, ascii_blanks};
 
 /// Default size of the read buffer, and so the longest line delivered whole.
 pub const DEFAULT_BUFFER: usize = 1 << 20;
@@ -220,9 +220,9 @@ pub(crate) fn no_other_blanks(text: &[u8]) -> bool {
 #[inline]
 pub(crate) fn text_of(block: &[u8], blanks: bool) -> (Option<&str>, bool) {
     let ascii = if blanks {
-        ascii_blanks(block).map(|found| !found)
+        ascii_blanks::<true>(block).map(|found| !found)
     } else {
-        is_ascii(block).then_some(false)
+        ascii_blanks::<false>(block).map(|_| false)
     };
     match ascii {
         // SAFETY: every byte of `block` is below 0x80: ASCII, which is UTF-8.

@@ -186,26 +186,17 @@ pub fn equal(a: &[u8], b: &[u8]) -> bool {
 ///
 /// With AVX2 (asked of the CPU once, by `std`), 32 bytes a vector: the blanks' three
 /// comparisons a vector are most of the pass, which takes 49 instructions of the perf line so,
-/// and took 103 with SSE2's 16-byte vectors.
+/// and took 103 with SSE2's 16-byte vectors. Without `BLANKS` (a reader that does not split at
+/// blanks), the blanks are not looked for, and an ASCII block gives `Some(false)`.
 #[inline]
-pub fn ascii_blanks(b: &[u8]) -> Option<bool> {
+pub fn ascii_blanks<const BLANKS: bool>(b: &[u8]) -> Option<bool> {
     let whole = b.len() - b.len() % (4 * WIDTH);
-    let (high, blanks) = imp::high_and_blanks_all::<true>(&b[..whole]);
-    if high {
-        return None;
-    }
+    let (high, blanks) = imp::high_and_blanks_all::<BLANKS>(&b[..whole]);
     let rest = &b[whole..];
-    if !rest.is_ascii() {
+    if high || !rest.is_ascii() {
         return None;
     }
-    Some(blanks || rest.iter().any(|&c| matches!(c, b'\t' | b'\r' | 0x0c)))
-}
-
-/// Whether every byte of `b` is ASCII: [`ascii_blanks`]' pass without the blanks.
-#[inline]
-pub fn is_ascii(b: &[u8]) -> bool {
-    let whole = b.len() - b.len() % (4 * WIDTH);
-    !imp::high_and_blanks_all::<false>(&b[..whole]).0 && b[whole..].is_ascii()
+    Some(BLANKS && (blanks || memchr::memchr3(b'\t', b'\r', 0x0c, rest).is_some()))
 }
 
 /// Where byte `c` is in `b`, in order, sixty-four bytes at a time: the newlines of a read
@@ -746,8 +737,12 @@ mod tests {
                 let want = b
                     .is_ascii()
                     .then(|| memchr::memchr3(b'\t', b'\r', 0x0c, b).is_some());
-                assert_eq!(ascii_blanks(b), want, "{b:?}");
-                assert_eq!(is_ascii(b), b.is_ascii(), "{b:?}");
+                assert_eq!(ascii_blanks::<true>(b), want, "{b:?}");
+                assert_eq!(
+                    ascii_blanks::<false>(b),
+                    b.is_ascii().then_some(false),
+                    "{b:?}"
+                );
                 if let Some(chunk) = b.get(..64) {
                     // the vector code as the byte loop (other targets') has it, as flags
                     let (high, blank) = imp::high_and_blanks(chunk);
