@@ -120,6 +120,15 @@ def measure(cmd):
     return wall, usage.ru_utime + usage.ru_stime
 
 
+def cpu_list(spec):
+    """The CPUs of a taskset list (`0,2`, `0-3`, `0-1,4`), in order."""
+    cpus = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
 def at_once(cmds):
     """Wall seconds until every one of `cmds`, started together, has ended (outputs dropped)."""
     t = time.perf_counter()
@@ -189,7 +198,9 @@ def main():
         keep = set(a.only.split(","))
         cases = [c for c in cases if c[0] in keep]
     pin = ["taskset", "-c", a.cpu]
-    ceiling = a.threads > 1 and not a.no_ceiling and (os.cpu_count() or 1) >= a.threads
+    # the CPUs the --threads runs may use, one copy of the one-core run pinned to each
+    cpus = cpu_list(a.cpus) if a.cpus else list(range(os.cpu_count() or 1))
+    ceiling = a.threads > 1 and not a.no_ceiling and len(cpus) >= a.threads
     print(f"{a.runs} runs each, medians; one core: pinned to CPU {a.cpu}; --threads {a.threads} on CPUs "
           f"{a.cpus or 'any'}; load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -221,7 +232,7 @@ def main():
             ours[k].append(measure(pin + cmd + ["--threads", "1"]))
             if ceiling:
                 together[k].append(at_once([["taskset", "-c", str(c)] + cmd + ["--threads", "1"]
-                                            for c in range(a.threads)]))
+                                            for c in cpus[:a.threads]]))
             # on the plain text (grep -c of the compressed bytes would say nothing)
             grep[k].append(measure(pin + ["grep", "-c", pattern, plain]))
             if a.threads:
