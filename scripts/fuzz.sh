@@ -73,35 +73,72 @@ printf '%s\n' 'w=uprobe:/bin/x:work..uretprobe:/bin/x:work' 'tid' 'usdt:/bin/x:p
     > fuzz/corpus/live_spec/user
 
 # No sanitizer: the fuzzed code (ingest, doc, report, span, stats, rule, live::output,
-# fleet::merge/native) has no `unsafe`, so AddressSanitizer finds nothing there that a panic or
-# an overflow check (debug assertions stay on) would not, while it slowed the build and halved
-# the executions per second. Every target is built once, before the runs.
+# fleet::merge/native) has no `unsafe` but ingest::words' SIMD searches (loads within the
+# slice, held to byte loops by their unit tests) and the UTF-8 those searches found ASCII in
+# ingest::lines, so AddressSanitizer finds little there that a panic or an overflow check
+# (debug assertions stay on) would not, while it slowed the build and halved the executions
+# per second. Every target is built once, before the runs, with the same flags as the runs
+# (other flags would build them again).
 sanitizer=(--sanitizer none)
+# cargo-fuzz compiles every crate as one codegen unit unless told otherwise (for ThinLTO's
+# inlining across crates): on 2 cores the latscope crate alone then took minutes of one core.
+# 16 units: a fresh build took 349 s on the 2-core VM, against 404 s with one unit in the CI
+# run before (opt-level 1 took 281 s, but runs the parsers more slowly, and the runs are what
+# find things).
+build=("${sanitizer[@]}" --codegen-units 16)
 targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec)
 echo "fuzz: building ${#targets[@]} targets" >&2
-cargo "${toolchain[@]}" fuzz build "${sanitizer[@]}"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-for target in "${targets[@]}"; do
-    echo "fuzz: $target for ${seconds}s" >&2
-    # the inputs saved before this run (a crash's is the one not among them)
-    saved=$(ls fuzz/artifacts/"$target" 2>/dev/null || true)
-    if cargo "${toolchain[@]}" fuzz run "${sanitizer[@]}" "$target" -- -max_total_time="$seconds" \
-        -max_len=65536 -print_final_stats=1 >"$log" 2>&1; then
-        tail -n 15 "$log"
-        continue
-    fi
-    # A failure: what libFuzzer and the panic said (not only cargo-fuzz's own backtrace, which
-    # says nothing), and each input it saved, in base64, so that a CI log alone reproduces it:
-    #   base64 -d > crash; cargo fuzz run TARGET crash
+cargo "${toolchain[@]}" fuzz build "${build[@]}"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+# One bounded run of a target, its output in $scratch/TARGET.log; the inputs saved before it
+# are listed in $scratch/TARGET.saved (a crash's is the one not among them).
+run() {
+    local target=$1
+    ls fuzz/artifacts/"$target" > "$scratch/$target.saved" 2>/dev/null || true
+    cargo "${toolchain[@]}" fuzz run "${build[@]}" "$target" -- -max_total_time="$seconds" \
+        -max_len=65536 -print_final_stats=1 > "$scratch/$target.log" 2>&1
+}
+
+# A failure: what libFuzzer and the panic said (not only cargo-fuzz's own backtrace, which
+# says nothing), and each input it saved, in base64, so that a CI log alone reproduces it:
+#   base64 -d > crash; cargo fuzz run TARGET crash
+report() {
+    local target=$1 log=$scratch/$1.log
+    echo "fuzz: $target failed" >&2
     grep -m 1 -A 1 'panicked at' "$log" || true
     grep -v -E '^#[0-9]+|Uses: |^"|^ +at ' "$log" | tail -n 80 || true
     for name in $(ls fuzz/artifacts/"$target" 2>/dev/null || true); do
-        grep -qxF "$name" <<<"$saved" && continue
+        grep -qxF "$name" "$scratch/$target.saved" && continue
         artifact=fuzz/artifacts/$target/$name
         echo "fuzz: $artifact ($(stat -c %s "$artifact") bytes), base64:"
         head -c 65536 "$artifact" | base64 -w 100
     done
-    exit 1
+}
+
+# As many targets at once as there are CPUs (each is one process on one core, for the same
+# time as alone): on 2 cores the runs take half the time.
+at_once=$(nproc 2>/dev/null || echo 1)
+failed=0
+for ((i = 0; i < ${#targets[@]}; i += at_once)); do
+    batch=("${targets[@]:i:at_once}")
+    echo "fuzz: ${batch[*]} for ${seconds}s" >&2
+    pids=()
+    for target in "${batch[@]}"; do
+        run "$target" &
+        pids+=($!)
+    done
+    for j in "${!batch[@]}"; do
+        target=${batch[j]}
+        if wait "${pids[j]}"; then
+            echo "fuzz: $target:"
+            tail -n 6 "$scratch/$target.log"
+        else
+            report "$target"
+            failed=1
+        fi
+    done
+    [[ $failed == 0 ]] || exit 1
 done
 echo "fuzz: no crash in ${seconds}s per target" >&2
