@@ -83,8 +83,8 @@ sanitizer=(--sanitizer none)
 # cargo-fuzz compiles every crate as one codegen unit unless told otherwise (for ThinLTO's
 # inlining across crates): on 2 cores the latscope crate alone then took minutes of one core.
 # 16 units: a fresh build took 349 s on the 2-core VM, against 404 s with one unit in the CI
-# run before (opt-level 1 took 281 s, but runs the parsers more slowly, and the runs are what
-# find things).
+# run before. (opt-level 1 took 281 s; it is not used, as what it costs the runs, which are
+# what find things, was not measured.)
 build=("${sanitizer[@]}" --codegen-units 16)
 targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec)
 echo "fuzz: building ${#targets[@]} targets" >&2
