@@ -79,13 +79,12 @@ printf '%s\n' 'w=uprobe:/bin/x:work..uretprobe:/bin/x:work' 'tid' 'usdt:/bin/x:p
 # (debug assertions stay on) would not, while it slowed the build and halved the executions
 # per second. Every target is built once, before the runs, with the same flags as the runs
 # (other flags would build them again).
-sanitizer=(--sanitizer none)
 # cargo-fuzz compiles every crate as one codegen unit (for ThinLTO's inlining across crates):
 # the build is the longer for it, and the runs the faster, and the runs are what find things.
 # With 16 units, a fresh build took 349 s on the 2-core VM where one unit took 392 s, but
 # wayland_line ran 70,000 inputs a second where it ran 104,000, fleet 3,100 where 3,700
 # (20-second runs); opt-level 1 built in 281 s, its runs not measured.
-build=("${sanitizer[@]}")
+build=(--sanitizer none)
 targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec)
 echo "fuzz: building ${#targets[@]} targets" >&2
 cargo "${toolchain[@]}" fuzz build "${build[@]}"

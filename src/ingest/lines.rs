@@ -222,7 +222,7 @@ pub(crate) fn text_of(block: &[u8], blanks: bool) -> (Option<&str>, bool) {
     let ascii = if blanks {
         ascii_blanks::<true>(block).map(|found| !found)
     } else {
-        ascii_blanks::<false>(block).map(|_| false)
+        ascii_blanks::<false>(block)
     };
     match ascii {
         // SAFETY: every byte of `block` is below 0x80: ASCII, which is UTF-8.
