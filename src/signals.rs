@@ -36,7 +36,7 @@ static WAKE: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_signal(signal: libc::c_int) {
     if let Some(cancel) = CANCEL.get() {
-        cancel.raise();
+        cancel.raise_from_signal(signal);
     }
     let fd = WAKE.load(Ordering::Relaxed);
     if fd >= 0 {

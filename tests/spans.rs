@@ -381,27 +381,40 @@ fn bad_traces_are_named_and_counted_and_never_panic() {
 }
 
 #[test]
-fn ctrl_c_prints_the_spans_read_so_far() {
-    let mut child = latscope()
-        .args(["spans", "--span", "x=a..b", "--key", "id", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+fn ctrl_c_prints_the_spans_read_so_far_with_any_number_of_threads() {
+    // With several threads, any of them may be the one blocked reading the pipe: the signal
+    // must reach that one.
+    for threads in ["1", "2", "8"] {
+        let mut child = latscope()
+            .args([
+                "spans",
+                "--span",
+                "x=a..b",
+                "--key",
+                "id",
+                "--threads",
+                threads,
+                "-",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(
+            &mut stdin,
+            b"p 1 [000] 1.0: a: id=1\np 1 [000] 1.5: b: id=1\n",
+        )
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    std::io::Write::write_all(
-        &mut stdin,
-        b"p 1 [000] 1.0: a: id=1\np 1 [000] 1.5: b: id=1\n",
-    )
-    .unwrap();
-    std::io::Write::flush(&mut stdin).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    util::interrupt(child.id());
-    let out = child.wait_with_output().unwrap();
-    drop(stdin);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).contains("x: 1 samples"), "{}", stdout(&out));
+        std::io::Write::flush(&mut stdin).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        util::interrupt(child.id());
+        let out = child.wait_with_output().unwrap();
+        drop(stdin);
+        assert_eq!(out.status.code(), Some(0), "{threads}: {}", stderr(&out));
+        assert!(stdout(&out).contains("x: 1 samples"), "{}", stdout(&out));
+    }
 }
 
 /// Whether perf, tracefs, LTTng and babeltrace2 can be used; panics when they must be.

@@ -484,36 +484,38 @@ fn several_files_are_analysed_separately_and_reported_together() {
 }
 
 #[test]
-fn ctrl_c_prints_what_was_read_so_far() {
+fn ctrl_c_prints_what_was_read_so_far_with_any_number_of_threads() {
     use std::process::Stdio;
-    let mut child = util::latscope()
-        .args(["wayland", "--format", "json", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(CLIENT_LOG.as_bytes()).unwrap();
-    stdin.flush().unwrap();
-    // The writer stays open, as a live client piping its log would.
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    crate::util::interrupt(child.id());
-    let out = child.wait_with_output().unwrap();
-    drop(stdin);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(span(&doc, "commit_to_release/client")["count"], 2);
-    assert!(
-        doc["warnings"][0]
-            .as_str()
-            .unwrap()
-            .starts_with("interrupted")
-    );
+    for threads in ["1", "2", "8"] {
+        let mut child = util::latscope()
+            .args(["wayland", "--format", "json", "--threads", threads, "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(CLIENT_LOG.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        // The writer stays open, as a live client piping its log would.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        crate::util::interrupt(child.id());
+        let out = child.wait_with_output().unwrap();
+        drop(stdin);
+        assert!(
+            out.status.success(),
+            "{threads}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(span(&doc, "commit_to_release/client")["count"], 2);
+        assert!(
+            doc["warnings"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("interrupted")
+        );
+    }
 }
 
 #[test]

@@ -50,7 +50,7 @@ impl Input {
 
     /// The input, opened and decompressed when its first bytes say it is gzip, zstd or xz
     /// (on a thread of its own), with its size when it is a plain file (for the progress bar).
-    pub fn open(&self) -> Result<(Box<dyn Read>, Option<u64>), latscope::Error> {
+    pub fn open(&self) -> Result<(Box<dyn Read + Send>, Option<u64>), latscope::Error> {
         let open_error = |source| latscope::Error::Open {
             file: self.name(),
             source,

@@ -2,29 +2,31 @@
 //! (the trace line formats in [`crate::ingest::trace::parallel`], Chrome JSON in
 //! [`crate::ingest::trace::parallel_chrome`], WAYLAND_DEBUG logs in `ingest::wayland`).
 //!
-//! The input is cut into chunks (of whole lines: [`Reader`]); each chunk is parsed by a
-//! worker into what the reader needs, and the results are taken in the input's order on the
-//! calling thread, which also reads the input ([`in_order`]). `--threads N` is N threads in
-//! all: the calling thread and N - 1 workers. Chunks go out numbered on one queue that any
-//! worker takes from and come back on one queue, put in order by their numbers; while the next
-//! chunk in order is not back, the calling thread parses the chunks still queued itself
-//! instead of waiting. Before, N workers beside a calling thread that reads and pairs (a
-//! quarter of the work) were 3 threads on 2 cores, dealt chunks in turn: a worker the
-//! scheduler left out held up the rest, and `--threads 2` read perf text 1.53-1.59× as fast as
-//! one thread on the 2-core VM; then 1.71-2.12× in quiet runs (at a4b3b62). Each thread has
-//! since got faster, so the ordered pairing is a larger share: 1.6-1.9× (the README's table).
+//! The input is cut into chunks (of whole lines: [`Reader`]); each chunk is read and parsed by
+//! one thread into what the reader needs, and the results are taken in the input's order on
+//! the calling thread ([`in_order`]). `--threads N` is N threads in all: the calling thread and
+//! N - 1 workers. The reads are one at a time, under a lock, and number the chunks
+//! ([`Feed`]); results come back on one queue, put in order by their numbers. While the next
+//! chunk in order is not back, the calling thread reads and parses a chunk itself instead of
+//! waiting. Before, N workers beside a calling thread that reads and pairs (a quarter of the
+//! work) were 3 threads on 2 cores, dealt chunks in turn: a worker the scheduler left out held
+//! up the rest, and `--threads 2` read perf text 1.53-1.59× as fast as one thread on the 2-core
+//! VM; then 1.71-2.12× in quiet runs (at a4b3b62). Each thread has since got faster, so the
+//! ordered pairing is a larger share: 1.6-1.9× (the README's table). Then the calling thread
+//! read every chunk and handed it out on a queue: on a 16-core machine it was busy all the
+//! time from 4 threads on, and 16 threads read more slowly than 4 (the README's table).
 //!
-//! At most [`IN_FLIGHT`] chunks per thread are read and not yet taken, so memory is that many
-//! chunks (of [`CHUNK`], plus the end of a line carried over) and their results. std's
-//! threads, a mutex around the queue's receiving end (taken once per chunk) and bounded
-//! channels are enough for this: one producer, one consumer, and work that needs no other
-//! work.
+//! At most [`in_flight`] chunks (4 a thread, 16 in all) are read and not yet taken, so memory
+//! is that many chunks (of [`CHUNK`], plus the end of a line carried over) and their results.
+//! std's threads, mutexes, a condition variable and a bounded channel are enough for this:
+//! the locks are taken once per chunk, and the work needs no other work.
 
 use std::io::{self, Read};
 use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError, TryLockError};
 
 use crate::ingest::Cancel;
 use crate::ingest::lines::{DEFAULT_BUFFER, Line, text_of, trim_cr, trim_cr_str};
@@ -41,16 +43,28 @@ pub fn chunk_size(asked: usize) -> usize {
     if asked == 0 { CHUNK } else { asked }
 }
 
-/// Chunks per worker read and not yet paired: enough that a thread the scheduler leaves out
+/// Chunks per thread read and not yet paired: enough that a thread the scheduler leaves out
 /// for a few time slices (a shared machine) does not stop the others at once.
 pub const IN_FLIGHT: usize = 4;
+
+/// Chunks read and not yet paired, at most, however many threads: with 16 threads on 16
+/// cores, 64 chunks out (4 a thread) read the 100 MB benchmark inputs 1.0-1.5 times as slowly
+/// as 16 (medians of 5, five formats; the calling thread waited 23-34 ms for the next chunk in
+/// order, against 6-19 ms), and 4 MiB of chunks stay in a processor's caches where 16 MiB do
+/// not.
+pub const MOST_IN_FLIGHT: usize = 16;
+
+/// Chunks read and not yet paired, at most, with `threads` threads.
+pub fn in_flight(threads: usize) -> usize {
+    (threads.max(1) * IN_FLIGHT).min(MOST_IN_FLIGHT)
+}
 
 /// What the calling thread has taken of the workers' results, kept for the next chunk a worker
 /// parses to fill again: a chunk's records (32 to 232 bytes an event, by format) allocated
 /// anew for every chunk and freed after it were pages faulted in and unmapped again for every
 /// chunk, and each `munmap` interrupted the other core (two threads on the 100 MB perf input:
-/// 2,054 page faults where one thread took 637; reused, 1,010). At most [`IN_FLIGHT`] per
-/// thread are kept: no more than are out at once.
+/// 2,054 page faults where one thread took 637; reused, 1,010). At most [`in_flight`] are
+/// kept: no more than are out at once.
 pub(crate) struct Spares<T> {
     kept: Mutex<Vec<T>>,
     most: usize,
@@ -61,7 +75,7 @@ impl<T> Spares<T> {
     pub(crate) fn new(threads: usize) -> Spares<T> {
         Spares {
             kept: Mutex::new(Vec::new()),
-            most: threads.max(1) * IN_FLIGHT,
+            most: in_flight(threads),
         }
     }
 
@@ -140,6 +154,9 @@ impl<'c, R: Read> Reader<'c, R> {
         if self.done {
             return Ok(None);
         }
+        // Any thread may be the one reading: a signal is passed on to it (a read blocked on a
+        // pipe then returns at once).
+        let _reading = self.cancel.map(Cancel::reading);
         // Exactly a chunk more than the carried part of a line (a buffer grown by a long line
         // keeps its memory, not its length).
         buf.resize(self.carry.len() + self.chunk, 0);
@@ -279,13 +296,13 @@ pub(crate) fn for_each_line<const UTF8: bool>(
 /// `parser`, and `apply` takes the results in the order read and gives back their buffers, or
 /// `Break` when it wants no more input (`--strict`'s first malformed line): nothing more is
 /// read, and the chunks already out are still given to `apply`.
-/// See the module docs: one queue of chunks that any worker takes, one of results put back in
-/// order by number ([`InOrder`]), the calling thread parsing queued chunks while it would
-/// wait, at most [`IN_FLIGHT`] chunks per thread out. A read error comes after every chunk
-/// read before it was applied.
+/// See the module docs: the thread that parses a chunk reads it ([`Feed`]), results are put
+/// back in order by number ([`InOrder`]), the calling thread reads and parses chunks itself
+/// while it would wait, at most [`in_flight`] chunks out. A read error comes after every
+/// chunk read before it was applied.
 pub(crate) fn in_order<J, D, P>(
     threads: usize,
-    mut read: impl FnMut(Vec<u8>) -> io::Result<Option<J>>,
+    read: impl FnMut(Vec<u8>) -> io::Result<Option<J>> + Send,
     parser: impl Fn() -> P,
     mut apply: impl FnMut(D) -> ControlFlow<(), Vec<u8>>,
 ) -> io::Result<()>
@@ -294,76 +311,232 @@ where
     D: Send,
     P: FnMut(J) -> D + Send,
 {
-    let cap = threads.max(1) * IN_FLIGHT;
-    let (job_tx, job_rx) = sync_channel::<(usize, J)>(cap);
-    let (done_tx, done_rx) = sync_channel::<(usize, Option<D>)>(cap);
-    let job_rx = Mutex::new(job_rx);
+    let workers = threads.saturating_sub(1).max(1);
+    let feed = Feed::new(read, in_flight(threads), workers + 1);
+    let (done_tx, done_rx) = sync_channel::<(usize, Option<(usize, D)>)>(feed.cap);
     // The calling thread's own parser, for the chunks it parses while it would wait.
     let mut own = parser();
     std::thread::scope(|scope| {
-        for _ in 0..threads.saturating_sub(1).max(1) {
-            let (job_rx, done_tx, parse) = (&job_rx, done_tx.clone(), parser());
-            scope.spawn(move || work(parse, job_rx, &done_tx));
+        for who in 1..=workers {
+            let (feed, done_tx, parse) = (&feed, done_tx.clone(), parser());
+            scope.spawn(move || work(who, parse, feed, &done_tx));
         }
         drop(done_tx);
-        // A queued chunk, parsed here. `try_lock`: a worker holds the lock while it waits
-        // for a chunk, which only this thread can send.
+        // However this thread leaves (the end, a worker's panic, a panic here), the workers
+        // waiting for room stop waiting, so that the scope's join returns.
+        let _end = EndOnDrop(&feed);
+        // A chunk read and parsed here, when there is room for one and no other thread is
+        // reading (`try_lock`: that thread's chunk is what this one waits for).
         let mut help = || {
-            let queued = job_rx.try_lock().ok()?.try_recv().ok();
-            queued.map(|(seq, job)| (seq, own(job)))
+            let (seq, job) = feed.next(0, feed.try_input()?)?;
+            Some((seq, (0, own(job))))
         };
-        let mut order = InOrder::new(done_rx, cap);
-        let mut pool: Vec<Vec<u8>> = Vec::new();
-        let mut sent = 0usize;
-        let result = loop {
-            if sent - order.taken == cap {
-                let Some(done) = order.next(&mut help) else {
-                    break Ok(()); // a worker panicked: the scope's join says so
-                };
-                match apply(done) {
-                    ControlFlow::Continue(buf) => pool.push(buf),
-                    ControlFlow::Break(()) => break Ok(()),
-                }
-            }
-            match read(pool.pop().unwrap_or_default()) {
-                Ok(Some(job)) => {
-                    // Never blocks: at most `cap` chunks are out, queued or parsed.
-                    if job_tx.send((sent, job)).is_err() {
-                        break Ok(());
-                    }
-                    sent += 1;
-                }
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(e),
-            }
-        };
-        drop(job_tx);
-        while order.taken < sent {
-            let Some(done) = order.next(&mut help) else {
+        let mut order = InOrder::new(done_rx, feed.cap);
+        while !feed.all_taken(order.taken) {
+            // `None`: a worker panicked (the scope's join says so)
+            let Some((who, done)) = order.next(&mut help) else {
                 break;
             };
-            let _ = apply(done);
+            let flow = apply(done);
+            feed.taken(who, flow);
         }
-        result
+        feed.error()
     })
 }
 
-/// A worker's loop: chunks from the shared queue until it closes. A panic is reported as a
-/// missing result (the calling thread stops waiting), then goes on to the scope's join.
-fn work<J, D>(
+/// The input and how far it has been read and taken, shared by the threads: a worker reads the
+/// chunk it parses, into a buffer it read into before. The reads are one at a time, in order
+/// (a lock), so chunks and their numbers are what one reader would make.
+///
+/// Read on the calling thread and parsed on another, a chunk was copied from the page cache by
+/// one core and read again from that core's cache by the other, into buffers last written by
+/// the other: two threads reading JSON lines spent 2.1 times the one-thread time in the
+/// kernel's copy and 2.2 times in the UTF-8 check (`perf record`, cpu-clock samples); and from
+/// 4 threads on a 16-core machine, the calling thread was busy all the time, reading (15-34 ms
+/// of each 100 MB benchmark input) and pairing, so that more threads did not read faster.
+///
+/// The calling thread never waits for a read to count what it took: what was read and taken
+/// are counters beside the input's lock, not under it, and spent buffers have a lock of
+/// their own.
+struct Feed<F> {
+    input: Mutex<Input<F>>,
+    /// chunks read: the next one's number (moved under `input`'s lock)
+    sent: AtomicUsize,
+    /// results taken (moved by the calling thread alone)
+    taken: AtomicUsize,
+    /// nothing more is read: the input ended or failed, `apply` wanted no more, or the
+    /// calling thread left
+    ended: AtomicBool,
+    /// what a worker waiting for room holds while it looks; `room` is signalled under it
+    /// when a result is taken or the read ends
+    waiting: Mutex<()>,
+    room: Condvar,
+    /// spent buffers of each thread (the calling thread's first)
+    pools: Mutex<Vec<Vec<Vec<u8>>>>,
+    /// chunks read and not yet taken, at most
+    cap: usize,
+}
+
+/// What is read under [`Feed`]'s lock.
+struct Input<F> {
+    read: F,
+    error: Option<io::Error>,
+}
+
+type Guard<'a, F> = std::sync::MutexGuard<'a, Input<F>>;
+
+/// Ends the read of a [`Feed`] when dropped.
+struct EndOnDrop<'a, F>(&'a Feed<F>);
+
+impl<F> Drop for EndOnDrop<'_, F> {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
+impl<F> Feed<F> {
+    fn new(read: F, cap: usize, threads: usize) -> Self {
+        Feed {
+            input: Mutex::new(Input { read, error: None }),
+            sent: AtomicUsize::new(0),
+            taken: AtomicUsize::new(0),
+            ended: AtomicBool::new(false),
+            waiting: Mutex::new(()),
+            room: Condvar::new(),
+            pools: Mutex::new((0..threads).map(|_| Vec::new()).collect()),
+            cap: cap.max(1),
+        }
+    }
+
+    fn try_input(&self) -> Option<Guard<'_, F>> {
+        match self.input.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    fn ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// Whether another chunk may be read.
+    fn has_room(&self) -> bool {
+        // `taken` first: it never passes `sent`, which only grows
+        let taken = self.taken.load(Ordering::Acquire);
+        self.sent.load(Ordering::Acquire) - taken < self.cap
+    }
+
+    /// Whether every chunk read has been taken and nothing more will be read.
+    fn all_taken(&self, taken: usize) -> bool {
+        self.ended() && self.sent.load(Ordering::Acquire) == taken
+    }
+
+    /// Ends the read and wakes every worker waiting for room.
+    fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+        let _waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        self.room.notify_all();
+    }
+
+    /// Counts a taken result of thread `who`'s, whose buffer `flow` gives back (or ends the
+    /// read).
+    fn taken(&self, who: usize, flow: ControlFlow<(), Vec<u8>>) {
+        match flow {
+            ControlFlow::Continue(buf) => {
+                let mut pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
+                pools[who].push(buf);
+            }
+            ControlFlow::Break(()) => self.end(),
+        }
+        self.taken.fetch_add(1, Ordering::AcqRel);
+        // One chunk's room, for one worker: waking every waiting worker for it (which all
+        // then queued for the lock) read the benchmark inputs 1.3-1.5 times as slowly with
+        // 16 threads on 16 cores (64 chunks out).
+        let _waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        self.room.notify_one();
+    }
+
+    /// The read's error, once every chunk read before it has been taken.
+    fn error(&self) -> io::Result<()> {
+        let mut input = self.input.lock().unwrap_or_else(PoisonError::into_inner);
+        match input.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<F, J> Feed<F>
+where
+    F: FnMut(Vec<u8>) -> io::Result<Option<J>>,
+{
+    /// The next chunk and its number, read by thread `who` under the lock `input`; `None`
+    /// when there is no room or the read has ended.
+    fn next(&self, who: usize, mut input: Guard<'_, F>) -> Option<(usize, J)> {
+        if self.ended() || !self.has_room() {
+            return None;
+        }
+        let spent = self.pools.lock().unwrap_or_else(PoisonError::into_inner)[who].pop();
+        let buf = spent.unwrap_or_default();
+        let read = std::panic::catch_unwind(AssertUnwindSafe(|| (input.read)(buf)));
+        match read {
+            Ok(Ok(Some(job))) => {
+                let seq = self.sent.load(Ordering::Acquire);
+                self.sent.store(seq + 1, Ordering::Release);
+                return Some((seq, job));
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => input.error = Some(e),
+            Err(panic) => {
+                drop(input);
+                self.end();
+                std::panic::resume_unwind(panic);
+            }
+        }
+        drop(input);
+        self.end();
+        None
+    }
+
+    /// The next chunk for worker `who`, waiting for room; `None` once the read has ended.
+    fn wait_next(&self, who: usize) -> Option<(usize, J)> {
+        loop {
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            while !self.ended() && !self.has_room() {
+                waiting = self
+                    .room
+                    .wait(waiting)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            drop(waiting);
+            if self.ended() {
+                return None;
+            }
+            let input = self.input.lock().unwrap_or_else(PoisonError::into_inner);
+            // `None` with the read going on: another thread took the room first
+            if let Some(next) = self.next(who, input) {
+                return Some(next);
+            }
+        }
+    }
+}
+
+/// Worker `who`'s loop: a chunk read and parsed at a time, until the read ends. A panic is
+/// reported as a missing result (the calling thread stops waiting), then goes on to the
+/// scope's join.
+fn work<F, J, D>(
+    who: usize,
     mut parse: impl FnMut(J) -> D,
-    jobs: &Mutex<Receiver<(usize, J)>>,
-    done: &SyncSender<(usize, Option<D>)>,
-) {
-    loop {
-        // The lock is held while waiting for a chunk, never while parsing one.
-        let next = jobs.lock().unwrap_or_else(PoisonError::into_inner).recv();
-        let Ok((seq, job)) = next else {
-            return;
-        };
+    feed: &Feed<F>,
+    done: &SyncSender<(usize, Option<(usize, D)>)>,
+) where
+    F: FnMut(Vec<u8>) -> io::Result<Option<J>>,
+{
+    while let Some((seq, job)) = feed.wait_next(who) {
         match std::panic::catch_unwind(AssertUnwindSafe(|| parse(job))) {
             Ok(chunk) => {
-                if done.send((seq, Some(chunk))).is_err() {
+                if done.send((seq, Some((who, chunk)))).is_err() {
                     return;
                 }
             }
@@ -490,5 +663,112 @@ mod tests {
         let (lines, error) = chunks(b"a\nb\ncc", 64);
         assert_eq!(lines, ["a\nb\n"]);
         assert_eq!(error.as_deref(), Some("broken"));
+    }
+
+    /// What [`in_order`] gave `apply` (in turn) and returned, for `jobs` chunks read (then
+    /// `fail` as a read error), parsed by `parse`, taken until `apply` says stop at `stop`;
+    /// run on a thread of its own, so that a hang fails the test instead of stalling it.
+    fn run_in_order(
+        threads: usize,
+        jobs: usize,
+        fail: bool,
+        stop: Option<usize>,
+        parse: fn(usize) -> usize,
+    ) -> std::thread::Result<(Vec<usize>, usize, io::Result<()>)> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let outcome = std::panic::catch_unwind(move || {
+                let (mut taken, mut read) = (Vec::new(), 0);
+                let result = in_order(
+                    threads,
+                    |_buf: Vec<u8>| {
+                        read += 1;
+                        match read {
+                            n if n <= jobs => Ok(Some(n)),
+                            _ if fail => Err(io::Error::other("broken")),
+                            _ => Ok(None),
+                        }
+                    },
+                    || parse,
+                    |done: usize| {
+                        taken.push(done);
+                        match stop {
+                            Some(at) if taken.len() == at => ControlFlow::Break(()),
+                            _ => ControlFlow::Continue(Vec::new()),
+                        }
+                    },
+                );
+                (taken, read, result)
+            });
+            let _ = tx.send(outcome);
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("in_order returned")
+    }
+
+    /// A parse that takes longer for some chunks than for others, so that results come back
+    /// out of order.
+    fn uneven(n: usize) -> usize {
+        if n.is_multiple_of(3) {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        n * 10
+    }
+
+    #[test]
+    fn results_are_taken_in_the_order_read_with_any_number_of_threads() {
+        for threads in [1, 2, 3, 8, 20] {
+            let (taken, _, result) = run_in_order(threads, 300, false, None, uneven).unwrap();
+            let want: Vec<usize> = (1..=300).map(|n| n * 10).collect();
+            assert_eq!(taken, want, "{threads} threads");
+            assert!(result.is_ok());
+        }
+    }
+
+    #[test]
+    fn a_read_error_comes_after_every_chunk_read_before_it() {
+        for threads in [2, 8] {
+            let (taken, _, result) = run_in_order(threads, 50, true, None, uneven).unwrap();
+            assert_eq!(taken.len(), 50, "{threads} threads");
+            assert_eq!(result.unwrap_err().to_string(), "broken");
+        }
+    }
+
+    #[test]
+    fn a_stop_asked_by_apply_ends_the_read_within_the_chunks_out() {
+        for threads in [2, 8] {
+            let (taken, read, result) =
+                run_in_order(threads, 10_000, false, Some(3), uneven).unwrap();
+            assert!(result.is_ok());
+            assert_eq!(&taken[..3], &[10, 20, 30]);
+            // reads after the stop: at most one a thread, already under way
+            assert!(
+                read <= 3 + in_flight(threads) + threads,
+                "{read} chunks read with {threads} threads"
+            );
+        }
+    }
+
+    #[test]
+    fn a_worker_that_panics_ends_the_read_with_its_panic_not_a_hang() {
+        fn panics_at_7(n: usize) -> usize {
+            assert!(n != 7, "chunk 7");
+            uneven(n)
+        }
+        for threads in [2, 3, 8] {
+            let outcome = run_in_order(threads, 10_000, false, None, panics_at_7);
+            assert!(
+                outcome.is_err(),
+                "{threads} threads: the panic went missing"
+            );
+        }
+    }
+
+    #[test]
+    fn in_flight_chunks_grow_with_threads_up_to_a_bound() {
+        assert_eq!(in_flight(0), IN_FLIGHT);
+        assert_eq!(in_flight(2), 2 * IN_FLIGHT);
+        assert_eq!(in_flight(4), MOST_IN_FLIGHT);
+        assert_eq!(in_flight(64), MOST_IN_FLIGHT);
     }
 }

@@ -8,7 +8,7 @@
 
 use std::io::{self, Read};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use crate::ingest::words::{Positions, ascii_blanks};
 
@@ -16,8 +16,23 @@ use crate::ingest::words::{Positions, ascii_blanks};
 pub const DEFAULT_BUFFER: usize = 1 << 20;
 
 /// A flag that asks readers to stop at the next chunk.
+///
+/// A read blocked on a pipe sees the flag only when a signal interrupts it, and a signal sent
+/// to the process interrupts one thread: the main thread, where it is not blocked. The
+/// parallel readers read on whichever thread parses the chunk ([`crate::ingest::chunks`]), so
+/// the thread reading says so ([`Cancel::reading`]) and a signal handler passes its signal on
+/// to it ([`Cancel::raise_from_signal`]): with `--threads 4` and a pipe held open, Ctrl-C
+/// otherwise left a worker blocked in its read until the watchdog ended the process, and
+/// what had been read was lost.
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+pub struct Cancel(Arc<Shared>);
+
+#[derive(Debug, Default)]
+struct Shared {
+    raised: AtomicBool,
+    /// the thread reading the input (its kernel id), 0 when none says so
+    reader: AtomicI32,
+}
 
 impl Cancel {
     /// A flag that is not raised.
@@ -27,17 +42,50 @@ impl Cancel {
 
     /// Raises the flag.
     pub fn raise(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.0.raised.store(true, Ordering::SeqCst);
+    }
+
+    /// Raises the flag from the handler of `signal`, and sends `signal` on to the thread
+    /// reading the input if that is another thread, so that its read returns `EINTR`. Only
+    /// what is async-signal-safe: atomics and the `gettid`, `getpid` and `tgkill` system
+    /// calls.
+    pub fn raise_from_signal(&self, signal: libc::c_int) {
+        self.raise();
+        let reader = self.0.reader.load(Ordering::SeqCst);
+        if reader != 0 && reader != this_thread() {
+            // SAFETY: system calls with integer arguments; a thread that has ended since
+            // makes tgkill fail with ESRCH, which is ignored.
+            unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), reader, signal) };
+        }
     }
 
     /// Whether the flag is raised.
     pub fn is_raised(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.raised.load(Ordering::SeqCst)
     }
 
-    /// The shared flag, for a signal handler.
-    pub fn flag(&self) -> &Arc<AtomicBool> {
-        &self.0
+    /// Says that this thread reads the input until the guard is dropped (a signal is then
+    /// passed on to it: [`Cancel::raise_from_signal`]). Check the flag after this and before
+    /// each read.
+    pub fn reading(&self) -> Reading<'_> {
+        self.0.reader.store(this_thread(), Ordering::SeqCst);
+        Reading(self)
+    }
+}
+
+/// This thread's kernel id.
+fn this_thread() -> i32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// A thread reading the input ([`Cancel::reading`]); no thread once dropped.
+#[derive(Debug)]
+pub struct Reading<'a>(&'a Cancel);
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        self.0.0.reader.store(0, Ordering::SeqCst);
     }
 }
 

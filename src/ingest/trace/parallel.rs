@@ -26,6 +26,7 @@
 
 use std::io::{self, Read};
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -389,7 +390,7 @@ impl EventView for RecordView<'_> {
 /// Reads every chunk of `reader` on `threads` threads in all (the calling thread and
 /// `threads - 1` workers) into `lines`' statistics and `pairer`, in the input's order. See the
 /// module docs.
-pub(super) fn read<R: Read>(
+pub(super) fn read<R: Read + Send>(
     mut reader: Reader<'_, R>,
     threads: usize,
     lines: &mut Lines<'_>,
@@ -417,12 +418,15 @@ pub(super) fn read<R: Read>(
     };
     // lines of the chunks taken
     let mut total = 0u64;
+    // bytes read, given to `progress` as chunks are taken (the workers read)
+    let read_bytes = AtomicU64::new(0);
     let read = |buf| {
         let next = reader.next(buf)?;
-        progress(reader.bytes);
+        read_bytes.store(reader.bytes, Ordering::Relaxed);
         Ok(next)
     };
     let apply = |done: Done| {
+        progress(read_bytes.load(Ordering::Relaxed));
         total += apply(lines, &done, total, pairer, sink);
         spare.give(done.chunk);
         // After `--strict`'s first malformed line nothing more is read.
@@ -432,6 +436,7 @@ pub(super) fn read<R: Read>(
         }
     };
     in_order(threads, read, parser, apply)?;
+    progress(reader.bytes);
     Ok(ReadSummary {
         lines: total,
         bytes: reader.bytes,

@@ -15,10 +15,12 @@
 //! in chunks of [`CHUNK`](crate::ingest::chunks::CHUNK) that are never runs: at the serial reader's speed.
 //!
 //! The threads, the queues and the order are the line reader's ([`crate::ingest::chunks`]):
-//! N threads in all, the calling thread parses queued chunks while it would wait, at most
-//! [`IN_FLIGHT`](crate::ingest::chunks::IN_FLIGHT) chunks per thread out.
+//! N threads in all, each reading the chunks it parses, the calling thread reading and parsing
+//! chunks while it would wait, at most
+//! [`in_flight`](crate::ingest::chunks::in_flight) chunks out.
 
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::chrome::{Chrome, Run, Spent};
 use super::read::TraceOptions;
@@ -160,7 +162,7 @@ impl<R: Read> Pieces<'_, R> {
 
 /// Reads the Chrome JSON `input` on `options.threads` threads in all into `chrome`, `pairer`
 /// and `sink`, in the document's order; `options.chunk_bytes` per piece (0: [`CHUNK`](crate::ingest::chunks::CHUNK)).
-pub fn read<R: Read>(
+pub fn read<R: Read + Send>(
     input: R,
     options: &TraceOptions,
     chrome: &mut Chrome,
@@ -178,17 +180,21 @@ pub fn read<R: Read>(
         error: None,
         ended: Ended::default(),
     };
+    // bytes read, given to `progress` as pieces are taken (the workers read)
+    let read_bytes = AtomicU64::new(0);
     let read = |buf| {
         let piece = pieces.next(buf)?;
-        progress(pieces.ended.bytes);
+        read_bytes.store(pieces.ended.bytes, Ordering::Relaxed);
         Ok(piece)
     };
     let spare = Spares::new(threads);
     let apply = |piece: Parsed| {
+        progress(read_bytes.load(Ordering::Relaxed));
         take(chrome, &piece, pairer, sink);
         std::ops::ControlFlow::Continue(piece.into_buffer(&spare))
     };
     in_order(threads, read, || |piece| parse(piece, &spare), apply)?;
+    progress(pieces.ended.bytes);
     Ok(pieces.ended)
 }
 

@@ -150,7 +150,7 @@ pub(super) fn splits_on_spaces(format: Format) -> bool {
 
 /// Reads the trace `reader` (named `file` in messages) into `pairer` and `sink`.
 pub fn read(
-    mut reader: impl Read,
+    mut reader: impl Read + Send,
     file: &str,
     options: &TraceOptions,
     pairer: &mut Pairer,
@@ -488,7 +488,7 @@ fn backwards(stats: &mut TraceStats, file: &str, line: u64) {
 }
 
 fn read_chrome(
-    mut input: impl Read,
+    mut input: impl Read + Send,
     options: &TraceOptions,
     pairer: &mut Pairer,
     sink: &mut impl SpanSink,

@@ -99,7 +99,7 @@ pub struct ReadOptions {
 /// Returns what the input contained. Partial results are already in `sink` when this returns
 /// an error (an I/O error, or a malformed line under `strict`).
 pub fn analyze(
-    input: impl Read,
+    input: impl Read + Send,
     file: &str,
     file_index: u32,
     options: &ReadOptions,

@@ -14,6 +14,7 @@
 //! parts again: two threads did 16% more instructions than one.)
 
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::FileState;
 use super::line::{self, Malformed, Parsed, Stamp};
@@ -142,7 +143,7 @@ fn take(
 /// Reads `input` on `threads` threads in all into `state` and `sink`; `chunk` bytes per
 /// chunk (0: [`CHUNK`](crate::ingest::chunks::CHUNK)).
 pub(super) fn read(
-    input: impl Read,
+    input: impl Read + Send,
     threads: usize,
     chunk: usize,
     cancel: Option<&Cancel>,
@@ -152,13 +153,16 @@ pub(super) fn read(
 ) -> io::Result<ReadSummary> {
     let mut reader = Reader::new(input, chunk, cancel);
     let mut total = 0u64;
+    // bytes read, given to `progress` as chunks are taken (the workers read)
+    let read_bytes = AtomicU64::new(0);
     let read = |buf| {
         let job = reader.next(buf)?;
-        progress(reader.bytes);
+        read_bytes.store(reader.bytes, Ordering::Relaxed);
         Ok(job)
     };
     let spare = Spares::new(threads);
     let apply = |done: (Job, Chunk)| {
+        progress(read_bytes.load(Ordering::Relaxed));
         total += take(state, &done, total, sink);
         let (job, chunk) = done;
         if !chunk.serial {
@@ -171,6 +175,7 @@ pub(super) fn read(
         }
     };
     in_order(threads, read, || |job| parse(job, &spare), apply)?;
+    progress(reader.bytes);
     Ok(ReadSummary {
         lines: total,
         bytes: reader.bytes,
