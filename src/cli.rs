@@ -1181,10 +1181,11 @@ pub struct WaylandArgs {
     #[arg(long)]
     pub strict: bool,
     /// Threads reading each log, in all (default: the available cores; 1 reads on one
-    /// thread). Lines are cut into chunks of 256 KiB and parsed in parallel; the clock, the
-    /// objects and the spans follow them in the log's order on the thread that reads them (it
-    /// parses too, when it would wait): the result is one thread's. Memory: at most 4 chunks
-    /// per thread in flight, each its 256 KiB of input and where its messages lie (about 2.2
+    /// thread). Lines are cut into chunks of 256 KiB, each read and parsed by one thread; the
+    /// clock, the objects and the spans follow them in the log's order on the calling thread
+    /// (it reads and parses too, when it would wait): the result is one thread's. Memory: at
+    /// most 4 chunks per thread in flight, 16 in all, each its 256 KiB of input and where its
+    /// messages lie (about 2.2
     /// times that for usual logs, 4.3 at most): 12.3 MiB resident in all for 2 threads on a
     /// 100 MB log, 9.2 MiB for one.
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -1553,12 +1554,12 @@ pub struct SpansArgs {
     pub strict: bool,
     /// Threads reading perf script, ftrace, babeltrace2, JSON lines and Chrome JSON input, in
     /// all (default: the available cores; 1 reads on one thread; other formats are read on
-    /// one). Lines are cut into chunks of 256 KiB, parsed in parallel and paired in the
-    /// input's order by the thread that reads them (it parses too, when it would wait): the
-    /// result is one thread's. Chrome JSON is read in parallel where it has one element a
+    /// one). Lines are cut into chunks of 256 KiB, each read and parsed by one thread, and
+    /// paired in the input's order by the calling thread (it reads and parses too, when it
+    /// would wait): the result is one thread's. Chrome JSON is read in parallel where it has one element a
     /// line (what Chromium writes), serially elsewhere (a minified file, elements over several
     /// lines, elements under 96 bytes on average). Memory: at most 4 chunks per thread in
-    /// flight, each its 256 KiB of input (up to 2 MiB around a longer line) and the events the
+    /// flight, 16 in all, each its 256 KiB of input (up to 2 MiB around a longer line) and the events the
     /// rules name in it (or, Chrome JSON, its elements: 2.5 times its bytes at most): 10-12 MiB
     /// resident in all for 2 threads on 100 MB traces, 8-9 MiB for one; up to about 5 times
     /// a chunk's bytes more where every line is a short event the rules name, with many --key
