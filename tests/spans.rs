@@ -417,6 +417,53 @@ fn ctrl_c_prints_the_spans_read_so_far_with_any_number_of_threads() {
     }
 }
 
+#[test]
+fn ctrl_c_prints_the_spans_read_so_far_from_a_compressed_pipe() {
+    // The decompressing thread is the one blocked reading the pipe: the signal must reach it.
+    let mut gzip = Command::new("gzip")
+        .args(["-c", "-1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut plain = gzip.stdin.take().unwrap();
+    std::io::Write::write_all(
+        &mut plain,
+        b"p 1 [000] 1.0: a: id=1\np 1 [000] 1.5: b: id=1\n",
+    )
+    .unwrap();
+    drop(plain);
+    let gz = gzip.wait_with_output().unwrap().stdout;
+    for threads in ["1", "4"] {
+        let mut child = latscope()
+            .args([
+                "spans",
+                "--span",
+                "x=a..b",
+                "--key",
+                "id",
+                "--threads",
+                threads,
+                "-",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, &gz).unwrap();
+        std::io::Write::flush(&mut stdin).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        util::interrupt(child.id());
+        let out = child.wait_with_output().unwrap();
+        drop(stdin);
+        assert_eq!(out.status.code(), Some(0), "{threads}: {}", stderr(&out));
+        assert!(stdout(&out).contains("x: 1 samples"), "{}", stdout(&out));
+        assert!(stdout(&out).contains("interrupted"), "{}", stdout(&out));
+    }
+}
+
 /// Whether perf, tracefs, LTTng and babeltrace2 can be used; panics when they must be.
 fn tracers_available() -> bool {
     let tools = [

@@ -182,7 +182,7 @@ fn read_all(
     let mut totals = Totals::default();
     for input in inputs {
         let name = input.name();
-        let (reader, size) = match input.open() {
+        let (reader, size) = match input.open(options.cancel.as_ref()) {
             Ok(opened) => opened,
             Err(e) => return (totals, Some(e.into())),
         };

@@ -9,8 +9,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::{Format, OutputArgs, WaylandArgs};
 use crate::signals;
-use latscope::ingest::compressed;
 use latscope::ingest::wayland::{self, InputStats, ReadOptions, SpanKind};
+use latscope::ingest::{Cancel, compressed};
 use latscope::report::csv::CsvSink;
 use latscope::report::json::Json;
 use latscope::report::markdown::Markdown;
@@ -50,7 +50,11 @@ impl Input {
 
     /// The input, opened and decompressed when its first bytes say it is gzip, zstd or xz
     /// (on a thread of its own), with its size when it is a plain file (for the progress bar).
-    pub fn open(&self) -> Result<(Box<dyn Read + Send>, Option<u64>), latscope::Error> {
+    /// A decompressing thread stops at `cancel`.
+    pub fn open(
+        &self,
+        cancel: Option<&Cancel>,
+    ) -> Result<(Box<dyn Read + Send>, Option<u64>), latscope::Error> {
         let open_error = |source| latscope::Error::Open {
             file: self.name(),
             source,
@@ -67,7 +71,7 @@ impl Input {
             Input::Stdin => (Box::new(io::stdin()), None),
             Input::Embedded(_, bytes) => return Ok((Box::new(*bytes), None)),
         };
-        let (reader, compression) = compressed::open(raw).map_err(open_error)?;
+        let (reader, compression) = compressed::open(raw, cancel).map_err(open_error)?;
         // The bar counts bytes after decompression: a compressed file's size says nothing.
         Ok((reader, size.filter(|_| compression.is_none())))
     }
@@ -197,7 +201,7 @@ fn read_all(
     let mut total = InputStats::default();
     for (index, input) in inputs.iter().enumerate() {
         let name = input.name();
-        let (reader, size) = match input.open() {
+        let (reader, size) = match input.open(options.cancel.as_ref()) {
             Ok(opened) => opened,
             Err(e) => return (total, Some(e.into())),
         };

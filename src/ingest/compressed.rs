@@ -11,6 +11,8 @@ use std::io::{self, Read};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
+use crate::ingest::Cancel;
+
 /// Bytes in one decompressed block.
 pub const BLOCK: usize = 1 << 20;
 
@@ -62,8 +64,13 @@ impl Compression {
 
 /// `input`, decompressed when its first bytes say it is compressed (on a thread of its own),
 /// and how it was compressed. Nothing is lost: the bytes read to look are read again.
+///
+/// The decompressing thread stops at `cancel` (Ctrl-C): a signal is passed on to it while it
+/// reads ([`Cancel::reading`]), and the reader then gets an `Interrupted` error, as from a read
+/// of its own that a signal stopped.
 pub fn open(
     mut input: Box<dyn Read + Send>,
+    cancel: Option<&Cancel>,
 ) -> io::Result<(Box<dyn Read + Send>, Option<Compression>)> {
     let mut magic = [0u8; 6];
     let mut filled = 0;
@@ -79,7 +86,10 @@ pub fn open(
         Box::new(io::Cursor::new(magic[..filled].to_vec()).chain(input));
     match Compression::of(&magic[..filled]) {
         None => Ok((whole, None)),
-        Some(c) => Ok((Box::new(Decompressed::spawn(c.decoder(whole)?)?), Some(c))),
+        Some(c) => {
+            let decoder = c.decoder(whole)?;
+            Ok((Box::new(Decompressed::spawn(decoder, cancel)?), Some(c)))
+        }
     }
 }
 
@@ -93,12 +103,16 @@ pub struct Decompressed {
 }
 
 impl Decompressed {
-    /// Starts a thread that reads `decoder` into blocks.
-    pub fn spawn(decoder: Box<dyn Read + Send>) -> io::Result<Decompressed> {
+    /// Starts a thread that reads `decoder` into blocks, until `cancel` is raised.
+    pub fn spawn(
+        decoder: Box<dyn Read + Send>,
+        cancel: Option<&Cancel>,
+    ) -> io::Result<Decompressed> {
         let (tx, rx) = sync_channel(BLOCKS_IN_FLIGHT);
+        let cancel = cancel.cloned();
         let thread = std::thread::Builder::new()
             .name("decompress".into())
-            .spawn(move || decode(decoder, &tx))?;
+            .spawn(move || decode(decoder, &tx, cancel.as_ref()))?;
         Ok(Decompressed {
             blocks: rx,
             block: Vec::new(),
@@ -109,8 +123,14 @@ impl Decompressed {
     }
 }
 
-/// The decoder thread: blocks until the end, an error, or the reader is gone.
-fn decode(mut decoder: Box<dyn Read + Send>, tx: &SyncSender<io::Result<Vec<u8>>>) {
+/// The decoder thread: blocks until the end, an error, `cancel`, or the reader is gone.
+fn decode(
+    mut decoder: Box<dyn Read + Send>,
+    tx: &SyncSender<io::Result<Vec<u8>>>,
+    cancel: Option<&Cancel>,
+) {
+    let _reading = cancel.map(Cancel::reading);
+    let cancelled = || cancel.is_some_and(Cancel::is_raised);
     loop {
         let mut block = vec![0u8; BLOCK];
         let mut filled = 0;
@@ -118,9 +138,17 @@ fn decode(mut decoder: Box<dyn Read + Send>, tx: &SyncSender<io::Result<Vec<u8>>
             match decoder.read(&mut block[filled..]) {
                 Ok(0) => break,
                 Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted && !cancelled() => continue,
                 Err(e) => {
                     block.truncate(filled);
+                    if cancelled() {
+                        // what was decoded, then the stop, as the reader's own read gives it
+                        if filled > 0 && tx.send(Ok(block)).is_err() {
+                            return;
+                        }
+                        let _ = tx.send(Err(io::Error::from(io::ErrorKind::Interrupted)));
+                        return;
+                    }
                     if filled > 0 && tx.send(Ok(block)).is_err() {
                         return;
                     }
@@ -190,7 +218,7 @@ mod tests {
     }
 
     fn read_all(bytes: Vec<u8>) -> (Vec<u8>, Option<Compression>) {
-        let (mut r, c) = open(Box::new(io::Cursor::new(bytes))).unwrap();
+        let (mut r, c) = open(Box::new(io::Cursor::new(bytes)), None).unwrap();
         let mut out = Vec::new();
         r.read_to_end(&mut out).unwrap();
         (out, c)
@@ -232,7 +260,7 @@ mod tests {
         let plain = text();
         let zst = zstd::stream::encode_all(&plain[..], 1).unwrap();
         let cut = zst[..zst.len() / 2].to_vec();
-        let (mut r, _) = open(Box::new(io::Cursor::new(cut))).unwrap();
+        let (mut r, _) = open(Box::new(io::Cursor::new(cut)), None).unwrap();
         let mut out = Vec::new();
         let err = r.read_to_end(&mut out).unwrap_err();
         assert!(err.to_string().contains("decompressing"), "{err}");

@@ -21,18 +21,23 @@ pub const DEFAULT_BUFFER: usize = 1 << 20;
 /// to the process interrupts one thread: the main thread, where it is not blocked. The
 /// parallel readers read on whichever thread parses the chunk ([`crate::ingest::chunks`]), so
 /// the thread reading says so ([`Cancel::reading`]) and a signal handler passes its signal on
-/// to it ([`Cancel::raise_from_signal`]): with `--threads 4` and a pipe held open, Ctrl-C
+/// to it ([`Cancel::raise_from_signal`]): with `--threads 8` and a pipe held open, Ctrl-C
 /// otherwise left a worker blocked in its read until the watchdog ended the process, and
-/// what had been read was lost.
+/// what had been read was lost; and so did it, with any threads, where a decompressing thread
+/// ([`crate::ingest::compressed`]) was the one blocked.
 #[derive(Debug, Clone, Default)]
 pub struct Cancel(Arc<Shared>);
 
 #[derive(Debug, Default)]
 struct Shared {
     raised: AtomicBool,
-    /// the thread reading the input (its kernel id), 0 when none says so
-    reader: AtomicI32,
+    /// the threads reading (their kernel ids; 0: a free slot): a parallel reader's and a
+    /// decompressing thread's at once
+    readers: [AtomicI32; READERS],
 }
+
+/// Threads that can say at once that they read ([`Cancel::reading`]; more are not told).
+const READERS: usize = 4;
 
 impl Cancel {
     /// A flag that is not raised.
@@ -51,11 +56,14 @@ impl Cancel {
     /// calls.
     pub fn raise_from_signal(&self, signal: libc::c_int) {
         self.raise();
-        let reader = self.0.reader.load(Ordering::SeqCst);
-        if reader != 0 && reader != this_thread() {
-            // SAFETY: system calls with integer arguments; a thread that has ended since
-            // makes tgkill fail with ESRCH, which is ignored.
-            unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), reader, signal) };
+        let here = this_thread();
+        for slot in &self.0.readers {
+            let reader = slot.load(Ordering::SeqCst);
+            if reader != 0 && reader != here {
+                // SAFETY: system calls with integer arguments; a thread that has ended since
+                // makes tgkill fail with ESRCH, which is ignored.
+                unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), reader, signal) };
+            }
         }
     }
 
@@ -68,8 +76,12 @@ impl Cancel {
     /// passed on to it: [`Cancel::raise_from_signal`]). Check the flag after this and before
     /// each read.
     pub fn reading(&self) -> Reading<'_> {
-        self.0.reader.store(this_thread(), Ordering::SeqCst);
-        Reading(self)
+        let here = this_thread();
+        let slot = self.0.readers.iter().find(|slot| {
+            slot.compare_exchange(0, here, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        });
+        Reading(slot)
     }
 }
 
@@ -79,13 +91,16 @@ fn this_thread() -> i32 {
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
 
-/// A thread reading the input ([`Cancel::reading`]); no thread once dropped.
+/// A thread reading the input ([`Cancel::reading`]): its slot, freed when dropped (`None`:
+/// every slot was taken).
 #[derive(Debug)]
-pub struct Reading<'a>(&'a Cancel);
+pub struct Reading<'a>(Option<&'a AtomicI32>);
 
 impl Drop for Reading<'_> {
     fn drop(&mut self) {
-        self.0.0.reader.store(0, Ordering::SeqCst);
+        if let Some(slot) = self.0 {
+            slot.store(0, Ordering::SeqCst);
+        }
     }
 }
 
@@ -317,6 +332,25 @@ pub(crate) fn trim_cr_str(line: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reading_thread_takes_a_slot_until_it_is_done_and_extra_ones_are_not_told() {
+        let cancel = Cancel::new();
+        let taken = |c: &Cancel| {
+            let ids = c.0.readers.iter().map(|s| s.load(Ordering::SeqCst));
+            ids.filter(|&id| id != 0).collect::<Vec<_>>()
+        };
+        {
+            let guards: Vec<Reading<'_>> = (0..READERS + 2).map(|_| cancel.reading()).collect();
+            assert_eq!(taken(&cancel), vec![this_thread(); READERS]);
+            assert_eq!(guards.iter().filter(|g| g.0.is_none()).count(), 2);
+        }
+        assert!(taken(&cancel).is_empty());
+        // a signal handler with no other reader sends nothing (here: no signal at all)
+        let _reading = cancel.reading();
+        cancel.raise_from_signal(libc::SIGINT);
+        assert!(cancel.is_raised());
+    }
 
     #[test]
     fn lines_are_plain_only_from_a_reader_that_asks_and_a_block_with_no_other_blanks() {
