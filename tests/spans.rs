@@ -380,38 +380,36 @@ fn bad_traces_are_named_and_counted_and_never_panic() {
     }
 }
 
+/// Two events of perf script text that make one span `x`.
+const ONE_SPAN: &[u8] = b"p 1 [000] 1.0: a: id=1\np 1 [000] 1.5: b: id=1\n";
+
+/// `latscope spans --span x=a..b --key id --threads THREADS -` given `input` on a pipe that
+/// stays open, then Ctrl-C half a second later: what it printed and how it ended.
+fn interrupted_on_an_open_pipe(threads: &str, input: &[u8]) -> std::process::Output {
+    let mut child = latscope()
+        .args(["spans", "--span", "x=a..b", "--key", "id"])
+        .args(["--threads", threads, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, input).unwrap();
+    std::io::Write::flush(&mut stdin).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    util::interrupt(child.id());
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    out
+}
+
 #[test]
 fn ctrl_c_prints_the_spans_read_so_far_with_any_number_of_threads() {
     // With several threads, any of them may be the one blocked reading the pipe: the signal
     // must reach that one.
     for threads in ["1", "2", "8"] {
-        let mut child = latscope()
-            .args([
-                "spans",
-                "--span",
-                "x=a..b",
-                "--key",
-                "id",
-                "--threads",
-                threads,
-                "-",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        std::io::Write::write_all(
-            &mut stdin,
-            b"p 1 [000] 1.0: a: id=1\np 1 [000] 1.5: b: id=1\n",
-        )
-        .unwrap();
-        std::io::Write::flush(&mut stdin).unwrap();
-        std::thread::sleep(Duration::from_millis(500));
-        util::interrupt(child.id());
-        let out = child.wait_with_output().unwrap();
-        drop(stdin);
+        let out = interrupted_on_an_open_pipe(threads, ONE_SPAN);
         assert_eq!(out.status.code(), Some(0), "{threads}: {}", stderr(&out));
         assert!(stdout(&out).contains("x: 1 samples"), "{}", stdout(&out));
     }
@@ -427,37 +425,11 @@ fn ctrl_c_prints_the_spans_read_so_far_from_a_compressed_pipe() {
         .spawn()
         .unwrap();
     let mut plain = gzip.stdin.take().unwrap();
-    std::io::Write::write_all(
-        &mut plain,
-        b"p 1 [000] 1.0: a: id=1\np 1 [000] 1.5: b: id=1\n",
-    )
-    .unwrap();
+    std::io::Write::write_all(&mut plain, ONE_SPAN).unwrap();
     drop(plain);
     let gz = gzip.wait_with_output().unwrap().stdout;
     for threads in ["1", "4"] {
-        let mut child = latscope()
-            .args([
-                "spans",
-                "--span",
-                "x=a..b",
-                "--key",
-                "id",
-                "--threads",
-                threads,
-                "-",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        std::io::Write::write_all(&mut stdin, &gz).unwrap();
-        std::io::Write::flush(&mut stdin).unwrap();
-        std::thread::sleep(Duration::from_millis(500));
-        util::interrupt(child.id());
-        let out = child.wait_with_output().unwrap();
-        drop(stdin);
+        let out = interrupted_on_an_open_pipe(threads, &gz);
         assert_eq!(out.status.code(), Some(0), "{threads}: {}", stderr(&out));
         assert!(stdout(&out).contains("x: 1 samples"), "{}", stdout(&out));
         assert!(stdout(&out).contains("interrupted"), "{}", stdout(&out));

@@ -49,9 +49,10 @@ pub const IN_FLIGHT: usize = 4;
 
 /// Chunks read and not yet paired, at most, however many threads: with 16 threads on 16
 /// cores, 64 chunks out (4 a thread) read the 100 MB benchmark inputs 1.0-1.5 times as slowly
-/// as 16 (medians of 5, five formats; the calling thread waited 23-34 ms for the next chunk in
-/// order, against 6-19 ms), and 4 MiB of chunks stay in a processor's caches where 16 MiB do
-/// not.
+/// as 16 (medians of 5, five formats, with a first version of [`Feed`] that kept everything
+/// under one lock; the calling thread waited 23-34 ms for the next chunk in order, against
+/// 6-19 ms). It also bounds memory whatever `--threads` asks: 4 MiB of chunks, not 256 MiB
+/// with 256 threads.
 pub const MOST_IN_FLIGHT: usize = 16;
 
 /// Chunks read and not yet paired, at most, with `threads` threads.
@@ -352,7 +353,7 @@ where
 /// one core and read again from that core's cache by the other, into buffers last written by
 /// the other: two threads reading JSON lines spent 2.1 times the one-thread time in the
 /// kernel's copy and 2.2 times in the UTF-8 check (`perf record`, cpu-clock samples); and from
-/// 4 threads on a 16-core machine, the calling thread was busy all the time, reading (15-34 ms
+/// 4 threads on a 16-core machine, the calling thread was busy all the time, reading (13-39 ms
 /// of each 100 MB benchmark input) and pairing, so that more threads did not read faster.
 ///
 /// The calling thread never waits for a read to count what it took: what was read and taken
@@ -451,8 +452,8 @@ impl<F> Feed<F> {
         }
         self.taken.fetch_add(1, Ordering::AcqRel);
         // One chunk's room, for one worker: waking every waiting worker for it (which all
-        // then queued for the lock) read the benchmark inputs 1.3-1.5 times as slowly with
-        // 16 threads on 16 cores (64 chunks out).
+        // then queued for the lock) read the benchmark inputs 1.3-1.4 times as slowly with
+        // 16 threads on 16 cores (64 chunks out, the first version's one lock).
         let _waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         self.room.notify_one();
     }
