@@ -408,7 +408,10 @@ fn pipelined_uploads_run_at_the_rate_x11perf_reports_on_the_same_server() {
         ("100x100", "put"),
         ("100x100", "shm"),
     ];
-    for round in 1..=3 {
+    // Rounds for what is under the floor: on a shared host one round of the 10x10 put read
+    // 0.26 and the others 0.70 and 0.92 where a quiet run reads 1.2-2.2 (x11perf and the lab
+    // time one second each, at different moments).
+    for round in 1..=5 {
         if todo.is_empty() {
             break;
         }
@@ -436,7 +439,7 @@ fn pipelined_uploads_run_at_the_rate_x11perf_reports_on_the_same_server() {
         eprintln!("{label}: best latscope/x11perf {ratio:.2}");
         assert!(
             *ratio >= X11PERF_FLOOR,
-            "{label}: latscope/x11perf {ratio:.2} < {X11PERF_FLOOR} in three rounds: {best:?}"
+            "{label}: latscope/x11perf {ratio:.2} < {X11PERF_FLOOR} in five rounds: {best:?}"
         );
     }
 }
