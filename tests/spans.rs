@@ -383,25 +383,19 @@ fn bad_traces_are_named_and_counted_and_never_panic() {
 /// Two events of perf script text that make one span `x`.
 const ONE_SPAN: &[u8] = b"p 1 [000] 1.0: a: id=1\np 1 [000] 1.5: b: id=1\n";
 
-/// `latscope spans --span x=a..b --key id --threads THREADS -` given `input` on a pipe that
-/// stays open, then Ctrl-C half a second later: what it printed and how it ended.
+/// `latscope spans --span x=a..b --key id --threads THREADS -` interrupted on an open pipe.
 fn interrupted_on_an_open_pipe(threads: &str, input: &[u8]) -> std::process::Output {
-    let mut child = latscope()
-        .args(["spans", "--span", "x=a..b", "--key", "id"])
-        .args(["--threads", threads, "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, input).unwrap();
-    std::io::Write::flush(&mut stdin).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    util::interrupt(child.id());
-    let out = child.wait_with_output().unwrap();
-    drop(stdin);
-    out
+    let args = [
+        "spans",
+        "--span",
+        "x=a..b",
+        "--key",
+        "id",
+        "--threads",
+        threads,
+        "-",
+    ];
+    util::interrupted_on_an_open_pipe(&args, input)
 }
 
 #[test]

@@ -173,6 +173,28 @@ pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// `latscope ARGS` given `input` on a pipe that stays open (as a live producer's would), then
+/// Ctrl-C half a second later: what it printed and how it ended.
+pub fn interrupted_on_an_open_pipe(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = latscope()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input).unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    interrupt(child.id());
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    out
+}
+
 /// Sends SIGINT (Ctrl-C) to a process.
 pub fn interrupt(pid: u32) {
     unsafe extern "C" {

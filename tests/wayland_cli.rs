@@ -1,7 +1,5 @@
 //! `latscope wayland` behaviours on hand-written logs: one behaviour per test.
 
-use std::io::Write;
-
 use serde_json::Value;
 
 use crate::util::{self, run, run_stdin, spans_by_name, stderr, stdout, write};
@@ -485,23 +483,9 @@ fn several_files_are_analysed_separately_and_reported_together() {
 
 #[test]
 fn ctrl_c_prints_what_was_read_so_far_with_any_number_of_threads() {
-    use std::process::Stdio;
     for threads in ["1", "2", "8"] {
-        let mut child = util::latscope()
-            .args(["wayland", "--format", "json", "--threads", threads, "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(CLIENT_LOG.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-        // The writer stays open, as a live client piping its log would.
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        crate::util::interrupt(child.id());
-        let out = child.wait_with_output().unwrap();
-        drop(stdin);
+        let args = ["wayland", "--format", "json", "--threads", threads, "-"];
+        let out = util::interrupted_on_an_open_pipe(&args, CLIENT_LOG.as_bytes());
         assert!(
             out.status.success(),
             "{threads}: {}",
