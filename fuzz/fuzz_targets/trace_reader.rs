@@ -69,7 +69,8 @@ fn said(parsed: Option<latscope::ingest::trace::Parsed>, ev: &Event) -> String {
 /// Every line through the shapes learnt from the lines before it, against the in-place reader.
 fn shapes_agree(data: &[u8]) {
     let columns = Columns::default();
-    let keys = RowKeys::new(&columns, &["id".to_string(), "pid".to_string()]);
+    let wanted = ["id".to_string(), "pid".to_string()];
+    let keys = RowKeys::new(&columns, &wanted);
     let mut shapes = RowShapes::default();
     for line in data.split(|&b| b == b'\n').filter_map(|l| std::str::from_utf8(l).ok()) {
         let mut ev = Event::default();
@@ -78,6 +79,12 @@ fn shapes_agree(data: &[u8]) {
         let mut ev = Event::default();
         let shaped = shapes.read(line, &columns, &keys, &mut ev);
         assert_eq!(said(shaped, &ev), alone, "{line:?}");
+        if shaped.is_some() {
+            // a field at the place the reader noted is the field found by its name
+            for (j, name) in wanted.iter().enumerate() {
+                assert_eq!(ev.field_at(line, j, name), ev.field(line, name), "{name} of {line:?}");
+            }
+        }
     }
 }
 
@@ -98,10 +105,14 @@ fn groups_agree(data: &[u8]) {
         for name in ["a", "vtid", "", "a b"].into_iter().chain(words.iter().copied()) {
             assert_eq!(lazy.field(line, name), whole.field(line, name), "{name:?} of {line:?}");
         }
+        let names: Vec<String> =
+            ["a", "vtid", "", "a b"].into_iter().chain(words.iter().copied()).map(String::from).collect();
         for _ in 0..2 {
-            assert_eq!(shaped_reader.parse_shaped(line, &mut shaped), parsed, "{line:?}");
-            for name in ["a", "vtid", "", "a b"].into_iter().chain(words.iter().copied()) {
-                assert_eq!(shaped.field(line, name), whole.field(line, name), "{name:?} of {line:?}");
+            assert_eq!(shaped_reader.parse_shaped(line, &mut shaped, &names), parsed, "{line:?}");
+            for (j, name) in names.iter().enumerate() {
+                let want = whole.field(line, name);
+                assert_eq!(shaped.field(line, name), want, "{name:?} of {line:?}");
+                assert_eq!(shaped.field_at(line, j, name), want, "{name:?} at {j} of {line:?}");
             }
         }
     }

@@ -24,13 +24,14 @@ const DAY_NS: u64 = 86_400_000_000_000;
 
 /// How a line's `{ ... }` groups are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Groups {
+enum Groups<'w> {
     /// every item, into the event's fields
     Whole,
     /// none: only where they begin, for [`group_field`]
     Lazy,
-    /// by a shape learnt before when one fits ([`GroupShapes`]), else lazily
-    Shaped,
+    /// by a shape learnt before when one fits ([`GroupShapes`]), else lazily; the places of
+    /// these fields (the ones the rules read) noted ([`Event::note_place`])
+    Shaped(&'w [String]),
 }
 
 /// State across lines: the day offset of a time-of-day clock.
@@ -177,8 +178,10 @@ impl Babeltrace {
     /// before read by that shape ([`GroupShapes`]: the key fields of a line found by the
     /// look-up were two fifths of its reading). While shapes are learnt, a line that fits none
     /// is read whole ([`Babeltrace::parse`]) and its shape learnt.
-    pub fn parse_shaped(&mut self, line: &str, ev: &mut Event) -> Parsed {
-        self.parse_with(line, ev, Groups::Shaped)
+    /// The places of `wanted` (the fields the rules read) among the fields of a line read by
+    /// a shape are noted ([`Event::note_place`]).
+    pub fn parse_shaped(&mut self, line: &str, ev: &mut Event, wanted: &[String]) -> Parsed {
+        self.parse_with(line, ev, Groups::Shaped(wanted))
     }
 
     fn parse_with(&mut self, line: &str, ev: &mut Event, lazy: Groups) -> Parsed {
@@ -234,12 +237,12 @@ impl Babeltrace {
         match how {
             Groups::Whole => groups(line, from, ev),
             Groups::Lazy => ev.lazy_groups = Some(from),
-            Groups::Shaped if self.shapes.read(line, from, ev) => {}
-            Groups::Shaped if self.shapes.learning() => {
+            Groups::Shaped(_) if self.shapes.read(line, from, ev) => {}
+            Groups::Shaped(wanted) if self.shapes.learning() => {
                 groups(line, from, ev);
-                self.shapes.learn(line, from, &ev.fields);
+                self.shapes.learn(line, from, &ev.fields, wanted);
             }
-            Groups::Shaped => ev.lazy_groups = Some(from),
+            Groups::Shaped(_) => ev.lazy_groups = Some(from),
         }
     }
 
@@ -891,18 +894,19 @@ mod tests {
             "call_site",
             "",
         ];
+        let wanted: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let (mut compared, mut by_shape) = (0, 0);
         for line in &lines {
             let from = line.find('{').unwrap();
             for changed in changed_at_every_byte(line, from) {
                 // a reader that learnt the line's shape from the line itself
                 let mut reader = Babeltrace::default();
-                reader.parse_shaped(line, &mut Event::default());
+                reader.parse_shaped(line, &mut Event::default(), &wanted);
                 let (mut whole, mut shaped) = (Event::default(), Event::default());
                 let parsed = Babeltrace::default().parse(&changed, &mut whole);
                 let hits = reader.shapes.hits();
                 assert_eq!(
-                    reader.parse_shaped(&changed, &mut shaped),
+                    reader.parse_shaped(&changed, &mut shaped, &wanted),
                     parsed,
                     "{changed}"
                 );
@@ -910,9 +914,12 @@ mod tests {
                     by_shape += 1;
                     assert_eq!(shaped.fields, whole.fields, "{changed}");
                 }
-                for name in names {
+                for (j, name) in names.iter().enumerate() {
                     let want = whole.field(&changed, name);
                     assert_eq!(shaped.field(&changed, name), want, "{name:?} of {changed}");
+                    // by the place noted for the rules' field j, where a shape read the line
+                    let placed = shaped.field_at(&changed, j, name);
+                    assert_eq!(placed, want, "{name:?} at {j} of {changed}");
                 }
                 compared += 1;
             }
@@ -930,7 +937,7 @@ mod tests {
         for i in 0..1000 {
             let line = format!("[13:37:01.{i:09}] host p:e: {{ s = \"a b\", n = {i} }}");
             let mut ev = Event::default();
-            reader.parse_shaped(&line, &mut ev);
+            reader.parse_shaped(&line, &mut ev, &[]);
             whole_reads += usize::from(ev.lazy_groups.is_none());
             assert_eq!(ev.field(&line, "n"), Some(i.to_string().as_str()));
         }
@@ -944,7 +951,11 @@ mod tests {
         for line in &lines {
             let (mut whole, mut shaped) = (Event::default(), Event::default());
             let parsed = Babeltrace::default().parse(line, &mut whole);
-            assert_eq!(reader.parse_shaped(line, &mut shaped), parsed, "{line}");
+            assert_eq!(
+                reader.parse_shaped(line, &mut shaped, &[]),
+                parsed,
+                "{line}"
+            );
             assert_eq!(shaped.fields, whole.fields, "{line}");
         }
         // the entries' and the exits' groups are alike: one shape learnt, every other line

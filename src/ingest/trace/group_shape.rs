@@ -22,7 +22,7 @@
 
 use std::ops::Range;
 
-use super::Event;
+use super::{Event, NOWHERE, PLACES};
 use crate::ingest::words::{ALL, Block, WIDTH, equal};
 
 /// Shapes kept at once: a trace's lines are of a few events, each with its own groups.
@@ -46,20 +46,36 @@ struct Gap {
 }
 
 /// The bytes between the values of one line's groups.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct GroupShape {
     /// the gaps back to back, then what followed the last value
     text: Vec<u8>,
     gaps: Vec<Gap>,
+    /// per field the rules read, the first value named so ([`Event::places`])
+    places: [u8; PLACES],
+}
+
+impl Default for GroupShape {
+    fn default() -> Self {
+        GroupShape {
+            text: Vec::new(),
+            gaps: Vec::new(),
+            places: [NOWHERE; PLACES],
+        }
+    }
 }
 
 impl GroupShape {
     /// The fields of the groups at `b[from..]` if they are of this shape, pushed to `ev`;
     /// `false` at the first byte that differs (`ev.fields` is then cleared).
     fn read(&self, b: &[u8], from: usize, ev: &mut Event) -> bool {
+        // (places are given from the first field: none is pushed before the groups)
+        let first = ev.fields.is_empty();
         let fits = self.push_fields(b, from, ev).is_some();
         if !fits {
             ev.fields.clear();
+        } else if first {
+            ev.places = self.places;
         }
         fits
     }
@@ -94,9 +110,22 @@ impl GroupShape {
     }
 
     /// The shape of the groups at `b[from..]`, whose fields the whole reading gave as
-    /// `fields`; `None` when a value is not a token (or an offset does not fit a `u32`).
-    fn learn(b: &[u8], from: usize, fields: &[(Range<usize>, Range<usize>)]) -> Option<Self> {
+    /// `fields`, with the places of `wanted` among them; `None` when a value is not a token (or
+    /// an offset does not fit a `u32`).
+    fn learn(
+        b: &[u8],
+        from: usize,
+        fields: &[(Range<usize>, Range<usize>)],
+        wanted: &[String],
+    ) -> Option<Self> {
         let mut shape = GroupShape::default();
+        for (place, name) in shape.places.iter_mut().zip(wanted) {
+            let first = fields.iter().position(|(key, _)| {
+                b.get(key.clone())
+                    .is_some_and(|key| equal(key, name.as_bytes()))
+            });
+            *place = first.and_then(|k| u8::try_from(k).ok()).unwrap_or(NOWHERE);
+        }
         let mut at = from;
         for (key, value) in fields {
             if value.start < at || key.start < at || key.end > value.start {
@@ -190,12 +219,19 @@ impl GroupShapes {
     }
 
     /// Learns the shape of the groups at `line[from..]`, which the whole reading read as
-    /// `fields`; nothing when a value is not a token.
-    pub fn learn(&mut self, line: &str, from: usize, fields: &[(Range<usize>, Range<usize>)]) {
+    /// `fields`, and where the fields named in `wanted` are among them; nothing when a value is
+    /// not a token.
+    pub fn learn(
+        &mut self,
+        line: &str,
+        from: usize,
+        fields: &[(Range<usize>, Range<usize>)],
+        wanted: &[String],
+    ) {
         // counted when nothing is learnt too: a trace whose values are strings stops being
         // read whole after a while, and is looked up in as before
         self.learnt += 1;
-        let Some(shape) = GroupShape::learn(line.as_bytes(), from, fields) else {
+        let Some(shape) = GroupShape::learn(line.as_bytes(), from, fields, wanted) else {
             return;
         };
         if self.shapes.len() < SHAPES {

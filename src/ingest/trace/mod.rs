@@ -34,7 +34,7 @@ use crate::ingest::words::{digits_end, last_digits, leading_digits};
 pub use detect::{Format, detect};
 
 /// One event of a trace: a view into the line it came from.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Event {
     /// nanoseconds in the trace's own clock
     pub ts_ns: u64,
@@ -51,6 +51,30 @@ pub struct Event {
     /// ([`babeltrace::Babeltrace::parse_lazy`]): a field is then found in the line when it is
     /// asked for
     pub lazy_groups: Option<usize>,
+    /// per field the rules read (the first [`PLACES`] of [`rules::Pairer::fields_read`]), the
+    /// index in [`Event::fields`] of its first occurrence, where the reader knew it
+    /// ([`Event::note_place`]); [`NOWHERE`] where it did not
+    pub places: [u8; PLACES],
+}
+
+/// Fields the rules read whose places in [`Event::fields`] an event keeps.
+pub const PLACES: usize = 8;
+
+/// No place known.
+pub const NOWHERE: u8 = u8::MAX;
+
+impl Default for Event {
+    fn default() -> Self {
+        Event {
+            ts_ns: 0,
+            name: 0..0,
+            fields: Vec::new(),
+            common: Vec::new(),
+            lazy_payload: None,
+            lazy_groups: None,
+            places: [NOWHERE; PLACES],
+        }
+    }
 }
 
 impl Event {
@@ -62,6 +86,48 @@ impl Event {
         self.common.clear();
         self.lazy_payload = None;
         self.lazy_groups = None;
+        self.places = [NOWHERE; PLACES];
+    }
+
+    /// Notes that the field pushed next to [`Event::fields`] is the first occurrence of field
+    /// `j` of the fields the rules read (a reader that matched its name with that field's).
+    #[inline]
+    pub fn note_place(&mut self, j: usize) {
+        if let (Some(place), Ok(at)) = (self.places.get_mut(j), u8::try_from(self.fields.len())) {
+            *place = at;
+        }
+    }
+
+    /// [`Event::field`] of `name`, field `j` of the fields the rules read: at its place when
+    /// the reader noted it (the key there checked), else looked up by name.
+    #[inline]
+    pub fn field_at<'l>(&self, line: &'l str, j: usize, name: &str) -> Option<&'l str> {
+        match self.placed(line, j, name) {
+            Some(value) => line.get(value.clone()),
+            None => self.field(line, name),
+        }
+    }
+
+    /// [`Event::field_at`] as bytes (a pairing key's: no character boundaries to check).
+    #[inline]
+    pub fn field_bytes_at<'l>(&self, line: &'l str, j: usize, name: &str) -> Option<&'l [u8]> {
+        match self.placed(line, j, name) {
+            Some(value) => line.as_bytes().get(value.clone()),
+            None if self.fields.is_empty() => self.field_elsewhere(line, name).map(str::as_bytes),
+            None => self.field(line, name).map(str::as_bytes),
+        }
+    }
+
+    /// The value of field `j` at its noted place, when its key there is `name`.
+    #[inline(always)]
+    fn placed(&self, line: &str, j: usize, name: &str) -> Option<&Range<usize>> {
+        let at = *self.places.get(j)?;
+        if at == NOWHERE {
+            return None;
+        }
+        let (key, value) = self.fields.get(usize::from(at))?;
+        let key = line.as_bytes().get(key.clone())?;
+        same(key, name.as_bytes()).then_some(value)
     }
 
     /// The value of field `name` in `line` (the first one, if repeated).
@@ -159,6 +225,10 @@ impl EventView for InLine<'_> {
 
     fn field(&self, name: &str) -> Option<&str> {
         self.ev.field(self.line, name)
+    }
+
+    fn key_field(&self, j: usize, name: &str) -> Option<&[u8]> {
+        self.ev.field_bytes_at(self.line, j, name)
     }
 }
 

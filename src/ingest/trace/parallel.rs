@@ -328,7 +328,10 @@ fn record(
     };
     for (j, field) in wanted.iter().enumerate() {
         let asked = j >= 64 || need >> j & 1 == 1;
-        let value = match asked.then(|| view.field(field)).flatten() {
+        let value = match asked
+            .then(|| view.ev.field_at(view.line, j, field))
+            .flatten()
+        {
             Some(v) => chunk.push(v)?,
             None => ABSENT,
         };

@@ -439,7 +439,9 @@ impl<'c> LineState<'c> {
             Format::Perf | Format::Ftrace => {
                 super::text::parse_lazy_unprefixed(text, &mut self.ev, plain)
             }
-            Format::Babeltrace => self.babeltrace.parse_shaped(text, &mut self.ev),
+            Format::Babeltrace => self
+                .babeltrace
+                .parse_shaped(text, &mut self.ev, &self.wanted),
             Format::JsonLines => {
                 let (columns, keys) = (self.columns, &self.row_keys);
                 if let Some(parsed) = self.row_shapes.read(text, columns, keys, &mut self.ev) {

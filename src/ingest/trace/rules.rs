@@ -921,8 +921,7 @@ mod tests {
             name: 0..18,
             fields: vec![(19..29, 30..31)],
             common: Vec::new(),
-            lazy_payload: None,
-            lazy_groups: None,
+            ..Event::default()
         };
         let mut sink = crate::span::Kept::new(1);
         p.event(line, &ev, 1, &mut sink);

@@ -81,8 +81,10 @@ impl RowShape {
                 Role::Other => {}
                 role => {
                     let value = plain?;
-                    if matches!(role, Role::Name) {
-                        name = Some(value.clone());
+                    match role {
+                        Role::Name => name = Some(value.clone()),
+                        Role::Wanted(j) => ev.note_place(j),
+                        _ => {}
                     }
                     let key = at + gap.key.0 as usize..at + gap.key.1 as usize;
                     ev.fields.push((key, value));
@@ -312,6 +314,15 @@ mod tests {
             let mut ev = Event::default();
             let shaped = shapes.read(line, columns, &keys, &mut ev);
             assert_eq!(said(shaped, line, &ev), alone, "{line}");
+            // a field at its noted place is the field found by its name
+            for (j, name) in wanted.iter().enumerate() {
+                let text = if shaped.is_some() { line.as_str() } else { "" };
+                assert_eq!(
+                    ev.field_at(text, j, name),
+                    ev.field(text, name),
+                    "{line} {name}"
+                );
+            }
         }
         shapes
     }

@@ -260,6 +260,8 @@ pub(super) fn json_line_walked(
                 let value = plain?;
                 if bit == 63 {
                     name = Some(value.clone());
+                } else {
+                    ev.note_place(bit);
                 }
                 ev.fields.push((key, value));
             }
