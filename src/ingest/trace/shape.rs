@@ -314,14 +314,16 @@ mod tests {
             let mut ev = Event::default();
             let shaped = shapes.read(line, columns, &keys, &mut ev);
             assert_eq!(said(shaped, line, &ev), alone, "{line}");
-            // a field at its noted place is the field found by its name
-            for (j, name) in wanted.iter().enumerate() {
-                let text = if shaped.is_some() { line.as_str() } else { "" };
-                assert_eq!(
-                    ev.field_at(text, j, name),
-                    ev.field(text, name),
-                    "{line} {name}"
-                );
+            // a field at its noted place is the field found by its name (where the row was
+            // read in place: else `ev` is the general reader's to fill)
+            if shaped.is_some() {
+                for (j, name) in wanted.iter().enumerate() {
+                    assert_eq!(
+                        ev.field_at(line, j, name),
+                        ev.field(line, name),
+                        "{line} {name}"
+                    );
+                }
             }
         }
         shapes
