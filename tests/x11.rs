@@ -26,7 +26,18 @@ struct TestXvfb {
 
 impl TestXvfb {
     fn start(extra: &[&str]) -> TestXvfb {
-        let mut child = Command::new("Xvfb")
+        TestXvfb::start_with(Command::new("Xvfb"), extra)
+    }
+
+    /// An Xvfb whose every thread runs on `cpu` only.
+    fn start_on(cpu: usize, extra: &[&str]) -> TestXvfb {
+        let mut cmd = Command::new("Xvfb");
+        pin(&mut cmd, cpu);
+        TestXvfb::start_with(cmd, extra)
+    }
+
+    fn start_with(mut cmd: Command, extra: &[&str]) -> TestXvfb {
+        let mut child = cmd
             .args(["-displayfd", "1", "-nolisten", "tcp"])
             .args(["-screen", "0", "1280x1024x24"])
             .args(extra)
@@ -50,6 +61,40 @@ impl Drop for TestXvfb {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The first CPU this process may run on.
+fn first_cpu() -> usize {
+    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the size is the set's own.
+    let got = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    assert_eq!(
+        got,
+        0,
+        "sched_getaffinity: {}",
+        std::io::Error::last_os_error()
+    );
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: c < CPU_SETSIZE.
+        .find(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .expect("a CPU to run on")
+}
+
+/// Makes the command's process (and every thread it starts) run on `cpu` only.
+fn pin(cmd: &mut Command, cpu: usize) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure only makes a system call (async-signal-safe) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
     }
 }
 
@@ -484,14 +529,21 @@ fn a_round_trip_costs_what_a_c_xcb_client_pays_on_the_same_server() {
     let _heavy = crate::util::heavy();
     let dir = tempfile::tempdir().unwrap();
     let c = xcb_round_trip(dir.path());
+    // The server and both clients run on one CPU. Left to the scheduler, a client ran beside the
+    // server on the same CPU in some runs (a round trip of 15-20 us on the 2-core VM) and on the
+    // other CPU in others (110-130 us, or 330-370 us where the idle CPU had to be woken): the
+    // ratio measured the placement (0.07-0.77 in one CI run's rounds, the lab beside the server
+    // and libxcb away from it). On one CPU a round trip is two context switches, the server's
+    // work and the client's, and the client's cost shows whole.
+    let cpu = first_cpu();
     // -noreset: Xvfb would otherwise reset when the last client leaves, between two runs, and
     // refuse the next connection while it does
-    let xvfb = TestXvfb::start(&["-noreset"]);
+    let xvfb = TestXvfb::start_on(cpu, &["-noreset"]);
     // Interleaved: C, latscope, C, latscope, ... on one server; each round's ratio is
-    // latscope's p50 over the mean of the C runs beside it, and the median of nine rounds
+    // latscope's p50 over the mean of the C runs beside it, and the median of the rounds
     // counts: short rounds, so that a burst of load from elsewhere hits one or two of them.
     let c_p50 = || {
-        let out = Command::new(&c)
+        let out = pin(&mut Command::new(&c), cpu)
             .args(["-n", "5000", "-w", "1000"])
             .env("DISPLAY", &xvfb.display)
             .output()
@@ -508,7 +560,10 @@ fn a_round_trip_costs_what_a_c_xcb_client_pays_on_the_same_server() {
             .unwrap_or_else(|| panic!("{text}"))
     };
     let ours_p50 = || {
-        let out = lab(&[
+        let mut cmd = latscope();
+        pin(&mut cmd, cpu).env_remove("DISPLAY").args([
+            "lab",
+            "x11",
             "round-trip",
             "--display",
             &xvfb.display,
@@ -521,11 +576,14 @@ fn a_round_trip_costs_what_a_c_xcb_client_pays_on_the_same_server() {
             "-f",
             "json",
         ]);
-        row(&json(&out), "round-trip")["p50"].as_f64().unwrap()
+        row(&json(&cmd.output().unwrap()), "round-trip")["p50"]
+            .as_f64()
+            .unwrap()
     };
+    const ROUNDS: usize = 15;
     let mut ratios = Vec::new();
     let mut before = c_p50();
-    for round in 0..9 {
+    for round in 0..ROUNDS {
         let ours = ours_p50();
         let after = c_p50();
         let theirs = (before + after) / 2.0;
@@ -537,10 +595,13 @@ fn a_round_trip_costs_what_a_c_xcb_client_pays_on_the_same_server() {
         before = after;
     }
     let ratio = median(ratios.clone());
-    eprintln!("round-trip p50 latscope/C xcb: median of 9 rounds {ratio:.3} ({ratios:.3?})");
-    // Within 5% (or faster: libxcb polls before each read, the lab's socket blocks with a
-    // timeout instead); not absurdly faster, which would mean no reply was awaited.
-    assert!(ratio <= 1.05, "latscope/C {ratio:.3}: {ratios:?}");
+    eprintln!("round-trip p50 latscope/C xcb: median of {ROUNDS} rounds {ratio:.3} ({ratios:.3?})");
+    // Within 10%. Pinned on the 2-core VM the two cost about the same (this test against the
+    // release binary: medians of 15 rounds 0.91-1.06 in 14 runs, most within 0.97-1.02), but
+    // whole runs of either fall into a 15 us or a 19 us mode and a round's ratio spreads
+    // 0.63-1.25: 1.05 would fail about one run in ten. Not absurdly faster, which would mean no
+    // reply was awaited.
+    assert!(ratio <= 1.10, "latscope/C {ratio:.3}: {ratios:?}");
     assert!(ratio >= 0.5, "latscope/C {ratio:.3}: {ratios:?}");
 }
 
