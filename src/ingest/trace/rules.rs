@@ -355,7 +355,7 @@ pub struct Pairer {
     by: Option<String>,
     repeat: Repeat,
     /// open spans by their span and key ([`fill_key`])
-    open: OpenSpans<SpanKey>,
+    open: OpenSpans<SpanKey, true>,
     /// per rule, the places of the key fields of its start and of its end among
     /// [`Pairer::fields_read`]
     key_places: Vec<[Vec<usize>; 2]>,
@@ -1092,7 +1092,10 @@ mod tests {
             side: None,
             group: Group::All,
         };
-        let (mut open, mut sink) = (OpenSpans::<SpanKey>::default(), crate::span::Kept::new(9));
+        let (mut open, mut sink) = (
+            OpenSpans::<SpanKey, true>::default(),
+            crate::span::Kept::new(9),
+        );
         let keys: Vec<Vec<u8>> = [0, 1, 30, 31, 32, 200].map(|n| vec![b'k'; n]).into();
         for (at, key) in keys.iter().enumerate() {
             let open_at = Open {
