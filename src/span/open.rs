@@ -48,18 +48,21 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
     /// [`Outcome::Unmatched`] where it means the old one can no longer end).
     pub fn start(&mut self, key: K, open: Open, on_replaced: Outcome, sink: &mut impl SpanSink) {
         if LONE && self.open.is_empty() {
-            match self.alone.take() {
-                None => {
-                    self.alone = Some((key, open));
+            // written in place: taken out and put back, the key and the span were copied twice
+            match &mut self.alone {
+                slot @ None => {
+                    *slot = Some((key, open));
                     return;
                 }
-                Some((old_key, old)) if old_key == key => {
-                    self.alone = Some((key, open));
+                Some((old_key, old)) if *old_key == key => {
+                    let old = std::mem::replace(old, open);
                     sink.outcome(&old.series, on_replaced);
                     return;
                 }
-                Some((old_key, old)) => {
-                    self.open.insert(old_key, old);
+                Some(_) => {
+                    if let Some((old_key, old)) = self.alone.take() {
+                        self.open.insert(old_key, old);
+                    }
                 }
             }
         }
