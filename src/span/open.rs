@@ -18,14 +18,14 @@ pub struct Open {
 /// Open spans by pairing key. Memory grows with the number of open spans only: every entry
 /// leaves at its end, when it is superseded or abandoned, or at [`OpenSpans::finish`].
 ///
-/// With `LONE`, a span that opens while no other is open is kept beside the table
-/// ([`OpenSpans::alone`]), not in it: a log whose every request ends before the next starts (a JSON-lines `start`, then
-/// its `done`) then pairs each end with one comparison of keys, where a table costs a hash, an
-/// insert and a remove (140 of the 1,430 instructions of reading and pairing a benchmark row).
-/// A second span moves it into the table. What is reported, and in which order, is the
-/// table's alone. (The WAYLAND_DEBUG reader's tables, where a buffer's or a callback's span
-/// usually opens beside others, keep every span in the table: there the checks cost 2% more
-/// instructions, the trace reader's perf and babeltrace2 rules under 1%.)
+/// With `LONE`, a span that opens while no other is open is kept beside the table (`alone`),
+/// not in it: a log whose every request ends before the next starts (a JSON-lines `start`,
+/// then its `done`) then pairs each end with one comparison of keys, where a table costs a
+/// hash, an insert and a remove (140 of the 1,430 instructions of reading and pairing a
+/// benchmark row). A second span moves it into the table. What is reported, and in which
+/// order, is the table's alone. (The WAYLAND_DEBUG reader's tables, where a buffer's or a
+/// callback's span usually opens beside others, keep every span in the table: there the
+/// checks cost 2% more instructions, the trace reader's perf and babeltrace2 rules under 1%.)
 #[derive(Debug)]
 pub struct OpenSpans<K, const LONE: bool = false> {
     open: FxHashMap<K, Open>,
