@@ -59,11 +59,8 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
                     sink.outcome(&old.series, on_replaced);
                     return;
                 }
-                Some(_) => {
-                    if let Some((old_key, old)) = self.alone.take() {
-                        self.open.insert(old_key, old);
-                    }
-                }
+                // a second span: both go to the table
+                Some(_) => self.open.extend(self.alone.take()),
             }
         }
         if let Some(old) = self.open.insert(key, open) {
