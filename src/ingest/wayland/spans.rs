@@ -415,7 +415,10 @@ impl SpanTracker {
         self.stats
     }
 
-    #[inline]
+    /// The index of the connection of `side` and `conn`: the last one's, checked here, where
+    /// it is called (a call with the frame of the look-up and of [`Conn::new`] took 21
+    /// instructions a line), or [`SpanTracker::conn_looked_up`].
+    #[inline(always)]
     fn conn_index(&mut self, side: Side, conn: Option<u32>) -> usize {
         if let Some(c) = self.conns.get(self.last_conn)
             && c.side == side
@@ -423,6 +426,11 @@ impl SpanTracker {
         {
             return self.last_conn;
         }
+        self.conn_looked_up(side, conn)
+    }
+
+    #[inline(never)]
+    fn conn_looked_up(&mut self, side: Side, conn: Option<u32>) -> usize {
         let index = match self
             .conns
             .iter()
