@@ -527,3 +527,22 @@ fn a_line_printed_late_across_the_counter_wrap_does_not_invent_a_period() {
     assert_eq!(span(&doc, "commit_to_release/client")["max"], 15_000);
     assert_eq!(doc["input"]["clock_wraps"], 0);
 }
+
+#[test]
+fn a_new_surface_under_an_old_id_commits_nothing_attached_to_the_old_one() {
+    // The old surface's pending buffer is not the new one's, even with no destroy seen: the new
+    // surface's first commit commits nothing.
+    let log = "\
+[1.000]  -> wl_surface@3.attach(wl_buffer@7, 0, 0)
+[1.300]  -> wl_compositor@2.create_surface(new id wl_surface@3)
+[1.400]  -> wl_surface@3.commit()
+[1.500] wl_buffer@7.release()
+";
+    let doc = json_of(log, &[]);
+    let cr = span(&doc, "commit_to_release/client");
+    assert_eq!(
+        (cr["count"].as_u64(), cr["unmatched"].as_u64()),
+        (Some(0), Some(0)),
+        "{cr}"
+    );
+}

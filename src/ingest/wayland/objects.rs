@@ -31,6 +31,9 @@ struct Slot {
     deleted: bool,
     created: bool,
     spanned: bool,
+    /// [`Objects::touch`]ed: a key of a surface, a pending buffer or a feedback, which a
+    /// table may hold
+    touched: bool,
 }
 
 /// The result of creating an object.
@@ -43,6 +46,12 @@ pub struct Created {
     /// the id was reused while its previous object was still alive (no `delete_id` between):
     /// normal for server-allocated ids, a sign of several connections in one log otherwise
     pub reused_live_id: bool,
+    /// what the replaced object may key: a span's callback ([`Objects::mark_spanned`]), a
+    /// surface, buffer or feedback ([`Objects::touch`]); a table holds no other object, so the
+    /// others need not be looked for in them
+    pub replaced_spanned: bool,
+    /// (see `replaced_spanned`)
+    pub replaced_touched: bool,
 }
 
 /// The objects of one connection.
@@ -108,6 +117,7 @@ impl Objects {
     pub fn touch(&mut self, id: u32) -> ObjKey {
         let slot = self.slot_mut(id);
         slot.used = true;
+        slot.touched = true;
         ObjKey {
             id,
             generation: slot.generation,
@@ -122,6 +132,7 @@ impl Objects {
             generation: slot.generation,
         });
         let reused_live_id = slot.used && !slot.deleted && id < SERVER_ID_BASE;
+        let (replaced_spanned, replaced_touched) = (slot.spanned, slot.touched);
         if slot.used {
             slot.generation += 1;
         }
@@ -129,6 +140,7 @@ impl Objects {
         slot.deleted = false;
         slot.created = true;
         slot.spanned = false;
+        slot.touched = false;
         Created {
             key: ObjKey {
                 id,
@@ -136,6 +148,8 @@ impl Objects {
             },
             replaced,
             reused_live_id,
+            replaced_spanned,
+            replaced_touched,
         }
     }
 
@@ -183,7 +197,9 @@ mod tests {
                     generation: 0
                 },
                 replaced: None,
-                reused_live_id: false
+                reused_live_id: false,
+                replaced_spanned: false,
+                replaced_touched: false,
             }
         );
         objects.delete(61);
@@ -205,6 +221,26 @@ mod tests {
         assert!(objects.created_elsewhere(7));
         objects.mark_spanned(7);
         assert!(!objects.created_elsewhere(7));
+    }
+
+    #[test]
+    fn a_replaced_object_says_whether_it_was_touched_or_spanned_in_its_own_life() {
+        let mut objects = Objects::default();
+        let made = |objects: &mut Objects| {
+            let c = objects.create(9);
+            (c.replaced.is_some(), c.replaced_touched, c.replaced_spanned)
+        };
+        assert_eq!(made(&mut objects), (false, false, false));
+        assert_eq!(made(&mut objects), (true, false, false));
+        objects.touch(9);
+        assert_eq!(made(&mut objects), (true, true, false));
+        assert_eq!(made(&mut objects), (true, false, false));
+        objects.mark_spanned(9);
+        assert_eq!(made(&mut objects), (true, false, true));
+        objects.mark_spanned(9);
+        objects.touch(9);
+        assert_eq!(made(&mut objects), (true, true, true));
+        assert_eq!(made(&mut objects), (true, false, false));
     }
 
     #[test]
