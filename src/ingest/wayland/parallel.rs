@@ -87,7 +87,7 @@ fn parse(job: Job, spare: &Spares<Chunk>) -> (Job, Chunk) {
             }
         };
         // The usual layout's message straight to its record, as the serial reader takes it
-        // (through `Parsed` it was built twice: 21 instructions a line more).
+        // (through `Parsed` it was built twice: 43 instructions a line more).
         let what = match line::usual(text) {
             Some(msg) => What::Message(msg.stamp, Meaning::of(&msg)),
             None => match line::parse_line(text, &mut scratch) {
