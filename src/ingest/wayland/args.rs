@@ -75,7 +75,13 @@ pub fn plain_object(arg: &[u8]) -> Option<(u32, usize)> {
     if iface == 0 || !matches!(arg.get(iface), Some(b'@' | b'#')) {
         return None;
     }
-    let digits = &arg[iface + 1..];
+    let (id, len) = object_id(&arg[iface + 1..])?;
+    Some((id, iface + 1 + len))
+}
+
+/// The id of one to nine digits at the start of `digits`, and how many digits it has.
+#[inline]
+fn object_id(digits: &[u8]) -> Option<(u32, usize)> {
     let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
     if len == 0 || len > 9 {
         return None;
@@ -83,7 +89,7 @@ pub fn plain_object(arg: &[u8]) -> Option<(u32, usize)> {
     let id = digits[..len]
         .iter()
         .fold(0, |v, &d| v * 10 + u32::from(d - b'0'));
-    Some((id, iface + 1 + len))
+    Some((id, len))
 }
 
 /// The id a lone `new id iface@id` argument creates (a `sync`'s or a `frame`'s, as printed):
@@ -93,13 +99,12 @@ pub fn plain_object(arg: &[u8]) -> Option<(u32, usize)> {
 pub fn lone_new_id(args: &[u8]) -> Option<u32> {
     // The callback of every `sync` and `frame`, read without finding the interface's end (a
     // block of an object shorter than sixteen bytes is read from a copy: a `sync` line's
-    // argument took 126 instructions). What `plain_object` reads of it: one to nine digits
-    // after the `@`, and nothing after them.
+    // argument took 126 instructions); its id as `plain_object` reads it.
     if let Some(digits) = args.strip_prefix(b"new id wl_callback@")
-        && (1..=9).contains(&digits.len())
-        && digits.iter().all(u8::is_ascii_digit)
+        && let Some((id, len)) = object_id(digits)
+        && len == digits.len()
     {
-        return Some(digits.iter().fold(0, |v, &d| v * 10 + u32::from(d - b'0')));
+        return Some(id);
     }
     let object = args.strip_prefix(b"new id ")?;
     match plain_object(object)? {

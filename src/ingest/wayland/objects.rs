@@ -42,16 +42,23 @@ pub struct Created {
     /// the new object
     pub key: ObjKey,
     /// the object this id named before, which can no longer receive messages
-    pub replaced: Option<ObjKey>,
+    pub replaced: Option<Replaced>,
     /// the id was reused while its previous object was still alive (no `delete_id` between):
     /// normal for server-allocated ids, a sign of several connections in one log otherwise
     pub reused_live_id: bool,
-    /// what the replaced object may key: a span's callback ([`Objects::mark_spanned`]), a
-    /// surface, buffer or feedback ([`Objects::touch`]); a table holds no other object, so the
-    /// others need not be looked for in them
-    pub replaced_spanned: bool,
-    /// (see `replaced_spanned`)
-    pub replaced_touched: bool,
+}
+
+/// An object whose id was created again, and what it may key: a table holds an object only
+/// as a span's callback ([`Objects::mark_spanned`]) or as a surface, buffer or feedback
+/// ([`Objects::touch`]), so it need not be looked for in the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replaced {
+    /// the old object
+    pub key: ObjKey,
+    /// it started a span
+    pub spanned: bool,
+    /// it was touched
+    pub touched: bool,
 }
 
 /// The objects of one connection.
@@ -127,12 +134,15 @@ impl Objects {
     /// Records the creation of an object with `id`.
     pub fn create(&mut self, id: u32) -> Created {
         let slot = self.slot_mut(id);
-        let replaced = slot.used.then_some(ObjKey {
-            id,
-            generation: slot.generation,
+        let replaced = slot.used.then_some(Replaced {
+            key: ObjKey {
+                id,
+                generation: slot.generation,
+            },
+            spanned: slot.spanned,
+            touched: slot.touched,
         });
         let reused_live_id = slot.used && !slot.deleted && id < SERVER_ID_BASE;
-        let (replaced_spanned, replaced_touched) = (slot.spanned, slot.touched);
         if slot.used {
             slot.generation += 1;
         }
@@ -148,8 +158,6 @@ impl Objects {
             },
             replaced,
             reused_live_id,
-            replaced_spanned,
-            replaced_touched,
         }
     }
 
@@ -198,8 +206,6 @@ mod tests {
                 },
                 replaced: None,
                 reused_live_id: false,
-                replaced_spanned: false,
-                replaced_touched: false,
             }
         );
         objects.delete(61);
@@ -207,7 +213,7 @@ mod tests {
         assert_eq!(objects.current(61), first.key);
         let second = objects.create(61);
         assert_eq!(second.key.generation, 1);
-        assert_eq!(second.replaced, Some(first.key));
+        assert_eq!(second.replaced.map(|r| r.key), Some(first.key));
         assert!(!second.reused_live_id);
     }
 
@@ -217,7 +223,7 @@ mod tests {
         let seen = objects.touch(7);
         assert!(!objects.created_elsewhere(7));
         objects.delete(7);
-        assert_eq!(objects.create(7).replaced, Some(seen));
+        assert_eq!(objects.create(7).replaced.map(|r| r.key), Some(seen));
         assert!(objects.created_elsewhere(7));
         objects.mark_spanned(7);
         assert!(!objects.created_elsewhere(7));
@@ -226,9 +232,9 @@ mod tests {
     #[test]
     fn a_replaced_object_says_whether_it_was_touched_or_spanned_in_its_own_life() {
         let mut objects = Objects::default();
-        let made = |objects: &mut Objects| {
-            let c = objects.create(9);
-            (c.replaced.is_some(), c.replaced_touched, c.replaced_spanned)
+        let made = |objects: &mut Objects| match objects.create(9).replaced {
+            Some(r) => (true, r.touched, r.spanned),
+            None => (false, false, false),
         };
         assert_eq!(made(&mut objects), (false, false, false));
         assert_eq!(made(&mut objects), (true, false, false));
