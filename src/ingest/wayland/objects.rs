@@ -30,9 +30,16 @@ struct Slot {
     used: bool,
     deleted: bool,
     created: bool,
+    /// the object this id names now was made by a span's start ([`Objects::created_elsewhere`])
     spanned: bool,
+    /// a span was started under this generation's key ([`Objects::mark_spanned`]), which a
+    /// callback table may then hold: cleared with a new generation only (an object made under
+    /// an id not used before keeps the key, and a span a `sync` started under it without
+    /// making it: `spanned` is cleared then, and the span would be missed when the id is made
+    /// again)
+    span_keyed: bool,
     /// [`Objects::touch`]ed: a key of a surface, a pending buffer or a feedback, which a
-    /// table may hold
+    /// table may hold (touching marks the id used: only a new generation clears it)
     touched: bool,
 }
 
@@ -55,7 +62,8 @@ pub struct Created {
 pub struct Replaced {
     /// the old object
     pub key: ObjKey,
-    /// it started a span
+    /// a span was started under its key (it may have been made before or after: a `sync`
+    /// written without `new id`)
     pub spanned: bool,
     /// it was touched
     pub touched: bool,
@@ -139,12 +147,13 @@ impl Objects {
                 id,
                 generation: slot.generation,
             },
-            spanned: slot.spanned,
+            spanned: slot.span_keyed,
             touched: slot.touched,
         });
         let reused_live_id = slot.used && !slot.deleted && id < SERVER_ID_BASE;
         if slot.used {
             slot.generation += 1;
+            slot.span_keyed = false;
         }
         slot.used = true;
         slot.deleted = false;
@@ -170,7 +179,9 @@ impl Objects {
 
     /// Records that the object `id` currently names was created by a span's start.
     pub fn mark_spanned(&mut self, id: u32) {
-        self.slot_mut(id).spanned = true;
+        let slot = self.slot_mut(id);
+        slot.spanned = true;
+        slot.span_keyed = true;
     }
 
     /// Records `wl_display.delete_id(id)`.
@@ -247,6 +258,20 @@ mod tests {
         objects.touch(9);
         assert_eq!(made(&mut objects), (true, true, true));
         assert_eq!(made(&mut objects), (true, false, false));
+    }
+
+    #[test]
+    fn a_span_started_under_an_id_not_yet_made_is_looked_for_when_the_id_is_made_again() {
+        // a `sync(wl_callback@7)` written without `new id`: the span's key is generation 0,
+        // which the first object made under 7 keeps (the id was not used)
+        let mut objects = Objects::default();
+        objects.mark_spanned(7);
+        let first = objects.create(7);
+        assert_eq!((first.key.generation, first.replaced), (0, None));
+        assert!(objects.created_elsewhere(7));
+        let again = objects.create(7).replaced.unwrap();
+        assert_eq!((again.key.generation, again.spanned), (0, true));
+        assert!(!objects.create(7).replaced.unwrap().spanned);
     }
 
     #[test]
