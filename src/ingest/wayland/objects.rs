@@ -32,11 +32,9 @@ struct Slot {
     created: bool,
     /// the object this id names now was made by a span's start ([`Objects::created_elsewhere`])
     spanned: bool,
-    /// a span was started under this generation's key ([`Objects::mark_spanned`]), which a
-    /// callback table may then hold: cleared with a new generation only (an object made under
-    /// an id not used before keeps the key, and a span a `sync` started under it without
-    /// making it: `spanned` is cleared then, and the span would be missed when the id is made
-    /// again)
+    /// a span was started under this generation's key ([`Objects::mark_spanned`]): a callback
+    /// table may hold the key until the next generation (unlike `spanned`, not cleared when an
+    /// unused id is made: the object keeps the key a `sync` without `new id` started under)
     span_keyed: bool,
     /// [`Objects::touch`]ed: a key of a surface, a pending buffer or a feedback, which a
     /// table may hold (touching marks the id used: only a new generation clears it)
@@ -177,7 +175,8 @@ impl Objects {
         slot.created && !slot.spanned
     }
 
-    /// Records that the object `id` currently names was created by a span's start.
+    /// Records that the object `id` currently names was created by a span's start, and that
+    /// a span is keyed by it.
     pub fn mark_spanned(&mut self, id: u32) {
         let slot = self.slot_mut(id);
         slot.spanned = true;
