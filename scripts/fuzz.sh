@@ -1,19 +1,11 @@
 #!/usr/bin/env bash
 # Bounded fuzz run of every parser target: scripts/fuzz.sh [SECONDS_PER_TARGET] (default 30; 0 skips).
-#   scripts/fuzz.sh build    installs cargo-fuzz and builds the targets, runs nothing (what
-#                            scripts/test.sh does beside the release build; a run after it
-#                            then builds nothing)
 # Uses cargo-fuzz (installed here when missing) with the nightly toolchain when there is one,
 # else the stable one with RUSTC_BOOTSTRAP=1 (cargo-fuzz needs nightly-only compiler flags).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-if [[ ${1:-} == build ]]; then
-    build_only=true
-else
-    build_only=false
-    seconds=${1:-30}
-    [[ $seconds == 0 ]] && { echo "fuzz: skipped (0 seconds)" >&2; exit 0; }
-fi
+seconds=${1:-30}
+[[ $seconds == 0 ]] && { echo "fuzz: skipped (0 seconds)" >&2; exit 0; }
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
     echo "fuzz: installing cargo-fuzz" >&2
@@ -25,24 +17,6 @@ if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
 else
     export RUSTC_BOOTSTRAP=1
 fi
-
-# No sanitizer: the fuzzed code (ingest, doc, report, span, stats, rule, live::output,
-# fleet::merge/native) has no `unsafe` but ingest::words' SIMD searches (loads within the
-# slice, held to byte loops by their unit tests) and the UTF-8 those searches found ASCII in
-# ingest::lines, so AddressSanitizer finds little there that a panic or an overflow check
-# (debug assertions stay on) would not, while it slowed the build and halved the executions
-# per second. Every target is built once, before the runs, with the same flags as the runs
-# (other flags would build them again).
-# cargo-fuzz compiles every crate as one codegen unit (for ThinLTO's inlining across crates):
-# the build is the longer for it, and the runs the faster, and the runs are what find things.
-# With 16 units, a fresh build took 349 s on the 2-core VM where one unit took 392 s, but
-# wayland_line ran 70,000 inputs a second where it ran 104,000, fleet 3,100 where 3,700
-# (20-second runs); opt-level 1 built in 281 s, its runs not measured.
-build=(--sanitizer none)
-targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec)
-echo "fuzz: building ${#targets[@]} targets" >&2
-cargo "${toolchain[@]}" fuzz build "${build[@]}"
-[[ $build_only == true ]] && exit 0
 
 # Seed the line and log targets with the real captured logs.
 corpus=fuzz/corpus/wayland_line
@@ -98,6 +72,22 @@ mkdir -p fuzz/corpus/live_spec
 printf '%s\n' 'w=uprobe:/bin/x:work..uretprobe:/bin/x:work' 'tid' 'usdt:/bin/x:p:n:arg0==3' 'r=kretprobe:vfs_read:retval' \
     > fuzz/corpus/live_spec/user
 
+# No sanitizer: the fuzzed code (ingest, doc, report, span, stats, rule, live::output,
+# fleet::merge/native) has no `unsafe` but ingest::words' SIMD searches (loads within the
+# slice, held to byte loops by their unit tests) and the UTF-8 those searches found ASCII in
+# ingest::lines, so AddressSanitizer finds little there that a panic or an overflow check
+# (debug assertions stay on) would not, while it slowed the build and halved the executions
+# per second. Every target is built once, before the runs, with the same flags as the runs
+# (other flags would build them again).
+# cargo-fuzz compiles every crate as one codegen unit (for ThinLTO's inlining across crates):
+# the build is the longer for it, and the runs the faster, and the runs are what find things.
+# With 16 units, a fresh build took 349 s on the 2-core VM where one unit took 392 s, but
+# wayland_line ran 70,000 inputs a second where it ran 104,000, fleet 3,100 where 3,700
+# (20-second runs); opt-level 1 built in 281 s, its runs not measured.
+build=(--sanitizer none)
+targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec)
+echo "fuzz: building ${#targets[@]} targets" >&2
+cargo "${toolchain[@]}" fuzz build "${build[@]}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 

@@ -46,23 +46,10 @@ step "cargo test (unit, golden, end-to-end)"
 # LATSCOPE_REQUIRE_STACK makes the end-to-end tests fail, not skip, when weston & co. are
 # missing: after the install step above they must be there.
 results=$(mktemp)
-fuzz_log=$(mktemp)
-fuzz_build=
-# The fuzz targets' build, when it is still running as this script leaves (a failed step), is
-# stopped with its cargo and rustc processes (its own process group, by setsid).
-trap '[[ -n $fuzz_build ]] && kill -TERM -- -"$fuzz_build" 2>/dev/null; rm -f "$results" "$fuzz_log"' EXIT
+trap 'rm -f "$results"' EXIT
 LATSCOPE_REQUIRE_STACK=1 cargo test --locked --all-targets 2>&1 | tee "$results"
 
-step "cargo build --release: the binary the timing ratios measure; the fuzz targets' build beside it"
-# Beside it, since most of the fuzz build is one rustc on one core (cargo-fuzz compiles each
-# crate as one codegen unit) while the release build's own crate is 16 units on both: built
-# one after the other they took 300 s and about 400 s (installing cargo-fuzz included) of a
-# 28-minute CI run. Both end before the timing tests, which need a quiet machine; the fuzz
-# runs come after them.
-if [[ ${FUZZ_SECONDS:-30} != 0 ]]; then
-    setsid scripts/fuzz.sh build > "$fuzz_log" 2>&1 &
-    fuzz_build=$!
-fi
+step "cargo build --release: the binary the timing ratios measure"
 # What users run. In a debug build the X11 lab's client costs ~250 ns per pipelined request and
 # ~1 us per round trip more than in release (generic x11rb-protocol code is compiled at this
 # crate's opt-level 1), so beside x11perf on an idle server it measured itself (0.70x for
@@ -71,14 +58,6 @@ fi
 # "fat"`, for the readers' few percent: these ratios were measured without it, and it adds
 # half a minute: 364 s against 333 s on the same host).
 CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_LTO=false cargo build --release --locked --bin latscope
-if [[ -n $fuzz_build ]]; then
-    built=0
-    wait "$fuzz_build" || built=$?
-    fuzz_build=
-    cat "$fuzz_log" >&2
-    [[ $built == 0 ]] || { echo "fuzz: building the targets failed (exit $built)" >&2; exit 1; }
-    echo "fuzz: targets built (${SECONDS}s into the run)" >&2
-fi
 
 step "cargo test: the timing ratios, alone (latscope beside x11perf, perf, a C client)"
 # A ratio of two rates measured on a 2-core machine is only meaningful with nothing else
