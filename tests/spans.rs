@@ -121,6 +121,40 @@ fn compress(bytes: &[u8], kind: &str) -> Vec<u8> {
 }
 
 #[test]
+fn sched_lines_whose_payload_is_white_space_alone_are_read_without_a_panic() {
+    // A vertical tab or a no-break space after `sched_switch:` / `sched_wakeup:` (found by the
+    // `trace_reader` fuzz target: the binary panicked with exit 101 on such a line).
+    let dir = tempfile::tempdir().unwrap();
+    let sample = std::fs::read_to_string(data("traces/sched.ftrace.txt")).unwrap();
+    let mut hostile = sample.clone();
+    for event in ["sched_switch", "sched_wakeup"] {
+        for blank in ["\u{b}", "\u{a0}", "\t\u{b}\t"] {
+            hostile.push_str(&format!(
+                "  python4-25793   [001] d..2. 14410.212051: {event}:\t{blank}\n"
+            ));
+        }
+    }
+    let hostile = util::write(dir.path(), "hostile.txt", hostile);
+    let plain = util::write(dir.path(), "plain.txt", sample);
+    let wake = [
+        "--start",
+        "sched:sched_wakeup",
+        "--end",
+        "sched:sched_switch",
+        "--key",
+        "pid=next_pid",
+    ];
+    for threads in ["1", "2"] {
+        let series = |path: &Path| {
+            let mut args = wake.to_vec();
+            args.extend(["--threads", threads, path.to_str().unwrap()]);
+            spans_json(&args)["spans"].clone()
+        };
+        assert_eq!(series(&hostile), series(&plain), "--threads {threads}");
+    }
+}
+
+#[test]
 fn gzip_zstd_and_xz_traces_give_the_documents_of_the_plain_ones_from_files_and_pipes() {
     let dir = tempfile::tempdir().unwrap();
     let wake = [

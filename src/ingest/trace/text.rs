@@ -462,8 +462,10 @@ fn task(line: &str, range: std::ops::Range<usize>) -> Option<[std::ops::Range<us
 
 /// trace-cmd's `PREV_COMM:PREV_PID [PRIO] STATE ==> NEXT_COMM:NEXT_PID [PRIO]`.
 fn positional_switch(line: &str, from: usize, ev: &mut Event) {
-    let end = line.trim_end().len();
-    let Some(arrow) = line[from..end].find(" ==> ").map(|p| from + p) else {
+    let Some((payload, end)) = positional_payload(line, from) else {
+        return;
+    };
+    let Some(arrow) = payload.find(" ==> ").map(|p| from + p) else {
         return;
     };
     let left = line[from..arrow].trim_end();
@@ -483,8 +485,10 @@ fn positional_switch(line: &str, from: usize, ev: &mut Event) {
 
 /// trace-cmd's `COMM:PID [PRIO] [success=1] CPU:NNN`.
 fn positional_wakeup(line: &str, from: usize, ev: &mut Event) {
-    let end = line.trim_end().len();
-    let Some(cpu) = line[from..end].rfind(" CPU:").map(|p| from + p) else {
+    let Some((payload, end)) = positional_payload(line, from) else {
+        return;
+    };
+    let Some(cpu) = payload.rfind(" CPU:").map(|p| from + p) else {
         return;
     };
     let mut who_end = cpu;
@@ -496,6 +500,14 @@ fn positional_wakeup(line: &str, from: usize, ev: &mut Event) {
             .extend(["comm", "pid", "prio"].into_iter().zip(task));
         ev.common.push(("target_cpu", cpu + 5..end));
     }
+}
+
+/// A positional payload from `from` to the end of the line's text, and where that ends; `None`
+/// when the line ends first: its first token (`from`), which the token search took for one, is
+/// white space to `trim_end` (a vertical tab, a no-break space).
+fn positional_payload(line: &str, from: usize) -> Option<(&str, usize)> {
+    let end = line.trim_end().len();
+    Some((line.get(from..end)?, end))
 }
 
 const COMM: &str = "common_comm";
@@ -694,6 +706,32 @@ mod tests {
         assert_eq!(get(&f, "comm"), Some("memfd:sealed-91"));
         assert_eq!(get(&f, "pid"), Some("4636"));
         assert_eq!(get(&f, "target_cpu"), Some("001"));
+    }
+
+    #[test]
+    fn a_positional_payload_of_white_space_alone_gives_no_fields() {
+        // A first token the payload's token search keeps (a vertical tab, a no-break space)
+        // is white space to `trim_end`: the payload ended before it began (found by the
+        // `trace_reader` fuzz target, a panic slicing the line backwards).
+        for event in ["sched_switch", "sched_wakeup"] {
+            for blank in [
+                "\u{b}",
+                "\u{c}",
+                "\u{a0}",
+                "\u{3000}",
+                "\t\u{b}\t",
+                "\u{b} \u{85}",
+            ] {
+                let line = format!("  python4-25793   [001] d..2. 14410.212051: {event}:\t{blank}");
+                let (ts, name, f) = fields(&line);
+                assert_eq!((ts, name.as_str()), (14_410_212_051_000, event), "{line:?}");
+                assert!(
+                    !f.iter()
+                        .any(|(k, _)| k.contains("pid") && k != "common_pid"),
+                    "{line:?}"
+                );
+            }
+        }
     }
 
     #[test]
