@@ -46,6 +46,16 @@ fn reference(args: &[&str]) -> BTreeMap<String, (u64, u64, u64)> {
         .collect()
 }
 
+/// Wake-up → run, keyed by the woken task: the rule of the committed sched traces.
+const WAKE: [&str; 6] = [
+    "--start",
+    "sched:sched_wakeup",
+    "--end",
+    "sched:sched_switch",
+    "--key",
+    "pid=next_pid",
+];
+
 fn spans_json(args: &[&str]) -> Value {
     let mut all = vec!["spans", "-f", "json"];
     all.extend_from_slice(args);
@@ -57,17 +67,7 @@ fn spans_json(args: &[&str]) -> Value {
 /// Wake-up → run, by the woken task: latscope and the reference on a text trace.
 fn wakeups_agree(path: &Path) -> BTreeMap<String, (u64, u64, u64)> {
     let p = path.to_str().unwrap();
-    let doc = spans_json(&[
-        "--start",
-        "sched:sched_wakeup",
-        "--end",
-        "sched:sched_switch",
-        "--key",
-        "pid=next_pid",
-        "--by",
-        "pid",
-        p,
-    ]);
+    let doc = spans_json(&[&WAKE[..], &["--by", "pid", p]].concat());
     let theirs = reference(&[
         "text",
         p,
@@ -89,15 +89,8 @@ fn committed_perf_and_ftrace_traces_pair_like_the_independent_reference() {
     // perf sched latency on the same capture: sh:18203 max 0.435 ms at 13760.327841 s.
     assert_eq!(perf["18203"], (45, 1_883, 435_237));
     wakeups_agree(&data("traces/sched.ftrace.txt"));
-    let doc = spans_json(&[
-        "--start",
-        "sched:sched_wakeup",
-        "--end",
-        "sched:sched_switch",
-        "--key",
-        "pid=next_pid",
-        data("traces/sched.ftrace.txt").to_str().unwrap(),
-    ]);
+    let ftrace = data("traces/sched.ftrace.txt");
+    let doc = spans_json(&[&WAKE[..], &[ftrace.to_str().unwrap()]].concat());
     assert_eq!(doc["format"], "ftrace");
     assert_eq!(doc["source"], "trace");
 }
@@ -136,14 +129,7 @@ fn sched_lines_whose_payload_is_white_space_alone_are_read_without_a_panic() {
     }
     let hostile = util::write(dir.path(), "hostile.txt", hostile);
     let plain = util::write(dir.path(), "plain.txt", sample);
-    let wake = [
-        "--start",
-        "sched:sched_wakeup",
-        "--end",
-        "sched:sched_switch",
-        "--key",
-        "pid=next_pid",
-    ];
+    let wake = WAKE;
     for threads in ["1", "2"] {
         let series = |path: &Path| {
             let mut args = wake.to_vec();
@@ -157,14 +143,7 @@ fn sched_lines_whose_payload_is_white_space_alone_are_read_without_a_panic() {
 #[test]
 fn gzip_zstd_and_xz_traces_give_the_documents_of_the_plain_ones_from_files_and_pipes() {
     let dir = tempfile::tempdir().unwrap();
-    let wake = [
-        "--start",
-        "sched:sched_wakeup",
-        "--end",
-        "sched:sched_switch",
-        "--key",
-        "pid=next_pid",
-    ];
+    let wake = WAKE;
     let lttng = [
         "--span",
         "c=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit",
