@@ -56,7 +56,7 @@ OS43MTMwMDYxIGV4PDAuMDowMDIzPgo5MzEzICAxNzk1NTgxOTE6OTA6OTcgKCswMTAwMDAwMDMxMSkg
 Cg==
 SEED
 
-# What crashed it before: a trace-cmd `sched_switch:` whose payload is a tab and a vertical tab
+# What crashed it before: an ftrace `sched_switch:` whose payload is tabs and a vertical tab
 # (white space to `trim_end`, a token to the token search: the line was sliced backwards).
 base64 -d > fuzz/corpus/trace_reader/sched-payload-vertical-tab <<'SEED'
 UAkJCgkJaWVudAkJ/wgJCQkJd2EJCQkNCQkJCQkJCQkJCQkJDQkJCSsJCQkJd2EJCQkNCQkJCQkJICAgICAgICAgICAgICAgXy0t

@@ -129,14 +129,18 @@ fn sched_lines_whose_payload_is_white_space_alone_are_read_without_a_panic() {
     }
     let hostile = util::write(dir.path(), "hostile.txt", hostile);
     let plain = util::write(dir.path(), "plain.txt", sample);
-    let wake = WAKE;
     for threads in ["1", "2"] {
-        let series = |path: &Path| {
-            let mut args = wake.to_vec();
+        let doc = |path: &Path| {
+            let mut args = WAKE.to_vec();
             args.extend(["--threads", threads, path.to_str().unwrap()]);
-            spans_json(&args)["spans"].clone()
+            spans_json(&args)
         };
-        assert_eq!(series(&hostile), series(&plain), "--threads {threads}");
+        let (hostile, plain) = (doc(&hostile), doc(&plain));
+        assert_eq!(hostile["spans"], plain["spans"], "--threads {threads}");
+        // each is an event without fields: a wake-up or a switch that lacks its key
+        let events = |d: &Value| d["input"]["events"].as_u64().unwrap();
+        assert_eq!(events(&hostile), events(&plain) + 6, "--threads {threads}");
+        assert_eq!(hostile["input"]["missing_key"], 6, "--threads {threads}");
     }
 }
 
