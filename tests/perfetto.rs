@@ -63,14 +63,7 @@ pub fn assert_same_spans(doc: &Value, decoded: &[Value]) {
 fn kept_spans_export_to_perfetto_and_decode_to_the_same_spans_with_perfettos_schema() {
     let dir = tempfile::tempdir().unwrap();
     let trace = util::root().join("tests/data/traces/sched.perf.txt");
-    let out = run(&[
-        "spans",
-        "--start",
-        "sched:sched_wakeup",
-        "--end",
-        "sched:sched_switch",
-        "--key",
-        "pid=next_pid",
+    let rest = [
         "--by",
         "comm",
         "--max-spans",
@@ -78,7 +71,8 @@ fn kept_spans_export_to_perfetto_and_decode_to_the_same_spans_with_perfettos_sch
         "-f",
         "json",
         trace.to_str().unwrap(),
-    ]);
+    ];
+    let out = run(&[&["spans"][..], &util::WAKE, &rest].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["records"].as_array().unwrap().len(), 48);

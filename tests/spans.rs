@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{self, latscope, python, run, stderr, stdout};
+use crate::util::{self, WAKE, latscope, python, run, stderr, stdout};
 
 fn data(name: &str) -> std::path::PathBuf {
     util::root().join("tests/data").join(name)
@@ -45,16 +45,6 @@ fn reference(args: &[&str]) -> BTreeMap<String, (u64, u64, u64)> {
         })
         .collect()
 }
-
-/// Wake-up → run, keyed by the woken task: the rule of the committed sched traces.
-const WAKE: [&str; 6] = [
-    "--start",
-    "sched:sched_wakeup",
-    "--end",
-    "sched:sched_switch",
-    "--key",
-    "pid=next_pid",
-];
 
 fn spans_json(args: &[&str]) -> Value {
     let mut all = vec!["spans", "-f", "json"];
@@ -147,7 +137,6 @@ fn sched_lines_whose_payload_is_white_space_alone_are_read_without_a_panic() {
 #[test]
 fn gzip_zstd_and_xz_traces_give_the_documents_of_the_plain_ones_from_files_and_pipes() {
     let dir = tempfile::tempdir().unwrap();
-    let wake = WAKE;
     let lttng = [
         "--span",
         "c=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit",
@@ -155,8 +144,8 @@ fn gzip_zstd_and_xz_traces_give_the_documents_of_the_plain_ones_from_files_and_p
         "addr,vtid",
     ];
     let cases: [(&str, &[&str]); 5] = [
-        ("traces/sched.perf.txt", &wake),
-        ("traces/sched.ftrace.txt", &wake),
+        ("traces/sched.perf.txt", &WAKE),
+        ("traces/sched.ftrace.txt", &WAKE),
         ("traces/cyg-profile.babeltrace.txt", &lttng),
         ("traces/chromium-async.json", &[]),
         (
@@ -205,16 +194,7 @@ fn a_truncated_compressed_trace_is_an_error_that_names_the_file_and_keeps_nothin
     let packed = compress(&plain, "zst");
     let cut = dir.path().join("cut.zst");
     std::fs::write(&cut, &packed[..packed.len() / 2]).unwrap();
-    let out = run(&[
-        "spans",
-        "--start",
-        "sched:sched_wakeup",
-        "--end",
-        "sched:sched_switch",
-        "--key",
-        "pid=next_pid",
-        cut.to_str().unwrap(),
-    ]);
+    let out = run(&[&["spans"][..], &WAKE, &[cut.to_str().unwrap()]].concat());
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("cut.zst") && stderr(&out).contains("decompressing"),
@@ -322,17 +302,11 @@ fn json_lines_and_csv_pair_by_key_and_count_what_does_not_pair() {
 fn the_slowest_spans_are_listed_with_their_start_in_the_trace() {
     let p = data("traces/sched.perf.txt");
     let out = run(&[
-        "spans",
-        "--start",
-        "sched:sched_wakeup",
-        "--end",
-        "sched:sched_switch",
-        "--key",
-        "pid=next_pid",
-        "--slowest",
-        "2",
-        p.to_str().unwrap(),
-    ]);
+        &["spans"][..],
+        &WAKE,
+        &["--slowest", "2", p.to_str().unwrap()],
+    ]
+    .concat());
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("435 µs  sched_wakeup_to_sched_switch  start 13760.327841714 s"),
@@ -808,14 +782,8 @@ fn a_fresh_chromium_trace_gives_the_spans_the_reference_finds() {
 fn kept_spans_export_to_chrome_json_and_read_back_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let trace = data("traces/sched.perf.txt");
-    let rule = [
-        "--start",
-        "sched:sched_wakeup",
-        "--end",
-        "sched:sched_switch",
-    ];
-    let mut args = rule.to_vec();
-    args.extend(["--key", "pid=next_pid", "--max-spans", "1000"]);
+    let mut args = WAKE.to_vec();
+    args.extend(["--max-spans", "1000"]);
     args.push(trace.to_str().unwrap());
     let doc = spans_json(&args);
     assert_eq!(doc["records"].as_array().unwrap().len(), 48);
@@ -1054,17 +1022,9 @@ fn every_text_producer_of_a_sched_trace_is_detected_and_keeps_thread_names_with_
     ]);
     assert_eq!(
         doc["spans"][0]["count"],
-        ours(&spans_json(&[
-            "--start",
-            "sched:sched_wakeup",
-            "--end",
-            "sched:sched_switch",
-            "--key",
-            "pid=next_pid",
-            "--by",
-            "comm",
-            p.to_str().unwrap(),
-        ]))["lat worker 1"]
+        ours(&spans_json(
+            &[&WAKE[..], &["--by", "comm", p.to_str().unwrap()]].concat()
+        ))["lat worker 1"]
             .0
     );
     // tracefs: default, then record-tgid and irq-info off; trace-cmd extract of the same buffer.

@@ -6,6 +6,16 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// The repository root.
+/// Wake-up → run, keyed by the woken task: the `spans` rule of the committed sched traces.
+pub const WAKE: [&str; 6] = [
+    "--start",
+    "sched:sched_wakeup",
+    "--end",
+    "sched:sched_switch",
+    "--key",
+    "pid=next_pid",
+];
+
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
