@@ -41,12 +41,14 @@ printf '%s\n' '{"type": "hist", "data": {"@ns": [{"min": 0, "max": 1, "count": 1
 printf '#\nTag=t,0.0,1.0,1.0,HISTEwAAAAkAAAAAAAAAAwAAAAAAAAABAAAAAAAAAAI/8AAAAAAAAP///////////w==\n' \
     > fuzz/corpus/doc_reader/hlog-negated-varint
 
-# The trace reader: every committed trace (first 4 KiB), behind each format's selector byte.
+# The trace reader: every committed trace (first 4 KiB), behind each format's selector byte,
+# with the two rules split by pid (0x0N) and with one rule alone (0x4N: the workers pair it).
 mkdir -p fuzz/corpus/trace_reader
 for t in tests/data/traces/*.*; do
     [[ $t == *.md ]] && continue
     for pick in 0 1 2 3 4 5 6 7 8 9; do
         { printf "\\x0$pick"; head -c 4096 "$t"; } > "fuzz/corpus/trace_reader/$pick-$(basename "$t")"
+        { printf "\\x4$pick"; head -c 4096 "$t"; } > "fuzz/corpus/trace_reader/alone-$pick-$(basename "$t")"
     done
 done
 # What crashed it before: an strace clock stamp of hour 179558191 (its sum overflowed).

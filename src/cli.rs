@@ -1555,7 +1555,8 @@ pub struct SpansArgs {
     /// all (default: the available cores; 1 reads on one thread; other formats are read on
     /// one). Lines are cut into chunks of 256 KiB, each read and parsed by one thread, and
     /// paired in the input's order by the calling thread (it reads and parses too, when it
-    /// would wait): the result is one thread's. Chrome JSON is read in parallel where it has one element a
+    /// would wait; with one rule and no --by, each chunk's thread pairs it, and the calling
+    /// thread takes its spans in order): the result is one thread's. Chrome JSON is read in parallel where it has one element a
     /// line (what Chromium writes), serially elsewhere (a minified file, elements over several
     /// lines, elements under 96 bytes on average). Memory: at most 4 chunks per thread in
     /// flight, 16 in all, each its 256 KiB of input (up to 2 MiB around a longer line) and the events the

@@ -1,9 +1,10 @@
 //! Any bytes through `latscope spans`' reader in every format (the first byte picks one, or
-//! detection), with rules that use filters and two-sided keys: no panic, every sample is a
-//! span whose end is not before its start, and the parallel reader (chunks of 1 to 64 bytes,
-//! 2 or 3 threads) gives exactly what the serial one gives; and every line read as a JSON-lines
-//! row by its shape (after the rows before it) says what it says read in place; and every
-//! babeltrace2 field found in a line when asked for is the field of the line read whole.
+//! detection), with rules that use filters and two-sided keys, split by a field or (one rule,
+//! which the parallel reader's workers pair) not: no panic, every sample is a span whose end is
+//! not before its start, and the parallel reader (chunks of 1 to 64 bytes, 2 or 3 threads)
+//! gives exactly what the serial one gives; and every line read as a JSON-lines row by its
+//! shape (after the rows before it) says what it says read in place; and every babeltrace2
+//! field found in a line when asked for is the field of the line read whole.
 #![no_main]
 
 use latscope::ingest::trace::babeltrace::Babeltrace;
@@ -29,19 +30,32 @@ impl SpanSink for Record {
     }
 }
 
-fn pairer(repeat: Repeat) -> Pairer {
-    let mut rules = Vec::new();
-    for (i, spec) in ["a=sched:sched_wakeup..sched:sched_switch", "b=x:e:k^=R..'y z':id!='0:1'"].iter().enumerate() {
-        let (_, start, end) = parse_span(spec).unwrap();
-        let key = Key::parse(if i == 0 { "pid=next_pid" } else { "id" }).unwrap();
-        rules.push(Rule { span: i, start, end, key });
+/// Rules (spec, key) that use filters and two-sided keys, split by `pid`; or, when `alone`,
+/// one of them without `--by` (a worker of the parallel reader pairs such a rule itself), or
+/// an event that ends one span and starts the next.
+fn pairer(repeat: Repeat, alone: Option<usize>) -> Pairer {
+    let all = [
+        ("a=sched:sched_wakeup..sched:sched_switch", "pid=next_pid"),
+        ("b=x:e:k^=R..'y z':id!='0:1'", "id"),
+        ("s=sched:sched_switch..sched:sched_switch", "prev_pid=next_pid"),
+    ];
+    let chosen = match alone {
+        Some(i) => &all[i % 3..i % 3 + 1],
+        None => &all[..2],
+    };
+    let (mut rules, mut names) = (Vec::new(), Vec::new());
+    for (i, (spec, key)) in chosen.iter().enumerate() {
+        let (name, start, end) = parse_span(spec).unwrap();
+        rules.push(Rule { span: i, start, end, key: Key::parse(key).unwrap() });
+        names.push(name);
     }
-    Pairer::new(rules, vec!["a".into(), "b".into()], Some("pid".into()), repeat)
+    let by = alone.is_none().then(|| "pid".to_string());
+    Pairer::new(rules, names, by, repeat)
 }
 
 /// Everything a read gives, as text.
-fn run(data: &[u8], options: &TraceOptions, repeat: Repeat) -> String {
-    let mut pairer = pairer(repeat);
+fn run(data: &[u8], options: &TraceOptions, repeat: Repeat, alone: Option<usize>) -> String {
+    let mut pairer = pairer(repeat, alone);
     let mut sink = (Record::default(), (Aggregator::new(Vec::new(), None), Slowest::new(3)));
     let result = read(data, "fuzz", options, &mut pairer, &mut sink, |_| {});
     pairer.finish(&mut sink);
@@ -130,12 +144,13 @@ fuzz_target!(|data: &[u8]| {
     };
     let repeat = if pick & 16 == 0 { Repeat::KeepLast } else { Repeat::KeepFirst };
     let strict = pick & 32 != 0;
+    let alone = (pick & 64 != 0).then_some(usize::from(pick % 10) + rest.len());
     let serial = TraceOptions { format, strict, threads: 1, ..Default::default() };
-    let one = run(rest, &serial, repeat);
+    let one = run(rest, &serial, repeat, alone);
     let parallel = TraceOptions {
         threads: 2 + usize::from(pick >> 7),
         chunk_bytes: 1 + rest.len() % 64,
         ..serial
     };
-    assert_eq!(one, run(rest, &parallel, repeat), "serial and parallel reads differ");
+    assert_eq!(one, run(rest, &parallel, repeat, alone), "serial and parallel reads differ");
 });

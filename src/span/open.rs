@@ -70,7 +70,7 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
 
     /// Takes the span open under `key` out of the table.
     #[inline]
-    fn take<Q>(&mut self, key: &Q) -> Option<Open>
+    pub fn take<Q>(&mut self, key: &Q) -> Option<Open>
     where
         K: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -142,6 +142,11 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
     /// Whether no span is open.
     pub fn is_empty(&self) -> bool {
         self.open.is_empty() && self.alone.is_none()
+    }
+
+    /// Takes every open span out of the table, with its key (in no particular order).
+    pub fn drain(&mut self) -> impl Iterator<Item = (K, Open)> + '_ {
+        self.alone.take().into_iter().chain(self.open.drain())
     }
 
     /// Reports every span still open as [`Outcome::Unmatched`] and empties the table.

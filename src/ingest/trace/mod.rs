@@ -17,6 +17,7 @@ pub mod chrome;
 pub mod detect;
 pub mod group_shape;
 pub mod json;
+mod local;
 pub mod parallel;
 pub mod parallel_chrome;
 pub mod read;

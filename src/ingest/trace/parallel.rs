@@ -22,6 +22,10 @@
 //!
 //! A record is kept only for an event some rule names, with copies of the fields the rules
 //! read ([`Pairer::fields_read`]): the pairing thread neither parses nor searches a line.
+//! With the usual rules (one rule, no `--by`, the last of repeated starts kept) there are no
+//! records: each worker pairs its chunk's events itself, and the calling thread takes the
+//! samples in order and settles the few events whose key may have opened before the chunk
+//! ([`super::local`]).
 //! The chunks, the threads and the order are [`crate::ingest::chunks`]'.
 
 use std::io::{self, Read};
@@ -31,6 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::babeltrace::Babeltrace;
+use super::local::{self, Local, Paired};
 use super::read::{Lines, TOO_LONG, note_malformed};
 use super::rules::{MAX_NAMES, NameMatcher, Pairer, Recent};
 use super::{EventView, Format, InLine, Parsed, same};
@@ -89,6 +94,8 @@ struct Chunk {
     values: Vec<(u32, u32)>,
     /// babeltrace2's clock as the chunk left it, started afresh
     clock: Babeltrace,
+    /// the events paired on the worker, when it pairs ([`local`])
+    paired: Paired,
     /// the worker could not make records (too much text): the chunk is read serially
     serial: bool,
 }
@@ -100,11 +107,13 @@ impl Chunk {
         used.text.clear();
         used.records.clear();
         used.values.clear();
+        used.paired.clear();
         Chunk {
             names: used.names,
             text: used.text,
             records: used.records,
             values: used.values,
+            paired: used.paired,
             ..Chunk::default()
         }
     }
@@ -133,6 +142,8 @@ struct Done {
 struct Worker<'a> {
     state: super::read::LineState<'a>,
     names: Names<'a>,
+    /// the rule paired here, if the worker pairs ([`local`])
+    local: Option<&'a Local>,
     /// chunks already paired, whose lists are filled again (two threads read 10-12% faster
     /// so: perf, babeltrace2 and JSON lines, interleaved medians of 11)
     spare: &'a Spares<Chunk>,
@@ -222,7 +233,11 @@ impl<'a> Worker<'a> {
         if mask == 0 {
             return;
         }
-        if record(chunk, &view, n, (mask, need, at), &self.state.wanted).is_none() {
+        let kept = match self.local {
+            Some(local) => local.event(&mut chunk.paired, &view, mask, n),
+            None => record(chunk, &view, n, (mask, need, at), &self.state.wanted),
+        };
+        if kept.is_none() {
             chunk.serial = true;
         }
     }
@@ -404,6 +419,7 @@ pub(super) fn read<R: Read + Send>(
     let matcher = pairer.matcher();
     let (format, columns) = (lines.state.format, lines.state.columns);
     let wanted = lines.state.wanted.clone();
+    let local = pairer.local();
     let spare = Spares::new(threads);
     let parser = || {
         let mut worker = Worker {
@@ -415,6 +431,7 @@ pub(super) fn read<R: Read + Send>(
                 seq: 0,
                 lately: Default::default(),
             },
+            local: local.as_ref(),
             spare: &spare,
         };
         move |job| worker.chunk(job)
@@ -428,9 +445,9 @@ pub(super) fn read<R: Read + Send>(
         read_bytes.store(reader.bytes, Ordering::Relaxed);
         Ok(next)
     };
-    let apply = |done: Done| {
+    let apply = |mut done: Done| {
         progress(read_bytes.load(Ordering::Relaxed));
-        total += apply(lines, &done, total, pairer, sink);
+        total += apply(lines, &mut done, total, (pairer, local.as_ref()), sink);
         spare.give(done.chunk);
         // After `--strict`'s first malformed line nothing more is read.
         match lines.failure {
@@ -451,17 +468,20 @@ pub(super) fn read<R: Read + Send>(
 /// Takes a parsed chunk whose first line is line `before + 1`; returns its lines.
 fn apply(
     lines: &mut Lines<'_>,
-    done: &Done,
+    done: &mut Done,
     before: u64,
-    pairer: &mut Pairer,
+    (pairer, local): (&mut Pairer, Option<&Local>),
     sink: &mut impl SpanSink,
 ) -> u64 {
-    let chunk = &done.chunk;
+    let chunk = &mut done.chunk;
     if lines.failure.is_some() {
         return chunk.lines;
     }
     let mixed = chunk.clock.first_of_day().is_some() && chunk.clock.other_stamps() > 0;
-    if chunk.serial || mixed {
+    // --strict: nothing after the first malformed line is paired.
+    let stop = chunk.first_bad.filter(|_| lines.strict);
+    // (events paired on the worker are taken whole: a chunk to stop in is paired again here)
+    if chunk.serial || mixed || (local.is_some() && stop.is_some()) {
         let data = &done.job.buf[..done.job.len];
         let blanks = super::read::splits_on_spaces(lines.state.format);
         return for_each_line::<true>(data, done.job.lead_too_long, blanks, |n, line| {
@@ -471,11 +491,16 @@ fn apply(
     let (shift, clock) = chunk.clock.continued(lines.state.babeltrace.clock());
     lines.state.babeltrace.set_clock(clock);
     count(lines, chunk, before, shift);
-    // --strict: nothing after the first malformed line is paired.
-    let stop = chunk.first_bad.filter(|_| lines.strict);
     let before_stop = |n: u64| stop.is_none_or(|(bad, _)| n < bad);
     let names = chunk.names.iter().take_while(|(n, _)| before_stop(*n));
     pairer.note_names(names.map(|(_, (a, b))| &chunk.text[*a as usize..*b as usize]));
+    if let Some(local) = local {
+        let paired = &mut chunk.paired;
+        let first_missing = paired.missing_key.1.map(|n| before + n);
+        pairer.add_counts(paired.seen, paired.missing_key.0, first_missing);
+        local::apply(paired, &local.series, shift, pairer, sink);
+        return chunk.lines;
+    }
     let width = lines.state.wanted.len();
     for (i, record) in chunk.records.iter().enumerate() {
         if !before_stop(record.line) {

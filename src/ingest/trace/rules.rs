@@ -131,7 +131,7 @@ pub enum Repeat {
 /// Writes span `span` and the values of `fields` of `ev` into `buf` (separated by U+001F), the
 /// key of an open span; `false` when the event lacks one.
 #[inline]
-fn fill_key(
+pub(super) fn fill_key(
     buf: &mut KeyBuf,
     span: usize,
     ev: &impl EventView,
@@ -821,9 +821,65 @@ impl Pairer {
         }
     }
 
+    /// The rule a worker may pair within its chunk ([`super::local`]): one rule, without
+    /// `--by`, whose repeated starts keep the last.
+    pub(super) fn local(&self) -> Option<super::local::Local> {
+        let ([rule], [places], None, Repeat::KeepLast) =
+            (&self.rules[..], &self.key_places[..], &self.by, self.repeat)
+        else {
+            return None;
+        };
+        Some(super::local::Local {
+            rule: rule.clone(),
+            places: places.clone(),
+            series: SeriesKey {
+                span: rule.span,
+                side: None,
+                group: Group::All,
+            },
+        })
+    }
+
+    /// Adds what a worker counted of the one rule's events ([`super::local::Paired`]), the
+    /// first event without its key at line `first_missing` of the input.
+    pub(super) fn add_counts(&mut self, seen: [u64; 4], missing: u64, first_missing: Option<u64>) {
+        // (as the serial reader, which makes its counts at the first event a rule names)
+        if seen == [0; 4] {
+            return;
+        }
+        if self.seen.len() != 1 {
+            self.seen = vec![[0; 4]];
+        }
+        for (total, n) in self.seen[0].iter_mut().zip(seen) {
+            *total += n;
+        }
+        self.missing_key.0 += missing;
+        if let Some(line) = first_missing {
+            self.missing_key.1.get_or_insert(line);
+        }
+    }
+
     /// Counts every span still open as unmatched (the input ended).
     pub fn finish(&mut self, sink: &mut impl SpanSink) {
         self.open.finish(sink);
+    }
+}
+
+impl super::local::Table for Pairer {
+    fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    fn end(&mut self, key: &[u8], end_ns: u64, sink: &mut impl SpanSink) -> bool {
+        self.open.end(key, end_ns, sink)
+    }
+
+    fn take(&mut self, key: &[u8]) -> Option<Open> {
+        self.open.take(key)
+    }
+
+    fn open(&mut self, key: SpanKey, open: Open, sink: &mut impl SpanSink) {
+        self.open.start(key, open, Outcome::Superseded, sink);
     }
 }
 
