@@ -491,7 +491,14 @@ where
         if self.ended() || !self.has_room() {
             return None;
         }
-        let spent = self.pools.lock().unwrap_or_else(PoisonError::into_inner)[who].pop();
+        // Its own spent buffer, else another thread's: a thread that reads more chunks than
+        // it parses (the calling thread, which waits for the worker's read) otherwise read
+        // into a new buffer, zeroed, its pages faulted in and unmapped again, every time.
+        let spent = {
+            let mut pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
+            let own = pools[who].pop();
+            own.or_else(|| pools.iter_mut().find_map(Vec::pop))
+        };
         let buf = spent.unwrap_or_default();
         let read = std::panic::catch_unwind(AssertUnwindSafe(|| (input.read)(buf)));
         match read {
