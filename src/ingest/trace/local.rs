@@ -19,10 +19,10 @@
 //! Once a key was a candidate, the calling thread's table no longer holds it, so every later
 //! event of the key within the chunk pairs as the serial reader pairs it. The calling thread
 //! takes a chunk's items in order, and at each candidate looks the key up in its table (not at
-//! all when the table is empty, the usual case at a chunk's end), then adds the chunk's open
-//! spans to its table. Every series is the rule's one, so the calls the sinks get are the
-//! serial reader's, in its order; the spans left open at the end are counted as unmatched in
-//! another order, all of that one series.
+//! all when that table is empty, as it often is: few spans stay open across chunks), then
+//! adds the chunk's open spans to its table. Every series is the rule's one, so the calls the
+//! sinks get are the serial reader's, in its order; the spans left open at the end are
+//! counted as unmatched in another order, all of that one series.
 //!
 //! A rule that keeps the first of repeated starts (`--repeat first`) is not paired here: a
 //! start whose key was open before the chunk is then ignored, and the end after it pairs with
