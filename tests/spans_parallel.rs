@@ -386,6 +386,46 @@ fn parallel_reads_equal_serial_ones_on_generated_traces() {
     }
 }
 
+/// babeltrace2 text whose time-of-day clock passes midnight 50,010 times (every other line),
+/// beyond the most it is unwrapped by: the last crossings' lines are malformed, on one thread
+/// and on several (the threads' workers start at day 0 and do not know).
+#[test]
+fn a_clock_past_the_most_midnights_is_read_alike_on_every_thread() {
+    let mut text = Vec::new();
+    for i in 0..100_020u32 {
+        let (stamp, what) = match i % 2 {
+            0 => ("23:00:00.000000000", "func_entry"),
+            _ => ("01:00:00.000000000", "func_exit"),
+        };
+        let line = format!(
+            "[{stamp}] (+0.000000100) host lttng_ust_cyg_profile:{what}: {{ cpu_id = 0 }}, {{ vtid = 1 }}, {{ addr = 0x1, call_site = 0x1 }}\n"
+        );
+        text.extend_from_slice(line.as_bytes());
+    }
+    let cyg = [(
+        "c=lttng_ust_cyg_profile:func_entry..lttng_ust_cyg_profile:func_exit",
+        "addr,vtid",
+    )];
+    for (rules, by) in [(&cyg, None), (&cyg, Some("addr"))] {
+        let options = |threads, chunk_bytes| TraceOptions {
+            columns: Columns::default(),
+            threads,
+            chunk_bytes,
+            ..TraceOptions::default()
+        };
+        let serial = read_all(&text, &options(1, 0), pairer(rules, by));
+        // the 50,000th midnight is passed, the next 10 are not (their lines are malformed)
+        assert!(serial.contains("malformed: 10,"), "{}", &serial[..400]);
+        for (threads, chunk) in [(2, 65_536), (3, 4093), (2, 0)] {
+            let parallel = read_all(&text, &options(threads, chunk), pairer(rules, by));
+            assert!(
+                serial == parallel,
+                "by {by:?} threads={threads} chunk={chunk}"
+            );
+        }
+    }
+}
+
 /// A Chrome JSON document in the layouts the parallel reader must tell apart: one element a
 /// line (Chromium's), elements written over several lines, a minified stretch with no
 /// newline, escapes, malformed elements, every kind of span, and (`cut`) a file that ends

@@ -22,6 +22,19 @@ use crate::ingest::words::{Block, WIDTH, equal, find_by_blocks, find_near, ident
 
 const DAY_NS: u64 = 86_400_000_000_000;
 
+/// The most days a time-of-day clock is unwrapped by (50,000 midnights: 137 years). A stamp
+/// that would pass one more midnight is malformed: the days added to 64-bit nanoseconds
+/// overflowed after 213,503 midnights (a hostile file of 56 MB), and the threads of the
+/// parallel reader then disagreed. Well below `u64::MAX / 2`, so that a chunk's stamps and
+/// the days before the chunk add without overflow ([`Babeltrace::continued`]).
+pub const MOST_DAY_OFFSET: u64 = 50_000 * DAY_NS;
+
+/// Why a time-of-day stamp past [`MOST_DAY_OFFSET`] is malformed.
+const TOO_MANY_DAYS: &str = "the time of day passed midnight more than 50,000 times (137 years): no later stamp of the day is placed";
+
+/// Why a stamp that is not one is malformed.
+const NOT_A_STAMP: &str = "the timestamp is not HH:MM:SS.n, SECONDS.n or a date";
+
 /// How a line's `{ ... }` groups are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Groups<'w> {
@@ -208,8 +221,9 @@ impl Babeltrace {
                 "a --clock-cycles stamp (cycles of a clock whose frequency the text does not give): run babeltrace2 without --clock-cycles",
             );
         }
-        let Some(ts) = self.stamp(&t[1..close]) else {
-            return Parsed::Malformed("the timestamp is not HH:MM:SS.n, SECONDS.n or a date");
+        let ts = match self.stamp(&t[1..close]) {
+            Ok(ts) => ts,
+            Err(reason) => return Parsed::Malformed(reason),
         };
         ev.ts_ns = ts;
         let mut i = offset + close + 1;
@@ -251,8 +265,9 @@ impl Babeltrace {
         let Some(comma) = line[at..].find(',').map(|p| at + p) else {
             return Parsed::Malformed("no ',' after the timestamp");
         };
-        let Some(ts) = self.stamp(line[at..comma].trim()) else {
-            return Parsed::Malformed("the timestamp is not HH:MM:SS.n, SECONDS.n or a date");
+        let ts = match self.stamp(line[at..comma].trim()) {
+            Ok(ts) => ts,
+            Err(reason) => return Parsed::Malformed(reason),
         };
         ev.ts_ns = ts;
         let name_at = memchr::memmem::find(&line.as_bytes()[comma..], b", name = ");
@@ -267,7 +282,7 @@ impl Babeltrace {
         Parsed::Event
     }
 
-    fn stamp(&mut self, text: &str) -> Option<u64> {
+    fn stamp(&mut self, text: &str) -> Result<u64, &'static str> {
         // A stamp read by `written_time_of_day` holds digits, `:` and `.` only: a time of day.
         let ns = match written_time_of_day(text) {
             Some(ns) => ns,
@@ -276,21 +291,21 @@ impl Babeltrace {
                 // which would find no space and no colon in them
                 if let Some(ns) = super::seconds_to_ns(text) {
                     self.other_stamps += 1;
-                    return Some(ns);
+                    return Ok(ns);
                 }
                 let (space, colon) = text
                     .bytes()
                     .fold((false, false), |(s, c), b| (s || b == b' ', c || b == b':'));
                 if space {
                     self.other_stamps += 1;
-                    return dated(text);
+                    return dated(text).ok_or(NOT_A_STAMP);
                 }
                 if !colon {
                     // neither seconds (read above) nor a date nor a time of day
                     self.other_stamps += 1;
-                    return None;
+                    return Err(NOT_A_STAMP);
                 }
-                time_of_day(text)?
+                time_of_day(text).ok_or(NOT_A_STAMP)?
             }
         };
         self.first_of_day.get_or_insert(ns);
@@ -298,11 +313,14 @@ impl Babeltrace {
         if let Some(last) = self.last_ns
             && ns + self.day_offset + DAY_NS / 2 < last
         {
+            if self.day_offset >= MOST_DAY_OFFSET {
+                return Err(TOO_MANY_DAYS);
+            }
             self.day_offset += DAY_NS;
         }
         let ns = ns + self.day_offset;
         self.last_ns = Some(ns);
-        Some(ns)
+        Ok(ns)
     }
 }
 
@@ -1103,6 +1121,28 @@ mod tests {
         let (before, ..) = parse(&mut b, "[23:59:59.999999999] p:e:");
         let (after, ..) = parse(&mut b, "[00:00:00.000000001] p:e:");
         assert_eq!(after - before, 2);
+    }
+
+    #[test]
+    fn a_time_of_day_past_the_most_midnights_is_malformed_not_wrapped() {
+        let mut b = Babeltrace::default();
+        let at = |hours: u64| hours * 3_600_000_000_000;
+        // one midnight short of the most: the next one is passed
+        b.set_clock(Clock {
+            last_ns: Some(MOST_DAY_OFFSET - DAY_NS + at(23)),
+            day_offset: MOST_DAY_OFFSET - DAY_NS,
+        });
+        let (ts, ..) = parse(&mut b, "[01:00:00.000000000] p:e:");
+        assert_eq!(ts, MOST_DAY_OFFSET + at(1));
+        let (ts, ..) = parse(&mut b, "[23:00:00.000000000] p:e:");
+        assert_eq!(ts, MOST_DAY_OFFSET + at(23));
+        // one more is refused, and leaves the clock as it was
+        let mut ev = Event::default();
+        let refused = b.parse("[01:00:00.000000000] p:e:", &mut ev);
+        assert_eq!(refused, Parsed::Malformed(TOO_MANY_DAYS));
+        assert_eq!(b.clock().day_offset, MOST_DAY_OFFSET);
+        let (ts, ..) = parse(&mut b, "[23:30:00.000000000] p:e:");
+        assert_eq!(ts, MOST_DAY_OFFSET + at(23) + at(1) / 2);
     }
 
     #[test]

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::babeltrace::Babeltrace;
+use super::babeltrace::{Babeltrace, MOST_DAY_OFFSET};
 use super::local::{self, Local, Paired};
 use super::read::{Lines, TOO_LONG, note_malformed};
 use super::rules::{MAX_NAMES, NameMatcher, Pairer, Recent};
@@ -478,17 +478,20 @@ fn apply(
         return chunk.lines;
     }
     let mixed = chunk.clock.first_of_day().is_some() && chunk.clock.other_stamps() > 0;
+    let (shift, clock) = chunk.clock.continued(lines.state.babeltrace.clock());
+    // Past the most days a clock is unwrapped by, some stamp of the chunk is malformed to the
+    // serial reader (its worker, which started at day 0, did not know).
+    let too_many_days = clock.day_offset > MOST_DAY_OFFSET;
     // --strict: nothing after the first malformed line is paired.
     let stop = chunk.first_bad.filter(|_| lines.strict);
     // (events paired on the worker are taken whole: a chunk to stop in is paired again here)
-    if chunk.serial || mixed || (local.is_some() && stop.is_some()) {
+    if chunk.serial || mixed || too_many_days || (local.is_some() && stop.is_some()) {
         let data = &done.job.buf[..done.job.len];
         let blanks = super::read::splits_on_spaces(lines.state.format);
         return for_each_line::<true>(data, done.job.lead_too_long, blanks, |n, line| {
             lines.line(before + n, line, pairer, sink)
         });
     }
-    let (shift, clock) = chunk.clock.continued(lines.state.babeltrace.clock());
     lines.state.babeltrace.set_clock(clock);
     count(lines, chunk, before, shift);
     let before_stop = |n: u64| stop.is_none_or(|(bad, _)| n < bad);
