@@ -1560,10 +1560,10 @@ pub struct SpansArgs {
     /// line (what Chromium writes), serially elsewhere (a minified file, elements over several
     /// lines, elements under 96 bytes on average). Memory: at most 4 chunks per thread in
     /// flight, 16 in all, each its 256 KiB of input (up to 2 MiB around a longer line) and the events the
-    /// rules name in it (or, Chrome JSON, its elements: 2.5 times its bytes at most): 11-14 MiB
-    /// resident in all for 2 threads on 100 MB traces, 8-9 MiB for one; up to about 5 times
-    /// a chunk's bytes more where every line is a short event the rules name, with many --key
-    /// fields.
+    /// rules name in it (or, Chrome JSON, its elements: 2.5 times its bytes at most): 10-14 MiB
+    /// resident in all for 2 threads on 100 MB traces (10-11 with one rule and no --by), 8-9 MiB
+    /// for one; up to about 5 times a chunk's bytes more where every line is a short event the
+    /// rules name, with many --key fields.
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).
