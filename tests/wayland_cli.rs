@@ -242,6 +242,45 @@ fn a_midnight_wrap_of_1_26_stamps_is_unwrapped() {
 }
 
 #[test]
+fn a_stamp_past_146_years_of_unwrapped_clock_is_malformed_on_every_thread() {
+    // Each line is 12 hours after the one before: 106,751 steps fit in 2^62 ns. Of the 9
+    // lines after them, the 4 at the time of day the clock stopped at are placed (no step);
+    // the 5 others (the last a zombie event) are refused, whatever the threads.
+    let mut log = String::new();
+    for i in 0..106_760 {
+        let hour = if i % 2 == 0 { "00" } else { "12" };
+        log.push_str(&format!(
+            "[{hour}:00:00.000000] {{Default Queue}}  -> wl_surface#3.commit()\n"
+        ));
+    }
+    log.push_str(
+        "[00:00:00.000000] {Display Queue} discarded [zombie]#9.[event 0](0 fd, 4 byte)\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "centuries.log", &log);
+    let serial = util::wayland_json(&path, &["--threads", "1"]);
+    assert_eq!(serial["input"]["messages"], 106_756);
+    assert_eq!(serial["input"]["malformed"], 5);
+    assert_eq!(serial["input"]["zombies"], 0);
+    let first = serial["warnings"][0].to_string();
+    assert!(
+        first.contains("centuries.log:106753") && first.contains("146 years"),
+        "{first}"
+    );
+    for chunk in ["4096", "0"] {
+        let parallel = util::wayland_json(&path, &["--threads", "2", "--chunk-bytes", chunk]);
+        assert_eq!(serial, parallel, "chunk {chunk}");
+    }
+    let out = run(&["wayland", "--strict", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("centuries.log:106753"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn every_dialect_marker_parses_in_one_log() {
     let log = "\
 \x1b[32m[00:00:01.000000] \x1b[0m\x1b[36mTID#7 \x1b[0m\x1b[33m{Default Queue} \x1b[0m -> \x1b[34mwl_surface\x1b[0m#\x1b[35m3\x1b[0m.\x1b[36mattach\x1b[0m(wl_buffer#7, 0, 0)

@@ -5,11 +5,20 @@
 //! the period is a wrap and adds one period; a smaller drop is a clock that went backwards
 //! (threads printing out of order, an NTP step) and is kept as it is, so the pairing code sees
 //! it and counts it instead of inventing a 71-minute latency.
+//!
+//! The unwrapped clock is bounded ([`MOST_MICROS`]): a hostile log of 427,000 lines that each
+//! step 12 hours forwards took it past 2^64 nanoseconds, where the stamps wrapped (a debug
+//! build panicked). A stamp past the bound is refused and leaves the clock as it was.
 
 use super::line::Stamp;
 
 const MICROS32_PERIOD: u64 = 1 << 32;
 const DAY_MICROS: u64 = 86_400 * 1_000_000;
+
+/// The furthest the unwrapped clock goes from the first stamp, either way: 2^62 nanoseconds
+/// (146 years), in microseconds. Far below `u64::MAX` nanoseconds, so a stamp and the span
+/// arithmetic after it cannot overflow.
+pub const MOST_MICROS: i64 = (1 << 62) / 1_000;
 
 /// Unwraps one stream of stamps. One per input file.
 ///
@@ -19,7 +28,7 @@ const DAY_MICROS: u64 = 86_400 * 1_000_000;
 #[derive(Debug, Clone, Default)]
 pub struct Clock {
     last: Option<(bool, u64)>, // (is time of day, raw µs)
-    now: i128,                 // unwrapped µs
+    now: i64,                  // unwrapped µs, within ±MOST_MICROS
     wraps: i64,
 }
 
@@ -29,36 +38,48 @@ impl Clock {
         Self::default()
     }
 
-    /// The nanosecond time of `stamp`, unwrapped against the stamps seen before.
+    /// The nanosecond time of `stamp`, unwrapped against the stamps seen before; `None`, with
+    /// the clock unchanged, when it would pass [`MOST_MICROS`].
     #[inline]
-    pub fn nanos(&mut self, stamp: Stamp) -> u64 {
+    pub fn nanos(&mut self, stamp: Stamp) -> Option<u64> {
         let (time_of_day, raw, period) = match stamp {
             Stamp::Micros32(us) => (false, u64::from(us), MICROS32_PERIOD),
             Stamp::TimeOfDay(us) => (true, us, DAY_MICROS),
         };
         // Almost every stamp is the last one or a little after it: the step is the difference,
         // with no wrap (the general steps below give the same; they took 35 instructions a line
-        // in 128-bit arithmetic).
+        // in 128-bit arithmetic). A clock before the first stamp or past the bound takes the
+        // general steps (one comparison of the sum as unsigned checks both).
         if let Some((kind, last)) = self.last
             && kind == time_of_day
             && raw >= last
             && raw - last <= period / 2
+            && let next = self.now + (raw - last) as i64
+            && next as u64 <= MOST_MICROS as u64
         {
-            self.now += i128::from(raw - last);
+            self.now = next;
             self.last = Some((time_of_day, raw));
-            return (self.now.max(0) as u64) * 1_000;
+            return Some(next as u64 * 1_000);
         }
         self.general(time_of_day, raw, period)
     }
 
+    /// Microseconds from the first stamp (at most [`MOST_MICROS`]) to nanoseconds, a clock
+    /// stepped back before the first stamp at 0 (pairing counts steps back).
+    #[inline]
+    fn in_nanos(now: i64) -> u64 {
+        (now.max(0) as u64) * 1_000
+    }
+
     /// [`Clock::nanos`] for any step: a wrap, a step back, a change of stamp format.
-    fn general(&mut self, time_of_day: bool, raw: u64, period: u64) -> u64 {
+    fn general(&mut self, time_of_day: bool, raw: u64, period: u64) -> Option<u64> {
+        let (now, wraps) = (self.now, self.wraps);
         match self.last {
             Some((kind, last)) if kind == time_of_day => {
-                let p = i128::from(period);
-                let d = i128::from(raw) - i128::from(last);
-                // Both stamps lie within one period: the remainder without a 128-bit division
-                // (which was 4% of reading a log).
+                // Periods and stamps are below 2^37: no overflow in 64 bits.
+                let p = period as i64;
+                let d = raw as i64 - last as i64;
+                // Both stamps lie within one period: the remainder without a division.
                 let mut step = if (0..p).contains(&d) {
                     d
                 } else if (-p..0).contains(&d) {
@@ -78,10 +99,14 @@ impl Clock {
                 self.now += step;
             }
             // The first stamp, or a switch of format (two logs concatenated): start afresh.
-            _ => self.now = i128::from(raw),
+            _ => self.now = raw as i64,
+        }
+        if !(-MOST_MICROS..=MOST_MICROS).contains(&self.now) {
+            (self.now, self.wraps) = (now, wraps);
+            return None;
         }
         self.last = Some((time_of_day, raw));
-        (self.now.max(0) as u64) * 1_000
+        Some(Self::in_nanos(self.now))
     }
 
     /// How many times the clock wrapped.
@@ -98,28 +123,31 @@ mod tests {
     fn the_32_bit_microsecond_counter_unwraps() {
         let mut c = Clock::new();
         assert_eq!(
-            c.nanos(Stamp::Micros32(u32::MAX - 9)),
+            c.nanos(Stamp::Micros32(u32::MAX - 9)).unwrap(),
             (u64::from(u32::MAX) - 9) * 1000
         );
         // 10 µs later the counter has wrapped to 0.
-        assert_eq!(c.nanos(Stamp::Micros32(0)), (1u64 << 32) * 1000);
-        assert_eq!(c.nanos(Stamp::Micros32(5)), ((1u64 << 32) + 5) * 1000);
+        assert_eq!(c.nanos(Stamp::Micros32(0)).unwrap(), (1u64 << 32) * 1000);
+        assert_eq!(
+            c.nanos(Stamp::Micros32(5)).unwrap(),
+            ((1u64 << 32) + 5) * 1000
+        );
         assert_eq!(c.wraps(), 1);
     }
 
     #[test]
     fn the_time_of_day_unwraps_at_midnight() {
         let mut c = Clock::new();
-        let before = c.nanos(Stamp::TimeOfDay(DAY_MICROS - 1));
-        let after = c.nanos(Stamp::TimeOfDay(0));
+        let before = c.nanos(Stamp::TimeOfDay(DAY_MICROS - 1)).unwrap();
+        let after = c.nanos(Stamp::TimeOfDay(0)).unwrap();
         assert_eq!(after - before, 1_000);
     }
 
     #[test]
     fn a_small_step_backwards_is_not_a_wrap() {
         let mut c = Clock::new();
-        let a = c.nanos(Stamp::Micros32(1_000_000));
-        let b = c.nanos(Stamp::Micros32(999_000));
+        let a = c.nanos(Stamp::Micros32(1_000_000)).unwrap();
+        let b = c.nanos(Stamp::Micros32(999_000)).unwrap();
         assert!(b < a);
         assert_eq!(c.wraps(), 0);
     }
@@ -127,9 +155,9 @@ mod tests {
     #[test]
     fn a_line_printed_late_across_a_wrap_steps_back_instead_of_adding_a_period() {
         let mut c = Clock::new();
-        let commit = c.nanos(Stamp::Micros32(5)); // just after the wrap
-        c.nanos(Stamp::Micros32(u32::MAX - 3)); // another thread's line from just before it
-        let release = c.nanos(Stamp::Micros32(20));
+        let commit = c.nanos(Stamp::Micros32(5)).unwrap(); // just after the wrap
+        c.nanos(Stamp::Micros32(u32::MAX - 3)).unwrap(); // another thread's line from just before it
+        let release = c.nanos(Stamp::Micros32(20)).unwrap();
         assert_eq!(release - commit, 15_000);
         assert_eq!(c.wraps(), 0);
     }
@@ -140,7 +168,7 @@ mod tests {
         let mut last = 0;
         for lap in 0..3u64 {
             for raw in [0u32, 1 << 30, 2 << 30, 3 << 30] {
-                let t = c.nanos(Stamp::Micros32(raw));
+                let t = c.nanos(Stamp::Micros32(raw)).unwrap();
                 assert_eq!(t, ((lap << 32) + u64::from(raw)) * 1000);
                 assert!(t >= last);
                 last = t;
@@ -185,5 +213,50 @@ mod tests {
             assert_eq!(fast.nanos(stamp), slow, "stamp {stamp:?}");
             assert_eq!(fast.wraps, general.wraps);
         }
+    }
+
+    #[test]
+    fn a_stamp_past_the_bound_is_refused_and_leaves_the_clock_as_it_was() {
+        // 12 hours forward, every stamp: the time of day steps by half a day (not a wrap, the
+        // general step) and the clock climbs by 43,200 s a stamp.
+        let half = DAY_MICROS / 2;
+        let mut c = Clock::new();
+        let steps = MOST_MICROS as u64 / half; // the last step that fits
+        let mut raw = 0;
+        c.nanos(Stamp::TimeOfDay(raw)).unwrap();
+        for i in 1..=steps {
+            raw = (raw + half) % DAY_MICROS;
+            assert_eq!(c.nanos(Stamp::TimeOfDay(raw)), Some(i * half * 1_000));
+        }
+        let (now, wraps) = (c.now, c.wraps);
+        let past = (raw + half) % DAY_MICROS;
+        assert_eq!(c.nanos(Stamp::TimeOfDay(past)), None);
+        assert_eq!((c.now, c.wraps, c.last), (now, wraps, Some((true, raw))));
+        // A stamp a little after the last one placed is placed, on the fast step too.
+        assert_eq!(c.nanos(Stamp::TimeOfDay(raw)), Some(steps * half * 1_000));
+        let room = (MOST_MICROS - now) as u64;
+        assert_eq!(
+            c.nanos(Stamp::TimeOfDay(raw + room)),
+            Some((1u64 << 62) / 1_000 * 1_000)
+        );
+        assert_eq!(c.nanos(Stamp::TimeOfDay(raw + room + 1)), None);
+    }
+
+    #[test]
+    fn a_stamp_past_the_bound_backwards_is_refused_too() {
+        // Each stamp a microsecond less than half a day before the last: a step back.
+        let back = DAY_MICROS / 2 - 1;
+        let mut c = Clock::new();
+        c.nanos(Stamp::TimeOfDay(0)).unwrap();
+        let mut raw = 0;
+        let steps = MOST_MICROS as u64 / back;
+        for _ in 0..steps {
+            raw = (raw + DAY_MICROS - back) % DAY_MICROS;
+            assert_eq!(c.nanos(Stamp::TimeOfDay(raw)), Some(0));
+        }
+        assert_eq!(c.now, -((steps * back) as i64));
+        let refused = (raw + DAY_MICROS - back) % DAY_MICROS;
+        assert_eq!(c.nanos(Stamp::TimeOfDay(refused)), None);
+        assert_eq!(c.now, -((steps * back) as i64));
     }
 }

@@ -78,6 +78,9 @@ pub enum Malformed {
     MessageName,
     /// the line does not end with `)`: truncated, or torn by another thread's output
     Unterminated,
+    /// the stamp would take the unwrapped clock further than
+    /// [`MOST_MICROS`](super::clock::MOST_MICROS) from the first stamp
+    ClockTooFar,
 }
 
 impl fmt::Display for Malformed {
@@ -89,6 +92,9 @@ impl fmt::Display for Malformed {
             Malformed::MessageName => "expected '.message(' after the object",
             Malformed::Unterminated => {
                 "line does not end with ')' (truncated, or torn by concurrent output)"
+            }
+            Malformed::ClockTooFar => {
+                "the stamp would put the unwrapped clock more than 2^62 ns (146 years) from the log's first stamp: it is not placed"
             }
         })
     }

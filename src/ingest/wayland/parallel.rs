@@ -131,8 +131,10 @@ fn take(
             return chunk.lines;
         }
         match record.what {
-            What::Message(stamp, meaning) => state.message_meaning(stamp, &meaning, sink),
-            What::Zombie(stamp) => state.zombie(stamp),
+            What::Message(stamp, meaning) => {
+                state.message_meaning(before + record.line, stamp, &meaning, sink)
+            }
+            What::Zombie(stamp) => state.zombie(before + record.line, stamp),
             What::Malformed(reason) => state.malformed(before + record.line, reason),
         }
     }
