@@ -575,8 +575,8 @@ fn a_read_error_mid_file_is_an_error_whatever_the_chunks() {
 
 /// A WAYLAND_DEBUG log made of the committed glmark2 client log's lines, with what cuts the
 /// parallel reader's chunks awkwardly: coloured lines, malformed and foreign lines, invalid
-/// UTF-8, a line longer than the read buffer, CRLF, the 32-bit clock wrapping, and no newline
-/// at the end.
+/// UTF-8, a line longer than the read buffer, CRLF, the 32-bit clock wrapping, a change of
+/// stamp format and back, and no newline at the end.
 fn wayland_log(rng: &mut impl Rng) -> Vec<u8> {
     let src = std::fs::read_to_string(
         util::root().join("tests/data/wayland/weston-glmark2-build.client.log"),
@@ -607,7 +607,24 @@ fn wayland_log(rng: &mut impl Rng) -> Vec<u8> {
         }
         out.push(b'\n');
     }
-    out.extend_from_slice(b"[1234567.890]  -> wl_surface@3.commit(");
+    // the log again in 1.26's time of day, from 5 s before midnight (the clock starts afresh,
+    // then wraps at midnight), and the 32-bit counter again
+    let mut first = None;
+    for line in &lines {
+        let Some((stamp, rest)) = line.strip_prefix('[').and_then(|l| l.split_once(']')) else {
+            continue;
+        };
+        let Some(us) = stamp.trim().replace('.', "").parse::<u64>().ok() else {
+            continue;
+        };
+        let us = (86_395_000_000 + us.saturating_sub(*first.get_or_insert(us))) % 86_400_000_000;
+        let (s, us) = (us / 1_000_000, us % 1_000_000);
+        let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+        let line = format!("[{h:02}:{m:02}:{s:02}.{us:06}]{rest}\n");
+        out.extend_from_slice(line.as_bytes());
+    }
+    out.extend_from_slice(lines[..40].join("\n").as_bytes());
+    out.extend_from_slice(b"\n[1234567.890]  -> wl_surface@3.commit(");
     out
 }
 

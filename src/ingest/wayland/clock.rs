@@ -42,6 +42,13 @@ impl Clock {
     /// the clock unchanged, when it would pass [`MOST_MICROS`].
     #[inline]
     pub fn nanos(&mut self, stamp: Stamp) -> Option<u64> {
+        self.micros(stamp).map(in_nanos)
+    }
+
+    /// [`Clock::nanos`] in microseconds from the first stamp, before a clock stepped back
+    /// before it is taken as 0.
+    #[inline(always)]
+    fn micros(&mut self, stamp: Stamp) -> Option<i64> {
         let (time_of_day, raw, period) = match stamp {
             Stamp::Micros32(us) => (false, u64::from(us), MICROS32_PERIOD),
             Stamp::TimeOfDay(us) => (true, us, DAY_MICROS),
@@ -59,20 +66,13 @@ impl Clock {
         {
             self.now = next;
             self.last = Some((time_of_day, raw));
-            return Some(next as u64 * 1_000);
+            return Some(next);
         }
         self.general(time_of_day, raw, period)
     }
 
-    /// Microseconds from the first stamp (at most [`MOST_MICROS`]) to nanoseconds, a clock
-    /// stepped back before the first stamp at 0 (pairing counts steps back).
-    #[inline]
-    fn in_nanos(now: i64) -> u64 {
-        (now.max(0) as u64) * 1_000
-    }
-
-    /// [`Clock::nanos`] for any step: a wrap, a step back, a change of stamp format.
-    fn general(&mut self, time_of_day: bool, raw: u64, period: u64) -> Option<u64> {
+    /// [`Clock::micros`] for any step: a wrap, a step back, a change of stamp format.
+    fn general(&mut self, time_of_day: bool, raw: u64, period: u64) -> Option<i64> {
         let (now, wraps) = (self.now, self.wraps);
         match self.last {
             Some((kind, last)) if kind == time_of_day => {
@@ -106,12 +106,87 @@ impl Clock {
             return None;
         }
         self.last = Some((time_of_day, raw));
-        Some(Self::in_nanos(self.now))
+        Some(self.now)
+    }
+
+    /// Takes a chunk's stamps as `local` unwrapped them on a worker of the parallel reader,
+    /// as if they came one by one; returns what to add to `local`'s microseconds to make
+    /// them this clock's, or `None`, with this clock unchanged, when that cannot be sure to
+    /// give what the stamps one by one would (the chunk is then read line by line).
+    ///
+    /// From its first stamp on, `local` steps exactly as this clock would (the steps depend
+    /// on the stamps alone), so the two differ by what this clock makes of the first stamp
+    /// less the stamp itself. What the steps alone do not settle is the bound: `local` held
+    /// `stamps` stamps of one format, so it moved at most half a period each from its first;
+    /// when this clock would not reach the bound even so, no stamp is refused.
+    pub fn follow(&mut self, local: &Local) -> Option<i64> {
+        let first = local.first?;
+        if local.broken {
+            return None;
+        }
+        let mut clock = self.clone();
+        let start = clock.micros(first)?;
+        let offset = start - raw_of(first);
+        let reach = (local.stamps as i64).saturating_mul(DAY_MICROS as i64 / 2);
+        if start.unsigned_abs().saturating_add(reach.unsigned_abs()) > MOST_MICROS as u64 {
+            return None;
+        }
+        self.now = offset + local.clock.now;
+        self.last = local.clock.last;
+        self.wraps = clock.wraps + local.clock.wraps;
+        Some(offset)
     }
 
     /// How many times the clock wrapped.
     pub fn wraps(&self) -> u64 {
         self.wraps.max(0) as u64
+    }
+}
+
+/// Microseconds from the first stamp to nanoseconds, a clock stepped back before the first
+/// stamp at 0 (pairing counts steps back).
+#[inline(always)]
+pub fn in_nanos(now: i64) -> u64 {
+    (now.max(0) as u64) * 1_000
+}
+
+/// The raw microseconds of a stamp: a fresh clock's `now` at its first.
+fn raw_of(stamp: Stamp) -> i64 {
+    match stamp {
+        Stamp::Micros32(us) => i64::from(us),
+        Stamp::TimeOfDay(us) => us as i64,
+    }
+}
+
+/// A chunk's stamps unwrapped on a worker of the parallel reader, from the chunk's first,
+/// for [`Clock::follow`] to take at once. Its microseconds are the file's less an offset
+/// known when the chunks before are taken.
+#[derive(Debug, Clone, Default)]
+pub struct Local {
+    clock: Clock,
+    first: Option<Stamp>,
+    stamps: u64,
+    /// a change of stamp format (the clock starts afresh), or a stamp refused: the chunk is
+    /// read line by line
+    broken: bool,
+}
+
+impl Local {
+    /// The unwrapped microseconds of the chunk's next stamp, less the offset.
+    #[inline(always)]
+    pub fn micros(&mut self, stamp: Stamp) -> i64 {
+        self.stamps += 1;
+        match self.first {
+            None => self.first = Some(stamp),
+            Some(first) => {
+                self.broken |=
+                    matches!(first, Stamp::TimeOfDay(_)) != matches!(stamp, Stamp::TimeOfDay(_))
+            }
+        }
+        self.clock.micros(stamp).unwrap_or_else(|| {
+            self.broken = true;
+            0
+        })
     }
 }
 
@@ -209,7 +284,7 @@ mod tests {
                 true => Stamp::TimeOfDay(raw),
                 false => Stamp::Micros32(raw as u32),
             };
-            let slow = general.general(time_of_day, raw, period);
+            let slow = general.general(time_of_day, raw, period).map(in_nanos);
             assert_eq!(fast.nanos(stamp), slow, "stamp {stamp:?}");
             assert_eq!(fast.wraps, general.wraps);
         }
@@ -258,5 +333,86 @@ mod tests {
         let refused = (raw + DAY_MICROS - back) % DAY_MICROS;
         assert_eq!(c.nanos(Stamp::TimeOfDay(refused)), None);
         assert_eq!(c.now, -((steps * back) as i64));
+    }
+
+    /// Stamps near every boundary, as in `the_step_forward_gives_what_the_general_steps_give`,
+    /// and (`far`) some of a clock that starts near the bound.
+    fn stamps(n: usize, seed: u64, far: bool) -> Vec<Stamp> {
+        let mut seed = seed;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut raw = 0u64;
+        (0..n)
+            .map(|_| {
+                let r = next();
+                let time_of_day = r % 97 == 0 || far;
+                let period = if time_of_day {
+                    DAY_MICROS
+                } else {
+                    MICROS32_PERIOD
+                };
+                raw = match (r >> 8) % 7 {
+                    0 => raw + period / 2,
+                    1 => raw + period / 2 + 1,
+                    2 => raw.wrapping_sub((r >> 16) % 1000),
+                    3 => (r >> 16) % period,
+                    4 if far => raw + period / 2,
+                    _ => raw + (r >> 16) % 5000,
+                } % period;
+                match time_of_day {
+                    true => Stamp::TimeOfDay(raw),
+                    false => Stamp::Micros32(raw as u32),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chunks_unwrapped_alone_and_followed_give_the_stamps_one_by_one() {
+        for (seed, far) in [(0x9e37_79b9_7f4a_7c15, false), (7, false), (11, true)] {
+            let all = stamps(60_000, seed, far);
+            for chunk in [1, 2, 7, 100, 4096] {
+                let mut serial = Clock::new();
+                let mut parallel = Clock::new();
+                if far {
+                    // 8 years short of the bound: chunks that may pass it are taken one by one
+                    serial.now = MOST_MICROS - 8 * 365 * 86_400 * 1_000_000;
+                    serial.last = Some((true, 0));
+                    (parallel.now, parallel.last) = (serial.now, serial.last);
+                }
+                let (mut followed, mut refused) = (0, 0);
+                for part in all.chunks(chunk) {
+                    let one_by_one: Vec<_> = part.iter().map(|&s| serial.nanos(s)).collect();
+                    refused += one_by_one.iter().filter(|t| t.is_none()).count();
+                    let mut local = Local::default();
+                    let nows: Vec<_> = part.iter().map(|&s| local.micros(s)).collect();
+                    let taken: Vec<_> = match parallel.follow(&local) {
+                        Some(offset) => {
+                            followed += 1;
+                            nows.iter()
+                                .map(|&now| Some(in_nanos(offset + now)))
+                                .collect()
+                        }
+                        None => part.iter().map(|&s| parallel.nanos(s)).collect(),
+                    };
+                    assert_eq!(taken, one_by_one, "seed {seed} chunk {chunk}");
+                    assert_eq!(
+                        (parallel.now, parallel.wraps, parallel.last),
+                        (serial.now, serial.wraps, serial.last)
+                    );
+                }
+                // (long chunks of the mixed stamps all change format: taken one by one)
+                let mixed = chunk >= 100 && !far;
+                assert!(
+                    followed > 0 || mixed,
+                    "seed {seed} chunk {chunk}: none followed"
+                );
+                assert_eq!(refused > 0, far, "seed {seed} chunk {chunk}");
+            }
+        }
     }
 }

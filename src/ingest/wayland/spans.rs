@@ -280,6 +280,13 @@ impl Meaning {
         meaning
     }
 
+    /// Whether the span rules do anything with the message: one no rule reads that creates
+    /// no object moves nothing but the clock ([`SpanTracker::message_meaning`] returns).
+    #[inline(always)]
+    pub fn matters(&self) -> bool {
+        self.known != Known::Other || self.n_created > 0
+    }
+
     #[inline(always)]
     fn created(&self) -> &[u32] {
         &self.created[..usize::from(self.n_created)]
