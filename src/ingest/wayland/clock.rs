@@ -256,33 +256,11 @@ mod tests {
     fn the_step_forward_gives_what_the_general_steps_give() {
         // Stamps of both formats near every boundary (a step of half a period, a wrap, a step
         // back, a change of format), from a fixed pseudo-random sequence.
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
         let (mut fast, mut general) = (Clock::new(), Clock::new());
-        let mut raw = 0u64;
-        for _ in 0..200_000 {
-            let r = next();
-            let time_of_day = r % 97 == 0;
-            let period = if time_of_day {
-                DAY_MICROS
-            } else {
-                MICROS32_PERIOD
-            };
-            raw = match (r >> 8) % 6 {
-                0 => raw + period / 2,
-                1 => raw + period / 2 + 1,
-                2 => raw.wrapping_sub((r >> 16) % 1000),
-                3 => (r >> 16) % period,
-                _ => raw + (r >> 16) % 5000,
-            } % period;
-            let stamp = match time_of_day {
-                true => Stamp::TimeOfDay(raw),
-                false => Stamp::Micros32(raw as u32),
+        for stamp in stamps(200_000, 0x9e37_79b9_7f4a_7c15, false) {
+            let (time_of_day, raw, period) = match stamp {
+                Stamp::TimeOfDay(us) => (true, us, DAY_MICROS),
+                Stamp::Micros32(us) => (false, u64::from(us), MICROS32_PERIOD),
             };
             let slow = general.general(time_of_day, raw, period).map(in_nanos);
             assert_eq!(fast.nanos(stamp), slow, "stamp {stamp:?}");
@@ -335,8 +313,8 @@ mod tests {
         assert_eq!(c.now, -((steps * back) as i64));
     }
 
-    /// Stamps near every boundary, as in `the_step_forward_gives_what_the_general_steps_give`,
-    /// and (`far`) some of a clock that starts near the bound.
+    /// `n` stamps near every boundary from a fixed pseudo-random sequence: of both formats
+    /// (a change of format one in 97), or (`far`) of the time of day alone, that climb.
     fn stamps(n: usize, seed: u64, far: bool) -> Vec<Stamp> {
         let mut seed = seed;
         let mut next = move || {
