@@ -198,28 +198,18 @@ impl FileState<'_> {
         self.scratch = scratch;
     }
 
-    /// A protocol message, in the order of the log (the clock and the objects follow it).
+    /// A protocol message of line `number`, in the order of the log (the clock and the
+    /// objects follow it). A stamp the clock cannot place makes the line malformed.
     #[inline(always)]
     fn message(&mut self, number: u64, msg: &line::Message<'_>, sink: &mut impl SpanSink) {
-        self.message_meaning(number, msg.stamp, &spans::Meaning::of(msg), sink);
-    }
-
-    /// [`FileState::message`] of line `number`, with what it means already worked out (by a
-    /// worker of the parallel reader). A stamp the clock cannot place makes the line
-    /// malformed.
-    #[inline]
-    fn message_meaning(
-        &mut self,
-        number: u64,
-        stamp: line::Stamp,
-        meaning: &spans::Meaning,
-        sink: &mut impl SpanSink,
-    ) {
-        let Some(ts) = self.clock.nanos(stamp) else {
+        // The meaning before the clock: through `SpanTracker::message`, which works it out
+        // after, 155.5 -> 158.1 M instructions on the benchmark slice.
+        let meaning = spans::Meaning::of(msg);
+        let Some(ts) = self.clock.nanos(msg.stamp) else {
             return self.malformed(number, line::Malformed::ClockTooFar);
         };
         self.stats.messages += 1;
-        self.tracker.message_meaning(meaning, ts, sink);
+        self.tracker.message_meaning(&meaning, ts, sink);
     }
 
     /// An event for an object that no longer exists: only its stamp counts (for the clock).
