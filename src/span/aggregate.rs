@@ -72,10 +72,12 @@ impl Aggregator {
         }
     }
 
+    #[inline]
     fn entry(&mut self, key: &SeriesKey) -> &mut Series {
-        let linear = self.linear;
+        // (`linear` read where a series is made, not copied at every look-up)
+        let linear = &self.linear;
         self.series.entry(key, || Series {
-            distribution: Distribution::new(linear),
+            distribution: Distribution::new(*linear),
             counters: Counters::default(),
         })
     }

@@ -32,6 +32,11 @@ impl<V> Default for SeriesTable<V> {
 
 impl<V> SeriesTable<V> {
     /// The value of `key`, made by `make` if the series is new.
+    ///
+    /// The two remembered entries are compared here, inlined; the rest is out of line: with it
+    /// inlined (the making of a new value, a hash-map look-up), every look-up saved and
+    /// restored six registers around a 488-byte frame, 62 instructions where a hit takes 25
+    /// (callgrind, a WAYLAND_DEBUG log).
     #[inline]
     pub fn entry(&mut self, key: &SeriesKey, make: impl FnOnce() -> V) -> &mut V {
         let [last, before] = self.last;
@@ -42,6 +47,13 @@ impl<V> SeriesTable<V> {
             self.last = [before, last];
             return &mut self.entries[before].1;
         }
+        self.find(key, make)
+    }
+
+    /// [`SeriesTable::entry`] of a key other than the two remembered.
+    #[cold]
+    #[inline(never)]
+    fn find(&mut self, key: &SeriesKey, make: impl FnOnce() -> V) -> &mut V {
         let at = match self.index.get(key) {
             Some(&at) => at,
             None => {
@@ -50,7 +62,7 @@ impl<V> SeriesTable<V> {
                 self.entries.len() - 1
             }
         };
-        self.last = [at, last];
+        self.last = [at, self.last[0]];
         &mut self.entries[at].1
     }
 

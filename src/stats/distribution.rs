@@ -4,6 +4,7 @@ use base64::Engine;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Serializer, V2Serializer};
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 
 use super::{LinearCounts, LinearSpec, Log2Counts, Summary, Unit};
 
@@ -141,8 +142,15 @@ impl Distribution {
             linear.record(ns);
         }
         if let Some(exact) = &mut self.exact {
-            *exact.entry(ns).or_insert(0) += 1;
-            self.settle();
+            // Only a value not seen before can take the counts past a limit: settling at every
+            // sample was 27 of the 200 instructions of recording a WAYLAND_DEBUG span.
+            match exact.entry(ns) {
+                Entry::Occupied(mut seen) => *seen.get_mut() += 1,
+                Entry::Vacant(new) => {
+                    new.insert(1);
+                    self.settle();
+                }
+            }
         }
     }
 
