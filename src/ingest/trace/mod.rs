@@ -231,6 +231,7 @@ impl EventView for InLine<'_> {
         self.ev.field(self.line, name)
     }
 
+    #[inline]
     fn key_field(&self, j: usize, name: &str) -> Option<&[u8]> {
         self.ev.field_bytes_at(self.line, j, name)
     }
