@@ -8,7 +8,7 @@ use super::wayland::{Input, ReportTo, progress_bar, render, write_html};
 use crate::cli::{Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
 use crate::signals;
 use latscope::doc::spans::{Source, SpanRecord};
-use latscope::ingest::trace::read::{TraceOptions, TraceStats, read};
+use latscope::ingest::trace::read::{TraceOptions, TraceStats, read_mapped};
 use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
 use latscope::ingest::trace::table::Columns;
 use latscope::ingest::trace::{Format as TraceFormat, rules::Endpoint};
@@ -182,12 +182,13 @@ fn read_all(
     let mut totals = Totals::default();
     for input in inputs {
         let name = input.name();
-        let (reader, size) = match input.open(options.cancel.as_ref()) {
+        let opened = match input.open(options.cancel.as_ref()) {
             Ok(opened) => opened,
             Err(e) => return (totals, Some(e.into())),
         };
-        let progress = progress_bar(&name, size);
-        let result = read(reader, &name, options, pairer, sink, |b| {
+        let progress = progress_bar(&name, opened.size);
+        let (reader, mapped) = (opened.reader, opened.mapped);
+        let result = read_mapped(reader, mapped, &name, options, pairer, sink, |b| {
             progress.set_position(b)
         });
         progress.finish_and_clear();

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::{Format, OutputArgs, WaylandArgs};
 use crate::signals;
+use latscope::ingest::mapped::Mapped;
 use latscope::ingest::wayland::{self, InputStats, ReadOptions, SpanKind};
 use latscope::ingest::{Cancel, compressed};
 use latscope::report::csv::CsvSink;
@@ -49,32 +50,51 @@ impl Input {
     }
 
     /// The input, opened and decompressed when its first bytes say it is gzip, zstd or xz
-    /// (on a thread of its own), with its size when it is a plain file (for the progress bar).
-    /// A decompressing thread stops at `cancel`.
-    pub fn open(
-        &self,
-        cancel: Option<&Cancel>,
-    ) -> Result<(Box<dyn Read + Send>, Option<u64>), latscope::Error> {
+    /// (on a thread of its own), with its size when it is a plain file (for the progress bar)
+    /// and, when it is a plain file of a megabyte or more, its map (its lines are read in place:
+    /// [`latscope::ingest::mapped`]). A decompressing thread stops at `cancel`.
+    pub fn open(&self, cancel: Option<&Cancel>) -> Result<Opened, latscope::Error> {
         let open_error = |source| latscope::Error::Open {
             file: self.name(),
             source,
         };
-        let (raw, size): (Box<dyn Read + Send>, _) = match self {
+        let (raw, size, mapped): (Box<dyn Read + Send>, _, _) = match self {
             Input::Path(p) => {
                 let file = File::open(p).map_err(open_error)?;
                 let meta = file.metadata().map_err(open_error)?;
                 if meta.is_dir() {
                     return Err(open_error(io::Error::other("is a directory")));
                 }
-                (Box::new(file), Some(meta.len()))
+                let mapped = Mapped::of(&file);
+                (Box::new(file), Some(meta.len()), mapped)
             }
-            Input::Stdin => (Box::new(io::stdin()), None),
-            Input::Embedded(_, bytes) => return Ok((Box::new(*bytes), None)),
+            Input::Stdin => (Box::new(io::stdin()), None, None),
+            Input::Embedded(_, bytes) => {
+                return Ok(Opened {
+                    reader: Box::new(*bytes),
+                    size: None,
+                    mapped: None,
+                });
+            }
         };
         let (reader, compression) = compressed::open(raw, cancel).map_err(open_error)?;
-        // The bar counts bytes after decompression: a compressed file's size says nothing.
-        Ok((reader, size.filter(|_| compression.is_none())))
+        Ok(Opened {
+            reader,
+            // The bar counts bytes after decompression: a compressed file's size says nothing.
+            size: size.filter(|_| compression.is_none()),
+            mapped: mapped.filter(|_| compression.is_none()),
+        })
     }
+}
+
+/// An input opened ([`Input::open`]).
+pub struct Opened {
+    /// its bytes, decompressed
+    pub reader: Box<dyn Read + Send>,
+    /// its size, when it is a plain file
+    pub size: Option<u64>,
+    /// its map, when it is a plain file of a megabyte or more
+    pub mapped: Option<Mapped>,
 }
 
 /// Runs `latscope wayland`.
@@ -201,14 +221,21 @@ fn read_all(
     let mut total = InputStats::default();
     for (index, input) in inputs.iter().enumerate() {
         let name = input.name();
-        let (reader, size) = match input.open(options.cancel.as_ref()) {
+        let opened = match input.open(options.cancel.as_ref()) {
             Ok(opened) => opened,
             Err(e) => return (total, Some(e.into())),
         };
-        let progress = progress_bar(&name, size);
-        let result = wayland::analyze(reader, &name, index as u32, options, sink, |bytes| {
-            progress.set_position(bytes)
-        });
+        let progress = progress_bar(&name, opened.size);
+        let (reader, mapped) = (opened.reader, opened.mapped);
+        let result = wayland::analyze_mapped(
+            reader,
+            mapped,
+            &name,
+            index as u32,
+            options,
+            sink,
+            |bytes| progress.set_position(bytes),
+        );
         progress.finish_and_clear();
         match result {
             Ok(stats) => total.merge(&stats),

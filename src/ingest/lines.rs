@@ -10,6 +10,7 @@ use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
+use crate::ingest::mapped::{Mapped, shrunk_error};
 use crate::ingest::words::{Positions, ascii_blanks};
 
 /// Default size of the read buffer, and so the longest line delivered whole.
@@ -154,6 +155,8 @@ pub struct LineReader<R> {
     stop: Option<Cancel>,
     utf8: bool,
     blanks: bool,
+    /// the input mapped: its lines read in place, then what follows the map read from the file
+    mapped: Option<Mapped>,
 }
 
 impl<R: Read> LineReader<R> {
@@ -171,7 +174,16 @@ impl<R: Read> LineReader<R> {
             stop: None,
             utf8: false,
             blanks: false,
+            mapped: None,
         }
+    }
+
+    /// Reads the lines of `mapped` where they lie, then what the file holds past the map,
+    /// instead of the reader (which is not read at all): the lines are those the reader would
+    /// give of the same file.
+    pub fn mapped(mut self, mapped: Option<Mapped>) -> Self {
+        self.mapped = mapped;
+        self
     }
 
     /// Checks the lines of each read as UTF-8 together: those of a block that is UTF-8 are
@@ -216,8 +228,111 @@ impl<R: Read> LineReader<R> {
         mut on_progress: impl FnMut(u64),
     ) -> io::Result<ReadSummary> {
         let mut summary = ReadSummary::default();
-        let mut filled = 0; // bytes of an incomplete line kept at the front of buf
-        let mut skipping: Option<u64> = None; // length so far of a too-long line being skipped
+        let Some(mapped) = self.mapped.take() else {
+            return self.read_lines(None, (0, None), summary, on_line, on_progress);
+        };
+        let state = self.map_lines(&mapped, &mut summary, &mut on_line, &mut on_progress);
+        if summary.cancelled || self.stop.as_ref().is_some_and(Cancel::is_raised) {
+            return Ok(summary);
+        }
+        let Some(state) = state else {
+            return Err(shrunk_error());
+        };
+        let mut after = After {
+            mapped: &mapped,
+            at: summary.bytes,
+        };
+        let summary = self.read_lines(Some(&mut after), state, summary, on_line, on_progress)?;
+        match mapped.shrunk() {
+            true => Err(shrunk_error()),
+            false => Ok(summary),
+        }
+    }
+
+    /// The whole lines of `map`, in blocks of the buffer's size, as [`LineReader::read_lines`]
+    /// gives them. Returns what [`LineReader::read_lines`] goes on from: the bytes of the
+    /// unfinished last line, copied to the front of the buffer, and the length so far of a
+    /// too-long line being skipped; `None` when a page past the file's end was read (it
+    /// shrank: [`Mapped::shrunk`]), before any line of that block was given.
+    fn map_lines(
+        &mut self,
+        mapped: &Mapped,
+        summary: &mut ReadSummary,
+        on_line: &mut impl FnMut(u64, Line<'_>),
+        on_progress: &mut impl FnMut(u64),
+    ) -> Option<(usize, Option<u64>)> {
+        let (map, capacity) = (mapped.bytes(), self.buf.len());
+        let mut at = 0;
+        while at < map.len() {
+            if self.cancelled() {
+                summary.cancelled = true;
+                return Some((0, None));
+            }
+            if self.stop.as_ref().is_some_and(Cancel::is_raised) {
+                return Some((0, None));
+            }
+            let window = &map[at..map.len().min(at + capacity)];
+            let Some(last) = memchr::memrchr(b'\n', window) else {
+                if window.len() < capacity {
+                    break; // the unfinished last line
+                }
+                // a line of the buffer's length or more, skipped as the reader skips it
+                let Some(nl) = memchr::memchr(b'\n', &map[at + capacity..]) else {
+                    let skipped = (map.len() - at) as u64;
+                    summary.bytes = map.len() as u64;
+                    return Some((0, Some(skipped)));
+                };
+                summary.lines += 1;
+                on_line(
+                    summary.lines,
+                    Line::TooLong {
+                        len: (capacity + nl) as u64,
+                    },
+                );
+                at += capacity + nl + 1;
+                summary.bytes = at as u64;
+                on_progress(summary.bytes);
+                continue;
+            };
+            let (block, plain) = match self.utf8 {
+                true => text_of(&window[..last], self.blanks),
+                false => (None, false),
+            };
+            // (the block was read to its end: a page past the file's end is marked by now)
+            if mapped.shrunk() {
+                return None;
+            }
+            let mut start = 0;
+            for nl in Positions::of(b'\n', &window[..=last]) {
+                summary.lines += 1;
+                let line = match block {
+                    Some(text) => Line::of_text(trim_cr_str(&text[start..nl]), plain),
+                    None => Line::Text(trim_cr(&window[start..nl])),
+                };
+                on_line(summary.lines, line);
+                start = nl + 1;
+            }
+            at += last + 1;
+            summary.bytes = at as u64;
+            on_progress(summary.bytes);
+        }
+        let rest = &map[at..];
+        self.buf[..rest.len()].copy_from_slice(rest);
+        summary.bytes = map.len() as u64;
+        Some((rest.len(), None))
+    }
+
+    /// The lines read from the reader, or from the file past its map (`after`), after `filled`
+    /// bytes of an unfinished line at the front of the buffer and (`skipping`) the length so far
+    /// of a too-long line being skipped.
+    fn read_lines(
+        mut self,
+        mut after: Option<&mut After<'_>>,
+        (mut filled, mut skipping): (usize, Option<u64>),
+        mut summary: ReadSummary,
+        mut on_line: impl FnMut(u64, Line<'_>),
+        mut on_progress: impl FnMut(u64),
+    ) -> io::Result<ReadSummary> {
         loop {
             if self.cancelled() {
                 summary.cancelled = true;
@@ -226,7 +341,11 @@ impl<R: Read> LineReader<R> {
             if self.stop.as_ref().is_some_and(Cancel::is_raised) {
                 return Ok(summary);
             }
-            let n = match self.inner.read(&mut self.buf[filled..]) {
+            let read = match after.as_mut() {
+                Some(after) => after.read(&mut self.buf[filled..]),
+                None => self.inner.read(&mut self.buf[filled..]),
+            };
+            let n = match read {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -268,6 +387,20 @@ impl<R: Read> LineReader<R> {
             }
             on_progress(summary.bytes);
         }
+    }
+}
+
+/// What a file holds past its map, read from where the map ends.
+struct After<'m> {
+    mapped: &'m Mapped,
+    at: u64,
+}
+
+impl Read for After<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.mapped.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
     }
 }
 
@@ -402,6 +535,162 @@ mod tests {
             )
             .unwrap();
         (out, summary)
+    }
+
+    /// Every line and the summary of `reader`: each line's bytes, or its length when too long.
+    /// Whether a line is given as text, as UTF-8 text or as plain text depends on the block it
+    /// was read in (where the block begins: after a line too long, a block read holds its end)
+    /// and says nothing of the line but that it is UTF-8 (checked), and plain (checked).
+    fn said<R: Read>(reader: LineReader<R>) -> (Vec<String>, io::Result<ReadSummary>) {
+        let mut out = Vec::new();
+        let summary = reader.for_each_line(
+            |n, line| {
+                let bytes = match line {
+                    Line::Plain(text) => {
+                        assert!(no_other_blanks(text.as_bytes()), "{text:?}");
+                        text.as_bytes()
+                    }
+                    Line::Str(text) => text.as_bytes(),
+                    Line::Text(bytes) => bytes,
+                    Line::TooLong { len } => return out.push(format!("{n} too long: {len}")),
+                };
+                out.push(format!("{n} {bytes:?}"))
+            },
+            |_| {},
+        );
+        (out, summary)
+    }
+
+    /// A file holding `bytes` (in a directory removed when the guard is dropped).
+    fn file_of(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lines");
+        std::fs::write(&path, bytes).unwrap();
+        (dir, path)
+    }
+
+    /// Lines of every kind: short, empty, CRLF, with tabs, not UTF-8, as long as `capacity`
+    /// and longer, and a last line with or without its newline.
+    fn inputs(capacity: usize) -> Vec<Vec<u8>> {
+        let pieces: [&[u8]; 8] = [
+            b"a b c\n",
+            b"\n",
+            b"crlf\r\n",
+            b"tab\there\n",
+            b"\xff\xfe\n",
+            b"\xc3\xa9t\xc3\xa9\n",
+            b"x",
+            b"12345",
+        ];
+        let mut inputs = Vec::new();
+        for seed in 0..200u64 {
+            let mut input = Vec::new();
+            let mut state = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            for _ in 0..(seed % 40) {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let pick = (state >> 33) as usize;
+                match pick % 11 {
+                    0..8 => input.extend_from_slice(pieces[pick % 8]),
+                    // a line as long as the buffer, one shorter, one longer, several times longer
+                    8 => input.extend(std::iter::repeat_n(b'L', capacity - 1 + pick % 3)),
+                    9 => input.extend(std::iter::repeat_n(b'M', capacity * (2 + pick % 3))),
+                    _ => input.push(b'\n'),
+                }
+            }
+            inputs.push(input);
+        }
+        inputs
+    }
+
+    #[test]
+    fn a_mapped_file_gives_the_lines_its_reader_gives() {
+        for capacity in [16, 64, 1000] {
+            for input in inputs(capacity) {
+                let (_dir, path) = file_of(&input);
+                let file = std::fs::File::open(&path).unwrap();
+                let Some(mapped) = Mapped::at_least(&file, 1) else {
+                    assert!(input.is_empty());
+                    continue;
+                };
+                for (utf8, blanks) in [(false, false), (true, false), (true, true)] {
+                    let make = || {
+                        let mut r = LineReader::with_capacity(
+                            std::fs::File::open(&path).unwrap(),
+                            capacity,
+                        );
+                        if utf8 {
+                            r = r.utf8();
+                        }
+                        if blanks {
+                            r = r.blanks();
+                        }
+                        r
+                    };
+                    let file = std::fs::File::open(&path).unwrap();
+                    let (read, read_summary) = said(make());
+                    let (mapped_lines, mapped_summary) =
+                        said(make().mapped(Mapped::at_least(&file, 1)));
+                    let context = format!("capacity {capacity}, {utf8} {blanks}: {input:?}");
+                    assert_eq!(mapped_lines, read, "{context}");
+                    assert_eq!(mapped_summary.unwrap(), read_summary.unwrap(), "{context}");
+                }
+                drop(mapped);
+            }
+        }
+    }
+
+    #[test]
+    fn what_is_written_after_the_map_is_read_after_it_as_one_file() {
+        for (before, after) in [
+            (&b"one\ntw"[..], &b"o\nthree\n"[..]),
+            (b"one\n", b"two"),
+            (b"LLLLLLLLLLLLLLLLLLLLLLLL", b"LLLL\nnext\n"),
+            (b"a\nLLLLLLLLLLLLLLLLLLLL", b"LL\n"),
+            (b"a\n", b""),
+        ] {
+            let (_dir, path) = file_of(before);
+            let file = std::fs::File::open(&path).unwrap();
+            let mapped = Mapped::at_least(&file, 1);
+            let mut appender = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            std::io::Write::write_all(&mut appender, after).unwrap();
+            let whole = [before, after].concat();
+            let expected = said(LineReader::with_capacity(&whole[..], 16).utf8());
+            let got = said(
+                LineReader::with_capacity(io::empty(), 16)
+                    .utf8()
+                    .mapped(mapped),
+            );
+            assert_eq!(got.0, expected.0, "{before:?} + {after:?}");
+            assert_eq!(got.1.unwrap(), expected.1.unwrap());
+        }
+    }
+
+    #[test]
+    fn a_file_truncated_while_its_lines_are_read_in_place_is_an_error() {
+        let line = b"a line of the file\n";
+        let bytes: Vec<u8> = line.iter().copied().cycle().take(1 << 22).collect();
+        let (_dir, path) = file_of(&bytes);
+        let file = std::fs::File::open(&path).unwrap();
+        let mapped = Mapped::at_least(&file, 1);
+        let mut first = true;
+        let result = LineReader::new(io::empty()).mapped(mapped).for_each_line(
+            |_, _| {
+                if std::mem::take(&mut first) {
+                    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                    f.set_len(4096).unwrap();
+                }
+            },
+            |_| {},
+        );
+        let error = result.unwrap_err().to_string();
+        assert!(error.contains("shrank while it was read"), "{error}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod chunks;
 pub mod compressed;
 pub mod lines;
+pub mod mapped;
 pub mod trace;
 pub mod wayland;
 pub mod words;

@@ -11,6 +11,7 @@ use super::shape::RowShapes;
 use super::syscalls::{Syscalls, Tracer};
 use super::table::{Columns, Csv, RowKeys, json_line};
 use super::{Event, Format, Parsed};
+use crate::ingest::mapped::Mapped;
 use crate::ingest::{Cancel, LineReader, Location};
 use crate::span::SpanSink;
 
@@ -150,7 +151,22 @@ pub(super) fn splits_on_spaces(format: Format) -> bool {
 
 /// Reads the trace `reader` (named `file` in messages) into `pairer` and `sink`.
 pub fn read(
+    reader: impl Read + Send,
+    file: &str,
+    options: &TraceOptions,
+    pairer: &mut Pairer,
+    sink: &mut impl SpanSink,
+    progress: impl FnMut(u64),
+) -> Result<TraceStats, TraceError> {
+    read_mapped(reader, None, file, options, pairer, sink, progress)
+}
+
+/// [`read`] of a file whose map is `mapped` (the same file as `reader`, unread): one thread
+/// reads its lines in place ([`LineReader::mapped`]), after its first bytes are read from
+/// `reader` to tell its format; the parallel readers and the Chrome JSON reader read `reader`.
+pub fn read_mapped(
     mut reader: impl Read + Send,
+    mapped: Option<Mapped>,
     file: &str,
     options: &TraceOptions,
     pairer: &mut Pairer,
@@ -209,7 +225,9 @@ pub fn read(
             Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),
         }
     } else {
-        let mut lines = LineReader::new(input).utf8();
+        // (a Ctrl-C during the first read: nothing more is read, from the map either)
+        let mapped = mapped.filter(|_| !interrupted);
+        let mut lines = LineReader::new(input).utf8().mapped(mapped);
         if splits_on_spaces(format) {
             lines = lines.blanks();
         }

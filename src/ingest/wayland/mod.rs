@@ -17,6 +17,7 @@ use std::io::Read;
 
 use crate::error::Error;
 use crate::ingest::lines::Line;
+use crate::ingest::mapped::Mapped;
 use crate::ingest::{Cancel, LineReader, Location};
 use crate::span::SpanSink;
 
@@ -106,6 +107,21 @@ pub fn analyze(
     sink: &mut impl SpanSink,
     on_progress: impl FnMut(u64),
 ) -> Result<InputStats, Error> {
+    analyze_mapped(input, None, file, file_index, options, sink, on_progress)
+}
+
+/// [`analyze`] of a file whose map is `mapped` (the same file as `input`, unread): one
+/// thread reads its lines in place ([`LineReader::mapped`]); the parallel reader reads
+/// `input`.
+pub fn analyze_mapped(
+    input: impl Read + Send,
+    mapped: Option<Mapped>,
+    file: &str,
+    file_index: u32,
+    options: &ReadOptions,
+    sink: &mut impl SpanSink,
+    on_progress: impl FnMut(u64),
+) -> Result<InputStats, Error> {
     let mut state = FileState {
         file,
         strict: options.strict,
@@ -123,7 +139,7 @@ pub fn analyze(
         let cancel = options.cancel.as_ref();
         parallel::read(input, threads, chunk, cancel, &mut state, sink, on_progress)
     } else {
-        let mut reader = LineReader::new(input);
+        let mut reader = LineReader::new(input).mapped(mapped);
         if let Some(cancel) = &options.cancel {
             reader = reader.cancel_on(cancel.clone());
         }

@@ -1,0 +1,271 @@
+//! A plain file read through a memory map: its lines are read where the page cache holds them,
+//! not copied into a buffer first.
+//!
+//! Reading a 100 MB WAYLAND_DEBUG log with `read` spent 17% of its time in the kernel: 9% of
+//! it copying the page cache into the reader's buffer, 3% finding the pages (perf, one core).
+//! Mapped, the log reads 5.6% faster (130.8 -> 123.5 ms, medians of 21 interleaved runs); a
+//! JSON-lines trace 0.7% (its blocks are checked as UTF-8 first, a pass that now reads the page
+//! cache where it read the copy), as the faults that map the pages cost about what the copy
+//! did. `grep -c`, the floor these readers are measured against, copies the file with `read`.
+//!
+//! A map is only made of a regular file of at least [`SMALLEST`] bytes, as it is when opened;
+//! what is written to it later is read after the map, with `pread` ([`Mapped::read_at`]), so a
+//! log still being written reads as it does through `read`. A file truncated while mapped
+//! would kill the process with `SIGBUS` at the first page read past its new end: a handler
+//! (installed with the first map) puts a page of zeros there instead and notes it, and the
+//! reader then reports that the file shrank ([`Mapped::shrunk`]) as a read error, with what
+//! was read before kept, as with any read error. The handler leaves faults outside the maps to
+//! the default action.
+//!
+//! Mapping is done with `memmap2`; the handler is written here with `libc`, as no crate keeps a
+//! map readable once its file shrinks.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// The smallest file mapped: below it, the one `read` of the reader's buffer is as cheap.
+pub const SMALLEST: u64 = 1 << 20;
+
+/// Maps that can be open at once (a slot each, for the `SIGBUS` handler); past them, files are
+/// read with `read`.
+const SLOTS: usize = 16;
+
+/// Where each open map begins and ends (0, 0: a free slot), and whether a page past its file's
+/// end was read.
+static STARTS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+static ENDS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+static SHRUNK: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
+static TAKEN: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
+static PAGE: AtomicUsize = AtomicUsize::new(4096);
+static HANDLER: Once = Once::new();
+
+/// A file's bytes, mapped as they were when it was opened.
+pub struct Mapped {
+    map: memmap2::Mmap,
+    file: File,
+    slot: usize,
+}
+
+impl std::fmt::Debug for Mapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapped")
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+impl Mapped {
+    /// `file` mapped, when it is a regular file of at least [`SMALLEST`] bytes and a map can be
+    /// made (`None` otherwise: read it with `read`).
+    pub fn of(file: &File) -> Option<Mapped> {
+        Mapped::at_least(file, SMALLEST)
+    }
+
+    /// [`Mapped::of`] with another smallest size (the tests map small files).
+    pub(crate) fn at_least(file: &File, smallest: u64) -> Option<Mapped> {
+        let meta = file.metadata().ok()?;
+        if !meta.file_type().is_file() || meta.len() < smallest.max(1) {
+            return None;
+        }
+        let len = usize::try_from(meta.len()).ok()?;
+        HANDLER.call_once(install_handler);
+        let slot = (0..SLOTS).find(|&i| {
+            TAKEN[i]
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        })?;
+        let file = match file.try_clone() {
+            Ok(file) => file,
+            Err(_) => return free(slot),
+        };
+        // SAFETY: the map is read only. Its bytes change if another process writes the file,
+        // as they would between two `read`s, and a page past a new end reads as zeros (the
+        // handler): every read is of plain bytes, whatever they hold.
+        let map = match unsafe { memmap2::MmapOptions::new().len(len).map(&file) } {
+            Ok(map) => map,
+            Err(_) => return free(slot),
+        };
+        // (a hint: reading ahead of a sequential reader is what the kernel does anyway)
+        let _ = map.advise(memmap2::Advice::Sequential);
+        let start = map.as_ptr() as usize;
+        SHRUNK[slot].store(false, Ordering::SeqCst);
+        ENDS[slot].store(start + len, Ordering::SeqCst);
+        STARTS[slot].store(start, Ordering::SeqCst);
+        Some(Mapped { map, file, slot })
+    }
+
+    /// The file's bytes, as many as it had when mapped.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Whether a page past the file's end was read (the file shrank while mapped): the bytes
+    /// read there were zeros, not the file's.
+    pub fn shrunk(&self) -> bool {
+        SHRUNK[self.slot].load(Ordering::SeqCst)
+    }
+
+    /// Reads what the file holds at `offset`, past the map (what was written after it was
+    /// made).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.file.read_at(buf, offset)
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // the slot is cleared before the map goes (`memmap2` unmaps it after this)
+        STARTS[self.slot].store(0, Ordering::SeqCst);
+        ENDS[self.slot].store(0, Ordering::SeqCst);
+        TAKEN[self.slot].store(false, Ordering::SeqCst);
+    }
+}
+
+fn free<T>(slot: usize) -> Option<T> {
+    TAKEN[slot].store(false, Ordering::SeqCst);
+    None
+}
+
+/// The error a read reports when its map's file shrank.
+pub fn shrunk_error() -> io::Error {
+    io::Error::other(
+        "the file shrank while it was read (truncated by another program?): the lines past its new end are not its",
+    )
+}
+
+fn install_handler() {
+    // SAFETY: sysconf takes an integer and returns one.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if let Ok(page) = usize::try_from(page)
+        && page.is_power_of_two()
+    {
+        PAGE.store(page, Ordering::SeqCst);
+    }
+    // SAFETY: a zeroed sigaction is valid (no flags, an empty mask); the handler is an
+    // `extern "C"` function of the SA_SIGINFO signature.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigbus as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+    }
+}
+
+/// A fault in an open map: a page of zeros is put where the file no longer has one, and the
+/// map is marked; the faulting read then reads zeros. Any other fault: the default action
+/// (the process ends with `SIGBUS`). Atomics and `mmap`/`sigaction` system calls alone.
+extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t with SA_SIGINFO.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let page = PAGE.load(Ordering::SeqCst);
+    for slot in 0..SLOTS {
+        let (start, end) = (
+            STARTS[slot].load(Ordering::SeqCst),
+            ENDS[slot].load(Ordering::SeqCst),
+        );
+        if start <= addr && addr < end {
+            let at = addr & !(page - 1);
+            // SAFETY: the page lies in this slot's map (mapped by us, still mapped while the
+            // slot is set); a fixed anonymous map replaces it in place.
+            let zeros = unsafe {
+                libc::mmap(
+                    at as *mut libc::c_void,
+                    page,
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if zeros != libc::MAP_FAILED {
+                SHRUNK[slot].store(true, Ordering::SeqCst);
+                return;
+            }
+        }
+    }
+    // SAFETY: a zeroed sigaction with SIG_DFL restores the default action; returning re-runs
+    // the faulting instruction, which then ends the process.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(signal, &action, std::ptr::null_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn file_of(bytes: &[u8]) -> (tempfile::TempDir, File) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, bytes).unwrap();
+        let file = File::open(&path).unwrap();
+        (dir, file)
+    }
+
+    #[test]
+    fn a_file_below_the_smallest_size_is_not_mapped() {
+        let (_dir, file) = file_of(&vec![b'x'; SMALLEST as usize - 1]);
+        assert!(Mapped::of(&file).is_none());
+        let (_dir, file) = file_of(&vec![b'x'; SMALLEST as usize]);
+        let mapped = Mapped::of(&file).unwrap();
+        assert_eq!(mapped.bytes().len(), SMALLEST as usize);
+        assert!(!mapped.shrunk());
+    }
+
+    #[test]
+    fn a_map_holds_the_file_as_opened_and_what_is_appended_is_read_after_it() {
+        let bytes: Vec<u8> = (0..2 * SMALLEST).map(|i| (i % 251) as u8).collect();
+        let (dir, file) = file_of(&bytes);
+        let mapped = Mapped::of(&file).unwrap();
+        let mut appender = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        appender.write_all(b"more").unwrap();
+        assert_eq!(mapped.bytes(), bytes.as_slice());
+        let mut after = [0u8; 8];
+        let n = mapped.read_at(&mut after, bytes.len() as u64).unwrap();
+        assert_eq!(&after[..n], b"more");
+    }
+
+    #[test]
+    fn a_file_truncated_while_mapped_reads_zeros_past_its_end_and_says_so() {
+        let len = 4 * SMALLEST as usize;
+        let (dir, file) = file_of(&vec![b'a'; len]);
+        let mapped = Mapped::of(&file).unwrap();
+        let page = PAGE.load(Ordering::SeqCst);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("f"))
+            .unwrap()
+            .set_len(page as u64)
+            .unwrap();
+        let bytes = mapped.bytes();
+        // (read through a volatile load: a read the compiler could drop would not fault)
+        let at = |i: usize| unsafe { std::ptr::read_volatile(&bytes[i]) };
+        assert_eq!(at(0), b'a');
+        assert!(
+            !mapped.shrunk(),
+            "the page still in the file reads as it was"
+        );
+        assert_eq!(at(len - 1), 0);
+        assert_eq!(at(3 * page), 0);
+        assert!(mapped.shrunk());
+    }
+
+    #[test]
+    fn slots_are_freed_when_maps_are_dropped() {
+        let (_dir, file) = file_of(&vec![b'x'; SMALLEST as usize]);
+        for _ in 0..3 * SLOTS {
+            let mapped = Mapped::of(&file);
+            assert!(mapped.is_some());
+        }
+    }
+}
