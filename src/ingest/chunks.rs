@@ -22,14 +22,15 @@
 //! the locks are taken once per chunk, and the work needs no other work.
 
 use std::io::{self, Read};
-use std::ops::ControlFlow;
+use std::ops::{ControlFlow, Range};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
-use std::sync::{Condvar, Mutex, PoisonError, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, TryLockError};
 
 use crate::ingest::Cancel;
 use crate::ingest::lines::{DEFAULT_BUFFER, Line, text_of, trim_cr, trim_cr_str};
+use crate::ingest::mapped::{Mapped, shrunk_error};
 use crate::ingest::words::Positions;
 
 /// Bytes of input per chunk (a chunk ends at the last newline of this many): with 2 threads on
@@ -101,11 +102,24 @@ impl<T> Spares<T> {
 /// buffer skips it ([`Line::TooLong`]).
 const LONGEST: usize = DEFAULT_BUFFER;
 
-/// Whole lines of the input, and whether a line too long to read ends just before them.
+/// Whole lines of the input, and whether a line too long to read ends just before them: read
+/// into `buf`, or a range of the input's map.
 pub(crate) struct Job {
     pub(crate) buf: Vec<u8>,
     pub(crate) len: usize,
     pub(crate) lead_too_long: bool,
+    pub(crate) mapped: Option<(Arc<Mapped>, Range<usize>)>,
+}
+
+impl Job {
+    /// The chunk's lines.
+    #[inline]
+    pub(crate) fn data(&self) -> &[u8] {
+        match &self.mapped {
+            Some((mapped, range)) => &mapped.bytes()[range.clone()],
+            None => &self.buf[..self.len],
+        }
+    }
 }
 
 /// Cuts the input into chunks of whole lines.
@@ -125,6 +139,13 @@ pub struct Reader<'c, R> {
     pub(crate) bytes: u64,
     /// the input ended without a newline (the serial reader's `unterminated_last_line`)
     pub(crate) unterminated: bool,
+    /// the input's map: chunks are ranges of it, then what follows it is read from the file
+    /// (not from `inner`, which is not read)
+    mapped: Option<Arc<Mapped>>,
+    /// where the next chunk of the map begins; past the map, where the next read of the file
+    /// begins
+    at: u64,
+    past_map: bool,
 }
 
 impl<'c, R: Read> Reader<'c, R> {
@@ -143,6 +164,68 @@ impl<'c, R: Read> Reader<'c, R> {
             cancelled: false,
             bytes: 0,
             unterminated: false,
+            mapped: None,
+            at: 0,
+            past_map: false,
+        }
+    }
+
+    /// Chunks of `mapped` where they lie, then of what the file holds past the map, instead
+    /// of `inner`'s: the chunks end where `inner`'s would (lines too long are in them, to be
+    /// given as [`Line::TooLong`]).
+    pub fn mapped(mut self, mapped: Option<Mapped>) -> Self {
+        self.mapped = mapped.map(Arc::new);
+        self
+    }
+
+    /// The next chunk of the map; `None` when the map is done (its unfinished last line then
+    /// carried, to be ended by what is read after it).
+    fn next_mapped(&mut self, mapped: &Arc<Mapped>, buf: Vec<u8>) -> io::Result<Option<Job>> {
+        if mapped.shrunk() {
+            self.done = true;
+            return Err(shrunk_error());
+        }
+        let map = mapped.bytes();
+        let at = usize::try_from(self.at).unwrap_or(map.len()).min(map.len());
+        let mut end = map.len().min(at + self.chunk);
+        while at < map.len() {
+            if let Some(p) = memchr::memrchr(b'\n', &map[at..end]) {
+                self.at = (at + p + 1) as u64;
+                self.bytes = self.at;
+                return Ok(Some(Job {
+                    buf,
+                    len: 0,
+                    lead_too_long: false,
+                    mapped: Some((Arc::clone(mapped), at..at + p + 1)),
+                }));
+            }
+            if end == map.len() {
+                break;
+            }
+            // a line longer than the chunk: twice the room, searched again
+            end = map.len().min(at + 2 * (end - at));
+        }
+        self.past_map = true;
+        self.bytes = map.len() as u64;
+        self.at = map.len() as u64;
+        let tail = &map[at..];
+        if tail.len() >= LONGEST {
+            self.skipping = true;
+        } else {
+            self.carry.extend_from_slice(tail);
+        }
+        Ok(None)
+    }
+
+    /// Reads from the file past its map, or from `inner`.
+    fn read_more(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match &self.mapped {
+            Some(mapped) => {
+                let n = mapped.read_at(buf, self.at)?;
+                self.at += n as u64;
+                Ok(n)
+            }
+            None => self.inner.read(buf),
         }
     }
 
@@ -154,6 +237,18 @@ impl<'c, R: Read> Reader<'c, R> {
         }
         if self.done {
             return Ok(None);
+        }
+        if let Some(mapped) = self.mapped.clone()
+            && !self.past_map
+        {
+            if self.cancel.is_some_and(Cancel::is_raised) {
+                self.cancelled = true;
+                self.done = true;
+                return Ok(None);
+            }
+            if let Some(job) = self.next_mapped(&mapped, std::mem::take(&mut buf))? {
+                return Ok(Some(job));
+            }
         }
         // Any thread may be the one reading: a signal is passed on to it (a read blocked on a
         // pipe then returns at once).
@@ -170,7 +265,7 @@ impl<'c, R: Read> Reader<'c, R> {
                 self.done = true;
                 return Ok(self.cut(buf, filled));
             }
-            let n = match self.inner.read(&mut buf[filled..]) {
+            let n = match self.read_more(&mut buf[filled..]) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -186,6 +281,9 @@ impl<'c, R: Read> Reader<'c, R> {
             };
             if n == 0 {
                 self.done = true;
+                if self.mapped.as_ref().is_some_and(|m| m.shrunk()) {
+                    return Err(shrunk_error());
+                }
                 self.unterminated = self.skipping || (filled > 0 && buf[filled - 1] != b'\n');
                 let lead = std::mem::take(&mut self.lead) || self.skipping;
                 let len = if self.skipping { 0 } else { filled };
@@ -193,6 +291,7 @@ impl<'c, R: Read> Reader<'c, R> {
                     buf,
                     len,
                     lead_too_long: lead,
+                    mapped: None,
                 }));
             }
             self.bytes += n as u64;
@@ -235,6 +334,7 @@ impl<'c, R: Read> Reader<'c, R> {
             buf,
             len,
             lead_too_long: std::mem::take(&mut self.lead),
+            mapped: None,
         }
     }
 
@@ -638,11 +738,99 @@ mod tests {
         let mut out = Vec::new();
         loop {
             match reader.next(Vec::new()) {
-                Ok(Some(job)) => out.push(String::from_utf8_lossy(&job.buf[..job.len]).into()),
+                Ok(Some(job)) => out.push(String::from_utf8_lossy(job.data()).into()),
                 Ok(None) => return (out, None),
                 Err(e) => return (out, Some(e.to_string())),
             }
         }
+    }
+
+    /// Every line of every chunk of `reader`, numbered across chunks (a line too long as such,
+    /// without its length: the read chunks drop its bytes), then whether the input ended
+    /// without a newline, the bytes read and the error.
+    fn lines_of_chunks<R: Read>(mut reader: Reader<'_, R>) -> (Vec<String>, bool, u64, String) {
+        let (mut out, mut n) = (Vec::new(), 0);
+        let error = loop {
+            match reader.next(Vec::new()) {
+                Ok(Some(job)) => {
+                    let base = n;
+                    n += for_each_line::<false>(job.data(), job.lead_too_long, false, |k, line| {
+                        out.push(match line {
+                            Line::TooLong { .. } => format!("{} too long", base + k),
+                            Line::Text(t) => format!("{} {t:?}", base + k),
+                            other => format!("{} {other:?}", base + k),
+                        })
+                    });
+                }
+                Ok(None) => break String::new(),
+                Err(e) => break e.to_string(),
+            }
+        };
+        (out, reader.unterminated, reader.bytes, error)
+    }
+
+    /// Inputs of short lines, empty lines, lines longer than a chunk and lines too long to
+    /// read, ended with or without a newline.
+    fn inputs() -> Vec<Vec<u8>> {
+        let mut inputs = Vec::new();
+        for seed in 0..60u64 {
+            let mut state = seed;
+            let mut input = Vec::new();
+            for _ in 0..seed % 23 {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                match (state >> 33) % 9 {
+                    0..5 => input.extend_from_slice(b"a short line\n"),
+                    5 => input.push(b'\n'),
+                    6 => input.extend(std::iter::repeat_n(b'c', 300)),
+                    7 if seed % 5 == 0 => input.extend(std::iter::repeat_n(b'L', LONGEST)),
+                    _ => input.extend_from_slice(b"x"),
+                }
+            }
+            inputs.push(input);
+        }
+        inputs.push([vec![b'L'; LONGEST - 1], b"\nend".to_vec()].concat());
+        inputs.push([b"a\n".to_vec(), vec![b'L'; LONGEST + 5]].concat());
+        inputs
+    }
+
+    #[test]
+    fn the_chunks_of_a_mapped_file_give_the_lines_its_read_chunks_give() {
+        for input in inputs() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("input");
+            std::fs::write(&path, &input).unwrap();
+            for chunk in [16, 100, 4096] {
+                let read = lines_of_chunks(Reader::new(&input[..], chunk, None));
+                let file = std::fs::File::open(&path).unwrap();
+                let mapped = Mapped::at_least(&file, 1);
+                assert_eq!(mapped.is_some(), !input.is_empty());
+                let from_map =
+                    lines_of_chunks(Reader::new(io::empty(), chunk, None).mapped(mapped));
+                assert_eq!(from_map, read, "chunks of {chunk}: {} bytes", input.len());
+            }
+        }
+    }
+
+    #[test]
+    fn what_is_written_after_the_map_is_chunked_after_it_as_one_file() {
+        let (before, after) = (&b"one\ntwo\nthr"[..], &b"ee\nfour\nfiv"[..]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("input");
+        std::fs::write(&path, before).unwrap();
+        let mapped = Mapped::at_least(&std::fs::File::open(&path).unwrap(), 1);
+        let mut appender = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut appender, after).unwrap();
+        let whole = [before, after].concat();
+        let read = lines_of_chunks(Reader::new(&whole[..], 4, None));
+        let from_map = lines_of_chunks(Reader::new(io::empty(), 4, None).mapped(mapped));
+        assert_eq!(from_map, read);
+        assert_eq!(read.0.len(), 5);
+        assert!(read.1, "ends without a newline");
     }
 
     #[test]

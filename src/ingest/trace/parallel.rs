@@ -175,7 +175,7 @@ impl<'a> Worker<'a> {
         self.state.last_ts = None;
         let mut chunk = self.spare.take().map_or_else(Chunk::default, Chunk::reused);
         let blanks = super::read::splits_on_spaces(self.state.format);
-        let data = &job.buf[..job.len];
+        let data = job.data();
         let lines = for_each_line::<true>(data, job.lead_too_long, blanks, |n, line| {
             if !chunk.serial {
                 self.line(&mut chunk, n, line);
@@ -486,7 +486,7 @@ fn apply(
     let stop = chunk.first_bad.filter(|_| lines.strict);
     // (events paired on the worker are taken whole: a chunk to stop in is paired again here)
     if chunk.serial || mixed || too_many_days || (local.is_some() && stop.is_some()) {
-        let data = &done.job.buf[..done.job.len];
+        let data = done.job.data();
         let blanks = super::read::splits_on_spaces(lines.state.format);
         return for_each_line::<true>(data, done.job.lead_too_long, blanks, |n, line| {
             lines.line(before + n, line, pairer, sink)

@@ -161,9 +161,10 @@ pub fn read(
     read_mapped(reader, None, file, options, pairer, sink, progress)
 }
 
-/// [`read`] of a file whose map is `mapped` (the same file as `reader`, unread): one thread
-/// reads its lines in place ([`LineReader::mapped`]), after its first bytes are read from
-/// `reader` to tell its format; the parallel readers and the Chrome JSON reader read `reader`.
+/// [`read`] of a file whose map is `mapped` (the same file as `reader`, unread): its lines are
+/// read in place ([`LineReader::mapped`], [`crate::ingest::chunks::Reader::mapped`]), after
+/// its first bytes are read from `reader` to tell its format; the Chrome JSON readers read
+/// `reader`.
 pub fn read_mapped(
     mut reader: impl Read + Send,
     mapped: Option<Mapped>,
@@ -217,16 +218,17 @@ pub fn read_mapped(
         state: LineState::new(format, &options.columns, pairer.fields_read()),
     };
     let threads = options.threads.max(1);
+    // (a Ctrl-C during the first read: nothing more is read, from the map either)
+    let mapped = mapped.filter(|_| !interrupted);
     let (summary, read_error) = if threads > 1 && super::parallel::reads(format) {
         let cancel = options.cancel.as_ref().filter(|_| !interrupted);
-        let reader = crate::ingest::chunks::Reader::new(input, options.chunk_bytes, cancel);
+        let reader =
+            crate::ingest::chunks::Reader::new(input, options.chunk_bytes, cancel).mapped(mapped);
         match super::parallel::read(reader, threads, &mut state, pairer, sink, progress) {
             Ok(summary) => (summary, None),
             Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),
         }
     } else {
-        // (a Ctrl-C during the first read: nothing more is read, from the map either)
-        let mapped = mapped.filter(|_| !interrupted);
         let mut lines = LineReader::new(input).utf8().mapped(mapped);
         if splits_on_spaces(format) {
             lines = lines.blanks();

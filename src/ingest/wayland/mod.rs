@@ -110,9 +110,8 @@ pub fn analyze(
     analyze_mapped(input, None, file, file_index, options, sink, on_progress)
 }
 
-/// [`analyze`] of a file whose map is `mapped` (the same file as `input`, unread): one
-/// thread reads its lines in place ([`LineReader::mapped`]); the parallel reader reads
-/// `input`.
+/// [`analyze`] of a file whose map is `mapped` (the same file as `input`, unread): its lines
+/// are read in place ([`LineReader::mapped`], [`crate::ingest::chunks::Reader::mapped`]).
 pub fn analyze_mapped(
     input: impl Read + Send,
     mapped: Option<Mapped>,
@@ -137,7 +136,8 @@ pub fn analyze_mapped(
     let read = if options.threads > 1 {
         let (threads, chunk) = (options.threads, options.chunk_bytes);
         let cancel = options.cancel.as_ref();
-        parallel::read(input, threads, chunk, cancel, &mut state, sink, on_progress)
+        let reader = crate::ingest::chunks::Reader::new(input, chunk, cancel).mapped(mapped);
+        parallel::read(reader, threads, &mut state, sink, on_progress)
     } else {
         let mut reader = LineReader::new(input).mapped(mapped);
         if let Some(cancel) = &options.cancel {

@@ -29,9 +29,9 @@ use super::FileState;
 use super::clock::{self, Local};
 use super::line::{self, Malformed, Parsed};
 use super::spans::Meaning;
+use crate::ingest::ReadSummary;
 use crate::ingest::chunks::{Job, Reader, Spares, for_each_line, in_order};
 use crate::ingest::lines::Line;
-use crate::ingest::{Cancel, ReadSummary};
 use crate::span::SpanSink;
 
 /// What a line was to the calling thread, in the chunk's order.
@@ -92,7 +92,7 @@ impl Chunk {
 fn parse(job: Job, spare: &Spares<Chunk>) -> (Job, Chunk) {
     let mut chunk = spare.take().map_or_else(Chunk::default, Chunk::reused);
     let mut scratch = Vec::new();
-    let data = &job.buf[..job.len];
+    let data = job.data();
     let most = data.len() / SHORTEST_LINE + 16;
     chunk.lines = for_each_line::<false>(data, job.lead_too_long, false, |n, line| {
         if chunk.serial {
@@ -138,7 +138,7 @@ fn take(
     before: u64,
     sink: &mut impl SpanSink,
 ) -> u64 {
-    let data = &job.buf[..job.len];
+    let data = job.data();
     let offset = match chunk.serial {
         false => state.clock.follow(&chunk.clock),
         true => None,
@@ -172,18 +172,14 @@ fn take(
     chunk.lines
 }
 
-/// Reads `input` on `threads` threads in all into `state` and `sink`; `chunk` bytes per
-/// chunk (0: [`CHUNK`](crate::ingest::chunks::CHUNK)).
+/// Reads the chunks of `reader` on `threads` threads in all into `state` and `sink`.
 pub(super) fn read(
-    input: impl Read + Send,
+    mut reader: Reader<'_, impl Read + Send>,
     threads: usize,
-    chunk: usize,
-    cancel: Option<&Cancel>,
     state: &mut FileState<'_>,
     sink: &mut impl SpanSink,
     mut progress: impl FnMut(u64),
 ) -> io::Result<ReadSummary> {
-    let mut reader = Reader::new(input, chunk, cancel);
     let mut total = 0u64;
     // bytes read, given to `progress` as chunks are taken (the workers read)
     let read_bytes = AtomicU64::new(0);
