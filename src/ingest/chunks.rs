@@ -120,6 +120,14 @@ impl Job {
             None => &self.buf[..self.len],
         }
     }
+
+    /// Says that this chunk and every chunk before it are read ([`Mapped::release`]): called
+    /// by the thread that takes the chunks in order, once it has taken this one.
+    pub(crate) fn taken(&self) {
+        if let Some((mapped, range)) = &self.mapped {
+            mapped.release(range.end);
+        }
+    }
 }
 
 /// Cuts the input into chunks of whole lines.

@@ -315,6 +315,7 @@ impl<R: Read> LineReader<R> {
             at += last + 1;
             summary.bytes = at as u64;
             on_progress(summary.bytes);
+            mapped.release(at);
         }
         let rest = &map[at..];
         self.buf[..rest.len()].copy_from_slice(rest);

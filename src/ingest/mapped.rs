@@ -47,7 +47,12 @@ pub struct Mapped {
     map: memmap2::Mmap,
     file: File,
     slot: usize,
+    /// the bytes before this were read and their pages given back ([`Mapped::release`])
+    released: AtomicUsize,
 }
+
+/// Bytes read before their pages are given back at once ([`Mapped::release`]).
+const RELEASED_AT_ONCE: usize = 4 << 20;
 
 impl std::fmt::Debug for Mapped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -94,7 +99,35 @@ impl Mapped {
         SHRUNK[slot].store(false, Ordering::SeqCst);
         ENDS[slot].store(start + len, Ordering::SeqCst);
         STARTS[slot].store(start, Ordering::SeqCst);
-        Some(Mapped { map, file, slot })
+        Some(Mapped {
+            map,
+            file,
+            slot,
+            released: AtomicUsize::new(0),
+        })
+    }
+
+    /// Says that the bytes before `done` are read and will not be read again: their pages
+    /// leave the process (they stay in the page cache), a few megabytes at a time. Without
+    /// this, every page of the file stayed mapped until the end: reading a 100 MB log took
+    /// 104 MB of memory (maximum resident set), where reading it through a buffer took 7 MB.
+    pub fn release(&self, done: usize) {
+        let page = PAGE.load(Ordering::Relaxed);
+        let end = done.min(self.map.len()) & !(page - 1);
+        let from = self.released.load(Ordering::Relaxed);
+        if end < from + RELEASED_AT_ONCE {
+            return;
+        }
+        // SAFETY: the range lies in the map and is read no more (the caller's word); its
+        // pages are of a read-only map of the file, never written, so dropping them loses
+        // nothing: a read of them would fault them in again from the page cache.
+        let given = unsafe {
+            self.map
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, end - from)
+        };
+        if given.is_ok() {
+            self.released.store(end, Ordering::Relaxed);
+        }
     }
 
     /// The file's bytes, as many as it had when mapped.
@@ -258,6 +291,26 @@ mod tests {
         assert_eq!(at(len - 1), 0);
         assert_eq!(at(3 * page), 0);
         assert!(mapped.shrunk());
+    }
+
+    #[test]
+    fn released_pages_read_again_as_the_file() {
+        let bytes: Vec<u8> = (0..3 * RELEASED_AT_ONCE).map(|i| (i % 253) as u8).collect();
+        let (_dir, file) = file_of(&bytes);
+        let mapped = Mapped::of(&file).unwrap();
+        assert_eq!(mapped.bytes(), bytes.as_slice());
+        mapped.release(RELEASED_AT_ONCE - 1);
+        assert_eq!(
+            mapped.released.load(Ordering::Relaxed),
+            0,
+            "less than a batch"
+        );
+        mapped.release(2 * RELEASED_AT_ONCE + 5);
+        assert_eq!(
+            mapped.released.load(Ordering::Relaxed),
+            2 * RELEASED_AT_ONCE
+        );
+        assert_eq!(mapped.bytes(), bytes.as_slice());
     }
 
     #[test]

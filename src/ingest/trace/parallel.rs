@@ -448,6 +448,7 @@ pub(super) fn read<R: Read + Send>(
     let apply = |mut done: Done| {
         progress(read_bytes.load(Ordering::Relaxed));
         total += apply(lines, &mut done, total, (pairer, local.as_ref()), sink);
+        done.job.taken();
         spare.give(done.chunk);
         // After `--strict`'s first malformed line nothing more is read.
         match lines.failure {

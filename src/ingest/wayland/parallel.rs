@@ -193,6 +193,7 @@ pub(super) fn read(
         progress(read_bytes.load(Ordering::Relaxed));
         total += take(state, &done, total, sink);
         let (job, chunk) = done;
+        job.taken();
         if !chunk.serial {
             spare.give(chunk);
         }
