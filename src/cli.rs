@@ -1185,8 +1185,10 @@ pub struct WaylandArgs {
     /// clock, the objects and the spans follow them in the log's order on the calling thread
     /// (it reads and parses too, when it would wait): the result is one thread's. Memory: at
     /// most 4 chunks per thread in flight, 16 in all, each its 256 KiB of input and where its
-    /// messages lie (about 2.2 times that for usual logs, 4.3 at most): 12-14 MiB resident in
-    /// all for 2 threads on a 100 MB log, 7-8 MiB for one.
+    /// messages lie (about 2.2 times that for usual logs, 4.3 at most). A file of 1 MiB or
+    /// more is read in place through a memory map, its pages given back 4 MiB at a time as
+    /// they are read: 12-14 MiB resident in all for 2 threads on a 100 MB log, 11-12 MiB for
+    /// one.
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).
@@ -1560,10 +1562,11 @@ pub struct SpansArgs {
     /// line (what Chromium writes), serially elsewhere (a minified file, elements over several
     /// lines, elements under 96 bytes on average). Memory: at most 4 chunks per thread in
     /// flight, 16 in all, each its 256 KiB of input (up to 2 MiB around a longer line) and the events the
-    /// rules name in it (or, Chrome JSON, its elements: 2.5 times its bytes at most): 10-14 MiB
-    /// resident in all for 2 threads on 100 MB traces (10-11 with one rule and no --by), 8-9 MiB
-    /// for one; up to about 5 times a chunk's bytes more where every line is a short event the
-    /// rules name, with many --key fields.
+    /// rules name in it (or, Chrome JSON, its elements: 2.5 times its bytes at most). A file of
+    /// 1 MiB or more (not Chrome JSON) is read in place through a memory map, its pages given
+    /// back 4 MiB at a time as they are read: 11-14 MiB resident in all for 2 threads on 100 MB
+    /// traces, 8-14 MiB for one; up to about 5 times a chunk's bytes more where every line is a
+    /// short event the rules name, with many --key fields.
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).

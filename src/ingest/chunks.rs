@@ -194,7 +194,7 @@ impl<'c, R: Read> Reader<'c, R> {
             return Err(shrunk_error());
         }
         let map = mapped.bytes();
-        let at = usize::try_from(self.at).unwrap_or(map.len()).min(map.len());
+        let mut at = usize::try_from(self.at).unwrap_or(map.len()).min(map.len());
         let mut end = map.len().min(at + self.chunk);
         while at < map.len() {
             if let Some(p) = memchr::memrchr(b'\n', &map[at..end]) {
@@ -203,15 +203,34 @@ impl<'c, R: Read> Reader<'c, R> {
                 return Ok(Some(Job {
                     buf,
                     len: 0,
-                    lead_too_long: false,
+                    lead_too_long: std::mem::take(&mut self.lead),
                     mapped: Some((Arc::clone(mapped), at..at + p + 1)),
                 }));
+            }
+            if end - at >= LONGEST {
+                // a line too long to read, skipped unread as the read chunks skip it: the
+                // next chunk says that it ended before it. One that ended just before this
+                // one is said first, by a chunk of no lines (the read chunks' order).
+                if self.lead {
+                    self.at = at as u64;
+                    return Ok(Some(self.job(buf, 0)));
+                }
+                let Some(nl) = mapped.line_end(end) else {
+                    at = map.len();
+                    self.skipping = true;
+                    break;
+                };
+                self.lead = true;
+                at = nl + 1;
+                end = map.len().min(at + self.chunk);
+                continue;
             }
             if end == map.len() {
                 break;
             }
-            // a line longer than the chunk: twice the room, searched again
-            end = map.len().min(at + 2 * (end - at));
+            // a line longer than the chunk: twice the room (at most the longest line read),
+            // searched again
+            end = map.len().min(at + (2 * (end - at)).min(LONGEST));
         }
         self.past_map = true;
         self.bytes = map.len() as u64;
@@ -219,7 +238,7 @@ impl<'c, R: Read> Reader<'c, R> {
         let tail = &map[at..];
         if tail.len() >= LONGEST {
             self.skipping = true;
-        } else {
+        } else if !self.skipping {
             self.carry.extend_from_slice(tail);
         }
         Ok(None)

@@ -277,7 +277,7 @@ impl<R: Read> LineReader<R> {
                     break; // the unfinished last line
                 }
                 // a line of the buffer's length or more, skipped as the reader skips it
-                let Some(nl) = memchr::memchr(b'\n', &map[at + capacity..]) else {
+                let Some(nl) = mapped.line_end(at + capacity) else {
                     let skipped = (map.len() - at) as u64;
                     summary.bytes = map.len() as u64;
                     return Some((0, Some(skipped)));
@@ -286,10 +286,10 @@ impl<R: Read> LineReader<R> {
                 on_line(
                     summary.lines,
                     Line::TooLong {
-                        len: (capacity + nl) as u64,
+                        len: (nl - at) as u64,
                     },
                 );
-                at += capacity + nl + 1;
+                at = nl + 1;
                 summary.bytes = at as u64;
                 on_progress(summary.bytes);
                 continue;

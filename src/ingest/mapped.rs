@@ -107,6 +107,42 @@ impl Mapped {
         })
     }
 
+    /// Where the line that goes on at `from` ends (the index of its newline), searched a few
+    /// megabytes at a time, the pages searched given back behind (a line too long to read is
+    /// skipped unread: its pages do not stay mapped, however long it is); `None`: it runs to
+    /// the end of the map.
+    pub fn line_end(&self, from: usize) -> Option<usize> {
+        let map = self.bytes();
+        let mut at = from;
+        while at < map.len() {
+            let end = map.len().min(at + RELEASED_AT_ONCE);
+            if let Some(nl) = memchr::memchr(b'\n', &map[at..end]) {
+                self.forget(at..at + nl);
+                return Some(at + nl);
+            }
+            self.forget(at..end);
+            at = end;
+        }
+        None
+    }
+
+    /// Gives back the whole pages of `range`, read and not to be read again.
+    fn forget(&self, range: std::ops::Range<usize>) {
+        let page = PAGE.load(Ordering::Relaxed);
+        let (from, to) = (
+            (range.start + page - 1) & !(page - 1),
+            range.end & !(page - 1),
+        );
+        if to > from {
+            // SAFETY: as in `release`: pages of the read-only map, inside the line being
+            // skipped, which no other reader is given.
+            let _ = unsafe {
+                self.map
+                    .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+            };
+        }
+    }
+
     /// Says that the bytes before `done` are read and will not be read again: their pages
     /// leave the process (they stay in the page cache), a few megabytes at a time. Without
     /// this, every page of the file stayed mapped until the end: reading a 100 MB log took
