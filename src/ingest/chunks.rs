@@ -215,7 +215,16 @@ impl<'c, R: Read> Reader<'c, R> {
                     self.at = at as u64;
                     return Ok(Some(self.job(buf, 0)));
                 }
-                let Some(nl) = mapped.line_end(end) else {
+                // (its first bytes, searched, are given back too: they are no chunk's)
+                mapped.forget(at..end);
+                let cancel = self.cancel;
+                let cancelled = || cancel.is_some_and(Cancel::is_raised);
+                let Some(nl) = mapped.line_end(end, cancelled) else {
+                    if cancelled() {
+                        self.cancelled = true;
+                        self.done = true;
+                        return Ok(None);
+                    }
                     at = map.len();
                     self.skipping = true;
                     break;
@@ -242,6 +251,13 @@ impl<'c, R: Read> Reader<'c, R> {
             self.carry.extend_from_slice(tail);
         }
         Ok(None)
+    }
+
+    /// Once the chunks are all taken (however the read ended): an error when the mapped file
+    /// shrank under the read ([`Mapped::check`]); workers read a chunk's pages after it was
+    /// handed out, so this is known only now.
+    pub(crate) fn check_mapped(&self) -> io::Result<()> {
+        self.mapped.as_ref().map_or(Ok(()), |mapped| mapped.check())
     }
 
     /// Reads from the file past its map, or from `inner`.
@@ -838,6 +854,26 @@ mod tests {
                 assert_eq!(from_map, read, "chunks of {chunk}: {} bytes", input.len());
             }
         }
+    }
+
+    #[test]
+    fn chunks_of_a_file_truncated_while_mapped_end_with_an_error() {
+        let bytes: Vec<u8> = b"a line\n".iter().copied().cycle().take(4 << 20).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("input");
+        std::fs::write(&path, &bytes).unwrap();
+        let mapped = Mapped::at_least(&std::fs::File::open(&path).unwrap(), 1);
+        let mut reader = Reader::new(io::empty(), 1 << 16, None).mapped(mapped);
+        // the first chunk is handed out, then the file is cut, then its lines are read
+        let first = reader.next(Vec::new()).unwrap().unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(4096).unwrap();
+        assert!(first.data().starts_with(b"a line\n"));
+        while let Ok(Some(job)) = reader.next(Vec::new()) {
+            let _ = job.data().iter().map(|&b| u64::from(b)).sum::<u64>();
+        }
+        let error = reader.check_mapped().unwrap_err().to_string();
+        assert!(error.contains("the file shrank"), "{error}");
     }
 
     #[test]

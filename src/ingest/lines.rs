@@ -232,21 +232,20 @@ impl<R: Read> LineReader<R> {
             return self.read_lines(None, (0, None), summary, on_line, on_progress);
         };
         let state = self.map_lines(&mapped, &mut summary, &mut on_line, &mut on_progress);
-        if summary.cancelled || self.stop.as_ref().is_some_and(Cancel::is_raised) {
-            return Ok(summary);
-        }
-        let Some(state) = state else {
-            return Err(shrunk_error());
+        let stopped = self.stop.as_ref().is_some_and(Cancel::is_raised);
+        let read = match state {
+            None => Err(shrunk_error()),
+            Some(_) if summary.cancelled || stopped => Ok(summary),
+            Some(state) => {
+                let mut after = After {
+                    mapped: &mapped,
+                    at: summary.bytes,
+                };
+                self.read_lines(Some(&mut after), state, summary, on_line, on_progress)
+            }
         };
-        let mut after = After {
-            mapped: &mapped,
-            at: summary.bytes,
-        };
-        let summary = self.read_lines(Some(&mut after), state, summary, on_line, on_progress)?;
-        match mapped.shrunk() {
-            true => Err(shrunk_error()),
-            false => Ok(summary),
-        }
+        // however the read ended: whether the file shrank under it
+        read.and_then(|summary| mapped.check().map(|()| summary))
     }
 
     /// The whole lines of `map`, in blocks of the buffer's size, as [`LineReader::read_lines`]
@@ -277,7 +276,13 @@ impl<R: Read> LineReader<R> {
                     break; // the unfinished last line
                 }
                 // a line of the buffer's length or more, skipped as the reader skips it
-                let Some(nl) = mapped.line_end(at + capacity) else {
+                let cancel = self.cancel.clone();
+                let cancelled = || cancel.as_ref().is_some_and(Cancel::is_raised);
+                let Some(nl) = mapped.line_end(at + capacity, cancelled) else {
+                    if cancelled() {
+                        summary.cancelled = true;
+                        return Some((0, None));
+                    }
                     let skipped = (map.len() - at) as u64;
                     summary.bytes = map.len() as u64;
                     return Some((0, Some(skipped)));
@@ -292,6 +297,7 @@ impl<R: Read> LineReader<R> {
                 at = nl + 1;
                 summary.bytes = at as u64;
                 on_progress(summary.bytes);
+                mapped.release(at);
                 continue;
             };
             let (block, plain) = match self.utf8 {
@@ -692,6 +698,27 @@ mod tests {
         );
         let error = result.unwrap_err().to_string();
         assert!(error.contains("shrank while it was read"), "{error}");
+    }
+
+    #[test]
+    fn a_file_cut_inside_its_last_page_while_mapped_is_an_error_too() {
+        // no page past the new end is read (no SIGBUS): the size says it
+        let bytes: Vec<u8> = b"a line\n"
+            .iter()
+            .copied()
+            .cycle()
+            .take((2 << 20) + 100)
+            .collect();
+        let (_dir, path) = file_of(&bytes);
+        let file = std::fs::File::open(&path).unwrap();
+        let mapped = Mapped::at_least(&file, 1);
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(bytes.len() as u64 - 60).unwrap();
+        let error = LineReader::new(io::empty())
+            .mapped(mapped)
+            .for_each_line(|_, _| {}, |_| {});
+        let error = error.unwrap_err().to_string();
+        assert!(error.contains("the file shrank"), "{error}");
     }
 
     #[test]

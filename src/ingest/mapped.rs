@@ -17,6 +17,13 @@
 //! was read before kept, as with any read error. The handler leaves faults outside the maps to
 //! the default action.
 //!
+//! A file rewritten in place while it is read (not appended to, not truncated) is another
+//! matter: through `read`, the reader sees bytes of before or after each write; through a map,
+//! a line checked as UTF-8 could change under the reader, which Rust's `str` does not allow
+//! (as for every program that reads a map: ripgrep documents the same of its `--mmap`). Logs
+//! and traces are appended to, not rewritten; such a file can be read from standard input
+//! (`latscope spans < FILE`), which is read with `read`.
+//!
 //! Mapping is done with `memmap2`; the handler is written here with `libc`, as no crate keeps a
 //! map readable once its file shrinks.
 
@@ -97,8 +104,9 @@ impl Mapped {
         let _ = map.advise(memmap2::Advice::Sequential);
         let start = map.as_ptr() as usize;
         SHRUNK[slot].store(false, Ordering::SeqCst);
-        ENDS[slot].store(start + len, Ordering::SeqCst);
+        // published start first (see the handler)
         STARTS[slot].store(start, Ordering::SeqCst);
+        ENDS[slot].store(start + len, Ordering::SeqCst);
         Some(Mapped {
             map,
             file,
@@ -111,10 +119,11 @@ impl Mapped {
     /// megabytes at a time, the pages searched given back behind (a line too long to read is
     /// skipped unread: its pages do not stay mapped, however long it is); `None`: it runs to
     /// the end of the map.
-    pub fn line_end(&self, from: usize) -> Option<usize> {
+    /// Stops (`None`) when `stop` says so, asked before each few megabytes (Ctrl-C).
+    pub fn line_end(&self, from: usize, stop: impl Fn() -> bool) -> Option<usize> {
         let map = self.bytes();
         let mut at = from;
-        while at < map.len() {
+        while at < map.len() && !stop() {
             let end = map.len().min(at + RELEASED_AT_ONCE);
             if let Some(nl) = memchr::memchr(b'\n', &map[at..end]) {
                 self.forget(at..at + nl);
@@ -127,7 +136,7 @@ impl Mapped {
     }
 
     /// Gives back the whole pages of `range`, read and not to be read again.
-    fn forget(&self, range: std::ops::Range<usize>) {
+    pub(crate) fn forget(&self, range: std::ops::Range<usize>) {
         let page = PAGE.load(Ordering::Relaxed);
         let (from, to) = (
             (range.start + page - 1) & !(page - 1),
@@ -177,6 +186,19 @@ impl Mapped {
         SHRUNK[self.slot].load(Ordering::SeqCst)
     }
 
+    /// The read's last word on the map: an error when a page past the file's end was read
+    /// ([`Mapped::shrunk`]) or the file is now shorter than the map (a truncation inside the
+    /// last page, or one after its pages were read, faults nothing: the bytes read there are
+    /// zeros, or were the file's then). Every reader of a map calls it once it is done with
+    /// the map, however it ends (its end, Ctrl-C, `--strict`).
+    pub fn check(&self) -> io::Result<()> {
+        let now = self.file.metadata()?.len();
+        match self.shrunk() || now < self.map.len() as u64 {
+            true => Err(shrunk_error()),
+            false => Ok(()),
+        }
+    }
+
     /// Reads what the file holds at `offset`, past the map (what was written after it was
     /// made).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -186,9 +208,10 @@ impl Mapped {
 
 impl Drop for Mapped {
     fn drop(&mut self) {
-        // the slot is cleared before the map goes (`memmap2` unmaps it after this)
-        STARTS[self.slot].store(0, Ordering::SeqCst);
+        // the slot is cleared before the map goes (`memmap2` unmaps it after this), end first
+        // (see the handler)
         ENDS[self.slot].store(0, Ordering::SeqCst);
+        STARTS[self.slot].store(0, Ordering::SeqCst);
         TAKEN[self.slot].store(false, Ordering::SeqCst);
     }
 }
@@ -201,7 +224,7 @@ fn free<T>(slot: usize) -> Option<T> {
 /// The error a read reports when its map's file shrank.
 pub fn shrunk_error() -> io::Error {
     io::Error::other(
-        "the file shrank while it was read (truncated by another program?): the lines past its new end are not its",
+        "the file shrank while it was read (truncated by another program?), or a page of it could not be read: the lines past that point are not its",
     )
 }
 
@@ -229,14 +252,17 @@ fn install_handler() {
 /// (the process ends with `SIGBUS`). Atomics and `mmap`/`sigaction` system calls alone.
 extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo_t with SA_SIGINFO.
-    let addr = unsafe { (*info).si_addr() } as usize;
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
     let page = PAGE.load(Ordering::SeqCst);
-    for slot in 0..SLOTS {
-        let (start, end) = (
-            STARTS[slot].load(Ordering::SeqCst),
-            ENDS[slot].load(Ordering::SeqCst),
-        );
-        if start <= addr && addr < end {
+    // A fault of a page the file no longer has is BUS_ADRERR; a `kill -BUS`, a memory error
+    // or an alignment fault is not this handler's.
+    for slot in (0..SLOTS).filter(|_| code == BUS_ADRERR) {
+        // The end first, then the start: a map is published start first and withdrawn end
+        // first, so a slot read half-published or half-withdrawn has an end of 0 or a start
+        // of 0, and matches nothing.
+        let end = ENDS[slot].load(Ordering::SeqCst);
+        let start = STARTS[slot].load(Ordering::SeqCst);
+        if start != 0 && start <= addr && addr < end {
             let at = addr & !(page - 1);
             // SAFETY: the page lies in this slot's map (mapped by us, still mapped while the
             // slot is set); a fixed anonymous map replaces it in place.
@@ -256,14 +282,20 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
             }
         }
     }
-    // SAFETY: a zeroed sigaction with SIG_DFL restores the default action; returning re-runs
-    // the faulting instruction, which then ends the process.
+    // SAFETY: a zeroed sigaction with SIG_DFL restores the default action; the signal raised
+    // again is delivered once this handler returns (it is blocked while the handler runs) and
+    // ends the process, as it would have without the handler (a fault also re-runs the
+    // faulting instruction).
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = libc::SIG_DFL;
         libc::sigaction(signal, &action, std::ptr::null_mut());
+        libc::raise(signal);
     }
 }
+
+/// `si_code` of a SIGBUS for an address with no backing (Linux, asm-generic/siginfo.h).
+const BUS_ADRERR: libc::c_int = 2;
 
 #[cfg(test)]
 mod tests {

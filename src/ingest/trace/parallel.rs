@@ -457,6 +457,7 @@ pub(super) fn read<R: Read + Send>(
         }
     };
     in_order(threads, read, parser, apply)?;
+    reader.check_mapped()?;
     progress(reader.bytes);
     Ok(ReadSummary {
         lines: total,

@@ -206,6 +206,7 @@ pub fn read_mapped(
     let rest = reader.take(if interrupted { 0 } else { u64::MAX });
     let input = io::Cursor::new(head).chain(rest);
     if format == Format::Chrome {
+        drop(mapped); // (read with `read`: its slot is free for another file)
         read_chrome(input, options, pairer, sink, &mut stats, progress).map_err(io_error)?;
         stats.interrupted |= interrupted;
         return Ok(stats);

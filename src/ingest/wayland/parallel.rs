@@ -204,6 +204,7 @@ pub(super) fn read(
         }
     };
     in_order(threads, read, || |job| parse(job, &spare), apply)?;
+    reader.check_mapped()?;
     progress(reader.bytes);
     Ok(ReadSummary {
         lines: total,
