@@ -883,11 +883,7 @@ mod tests {
         let path = dir.path().join("input");
         std::fs::write(&path, before).unwrap();
         let mapped = Mapped::at_least(&std::fs::File::open(&path).unwrap(), 1);
-        let mut appender = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap();
-        std::io::Write::write_all(&mut appender, after).unwrap();
+        crate::ingest::mapped::append_to(&path, after);
         let whole = [before, after].concat();
         let read = lines_of_chunks(Reader::new(&whole[..], 4, None));
         let from_map = lines_of_chunks(Reader::new(io::empty(), 4, None).mapped(mapped));

@@ -662,11 +662,7 @@ mod tests {
             let (_dir, path) = file_of(before);
             let file = std::fs::File::open(&path).unwrap();
             let mapped = Mapped::at_least(&file, 1);
-            let mut appender = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&path)
-                .unwrap();
-            std::io::Write::write_all(&mut appender, after).unwrap();
+            crate::ingest::mapped::append_to(&path, after);
             let whole = [before, after].concat();
             let expected = said(LineReader::with_capacity(&whole[..], 16).utf8());
             let got = said(

@@ -297,10 +297,16 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
 /// `si_code` of a SIGBUS for an address with no backing (Linux, asm-generic/siginfo.h).
 const BUS_ADRERR: libc::c_int = 2;
 
+/// Appends `bytes` to the file at `path` (tests: a file written after it was mapped).
+#[cfg(test)]
+pub(crate) fn append_to(path: &std::path::Path, bytes: &[u8]) {
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    std::io::Write::write_all(&mut file, bytes).unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     fn file_of(bytes: &[u8]) -> (tempfile::TempDir, File) {
         let dir = tempfile::tempdir().unwrap();
@@ -325,11 +331,7 @@ mod tests {
         let bytes: Vec<u8> = (0..2 * SMALLEST).map(|i| (i % 251) as u8).collect();
         let (dir, file) = file_of(&bytes);
         let mapped = Mapped::of(&file).unwrap();
-        let mut appender = std::fs::OpenOptions::new()
-            .append(true)
-            .open(dir.path().join("f"))
-            .unwrap();
-        appender.write_all(b"more").unwrap();
+        append_to(&dir.path().join("f"), b"more");
         assert_eq!(mapped.bytes(), bytes.as_slice());
         let mut after = [0u8; 8];
         let n = mapped.read_at(&mut after, bytes.len() as u64).unwrap();
