@@ -14,8 +14,9 @@
 //! would kill the process with `SIGBUS` at the first page read past its new end: a handler
 //! (installed with the first map) puts a page of zeros there instead and notes it, and the
 //! reader then reports that the file shrank ([`Mapped::shrunk`]) as a read error, with what
-//! was read before kept, as with any read error. The handler leaves faults outside the maps to
-//! the default action.
+//! was read before kept, as with any read error; a file found shorter than its map when the
+//! read ends is the same error ([`Mapped::check`]). The handler leaves any other `SIGBUS` (a
+//! fault outside the maps, `kill -BUS`, a memory error) to the default action.
 //!
 //! A file rewritten in place while it is read (not appended to, not truncated) is another
 //! matter: through `read`, the reader sees bytes of before or after each write; through a map,
@@ -93,9 +94,11 @@ impl Mapped {
             Ok(file) => file,
             Err(_) => return free(slot),
         };
-        // SAFETY: the map is read only. Its bytes change if another process writes the file,
-        // as they would between two `read`s, and a page past a new end reads as zeros (the
-        // handler): every read is of plain bytes, whatever they hold.
+        // SAFETY: the map is read only, and a page past a new end reads as zeros (the
+        // handler). Its bytes change if another process rewrites the file in place while it is
+        // read: a block of lines checked as UTF-8 could then hold other bytes when a line of it
+        // is read, the one case this does not cover (see the module docs: such a file is read
+        // from standard input).
         let map = match unsafe { memmap2::MmapOptions::new().len(len).map(&file) } {
             Ok(map) => map,
             Err(_) => return free(slot),
@@ -118,8 +121,7 @@ impl Mapped {
     /// Where the line that goes on at `from` ends (the index of its newline), searched a few
     /// megabytes at a time, the pages searched given back behind (a line too long to read is
     /// skipped unread: its pages do not stay mapped, however long it is); `None`: it runs to
-    /// the end of the map.
-    /// Stops (`None`) when `stop` says so, asked before each few megabytes (Ctrl-C).
+    /// the end of the map, or `stop` said to stop (asked before each few megabytes: Ctrl-C).
     pub fn line_end(&self, from: usize, stop: impl Fn() -> bool) -> Option<usize> {
         let map = self.bytes();
         let mut at = from;
