@@ -244,11 +244,9 @@ impl<'c, R: Read> Reader<'c, R> {
         self.past_map = true;
         self.bytes = map.len() as u64;
         self.at = map.len() as u64;
-        let tail = &map[at..];
-        if tail.len() >= LONGEST {
-            self.skipping = true;
-        } else if !self.skipping {
-            self.carry.extend_from_slice(tail);
+        // (a tail of LONGEST bytes or more was found too long above: it is being skipped)
+        if !self.skipping {
+            self.carry.extend_from_slice(&map[at..]);
         }
         Ok(None)
     }
@@ -263,11 +261,7 @@ impl<'c, R: Read> Reader<'c, R> {
     /// Reads from the file past its map, or from `inner`.
     fn read_more(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match &self.mapped {
-            Some(mapped) => {
-                let n = mapped.read_at(buf, self.at)?;
-                self.at += n as u64;
-                Ok(n)
-            }
+            Some(mapped) => mapped.read_past(buf, &mut self.at),
             None => self.inner.read(buf),
         }
     }
@@ -324,9 +318,6 @@ impl<'c, R: Read> Reader<'c, R> {
             };
             if n == 0 {
                 self.done = true;
-                if self.mapped.as_ref().is_some_and(|m| m.shrunk()) {
-                    return Err(shrunk_error());
-                }
                 self.unterminated = self.skipping || (filled > 0 && buf[filled - 1] != b'\n');
                 let lead = std::mem::take(&mut self.lead) || self.skipping;
                 let len = if self.skipping { 0 } else { filled };

@@ -405,9 +405,7 @@ struct After<'m> {
 
 impl Read for After<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.mapped.read_at(buf, self.at)?;
-        self.at += n as u64;
-        Ok(n)
+        self.mapped.read_past(buf, &mut self.at)
     }
 }
 

@@ -140,18 +140,8 @@ impl Mapped {
     /// Gives back the whole pages of `range`, read and not to be read again.
     pub(crate) fn forget(&self, range: std::ops::Range<usize>) {
         let page = PAGE.load(Ordering::Relaxed);
-        let (from, to) = (
-            (range.start + page - 1) & !(page - 1),
-            range.end & !(page - 1),
-        );
-        if to > from {
-            // SAFETY: as in `release`: pages of the read-only map, inside the line being
-            // skipped, which no other reader is given.
-            let _ = unsafe {
-                self.map
-                    .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
-            };
-        }
+        let from = (range.start + page - 1) & !(page - 1);
+        self.give_back(from, range.end & !(page - 1));
     }
 
     /// Says that the bytes before `done` are read and will not be read again: their pages
@@ -162,19 +152,25 @@ impl Mapped {
         let page = PAGE.load(Ordering::Relaxed);
         let end = done.min(self.map.len()) & !(page - 1);
         let from = self.released.load(Ordering::Relaxed);
-        if end < from + RELEASED_AT_ONCE {
-            return;
-        }
-        // SAFETY: the range lies in the map and is read no more (the caller's word); its
-        // pages are of a read-only map of the file, never written, so dropping them loses
-        // nothing: a read of them would fault them in again from the page cache.
-        let given = unsafe {
-            self.map
-                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, end - from)
-        };
-        if given.is_ok() {
+        if end >= from + RELEASED_AT_ONCE && self.give_back(from, end) {
             self.released.store(end, Ordering::Relaxed);
         }
+    }
+
+    /// Drops the pages from `from` to `to` (page-aligned) from the process; whether it did.
+    fn give_back(&self, from: usize, to: usize) -> bool {
+        if to <= from {
+            return false;
+        }
+        // SAFETY: the range lies in the map and is read no more (the callers' word: bytes
+        // read, or a line too long being skipped, which no other reader is given); its pages
+        // are of a read-only map of the file, never written, so dropping them loses nothing: a
+        // read of them would fault them in again from the page cache.
+        let given = unsafe {
+            self.map
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+        };
+        given.is_ok()
     }
 
     /// The file's bytes, as many as it had when mapped.
@@ -201,10 +197,12 @@ impl Mapped {
         }
     }
 
-    /// Reads what the file holds at `offset`, past the map (what was written after it was
-    /// made).
-    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.file.read_at(buf, offset)
+    /// Reads what the file holds at `*at`, past the map (what was written after it was made),
+    /// and moves `*at` past what it read.
+    pub fn read_past(&self, buf: &mut [u8], at: &mut u64) -> io::Result<usize> {
+        let n = self.file.read_at(buf, *at)?;
+        *at += n as u64;
+        Ok(n)
     }
 }
 
@@ -335,9 +333,10 @@ mod tests {
         let mapped = Mapped::of(&file).unwrap();
         append_to(&dir.path().join("f"), b"more");
         assert_eq!(mapped.bytes(), bytes.as_slice());
-        let mut after = [0u8; 8];
-        let n = mapped.read_at(&mut after, bytes.len() as u64).unwrap();
+        let (mut after, mut at) = ([0u8; 8], bytes.len() as u64);
+        let n = mapped.read_past(&mut after, &mut at).unwrap();
         assert_eq!(&after[..n], b"more");
+        assert_eq!(at, bytes.len() as u64 + 4);
     }
 
     #[test]
