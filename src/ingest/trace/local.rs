@@ -155,7 +155,7 @@ impl Local {
                 note_missing_key(paired, line);
             } else if !paired
                 .open
-                .end(paired.key_buf.as_slice(), ts, &mut Items(&mut paired.items))
+                .end(paired.key_buf.as_bytes(), ts, &mut Items(&mut paired.items))
             {
                 paired.candidate(ts, true)?;
                 paired.items.push(Item::Outcome(Outcome::OrphanEnd));

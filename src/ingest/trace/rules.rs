@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::ingest::words::equal;
 
-use super::span_key::{KeyBuf, SpanKey};
+use super::span_key::{KeyBuf, KeyBytes, SpanKey};
 use super::{Event, EventView, InLine};
 pub use crate::rule::{Filter, Key, Op, RuleError};
 use crate::rule::{is_identifier, is_quoted, split_filters, unquote};
@@ -728,7 +728,7 @@ impl Pairer {
             let key = (&rule.key.end[..], &places[1][..]);
             if !fill_key(&mut self.key_buf, span, ev, key) {
                 self.note_missing_key(line_no);
-            } else if !self.open.end(self.key_buf.as_slice(), ev.ts_ns(), sink) {
+            } else if !self.open.end(self.key_buf.as_bytes(), ev.ts_ns(), sink) {
                 let series = SeriesKey {
                     span,
                     side: None,
@@ -755,7 +755,7 @@ impl Pairer {
             side: None,
             group: self.group(ev),
         };
-        if self.repeat == Repeat::KeepFirst && self.open.contains(self.key_buf.as_slice()) {
+        if self.repeat == Repeat::KeepFirst && self.open.contains(self.key_buf.as_bytes()) {
             sink.outcome(&series, Outcome::Superseded);
             return;
         }
@@ -830,7 +830,7 @@ impl Pairer {
                 continue;
             }
             self.ends_seen.set(span);
-            if self.open.end(self.key_buf.as_slice(), ev.ts_ns(), sink) {
+            if self.open.end(self.key_buf.as_bytes(), ev.ts_ns(), sink) {
                 self.closed.set(span);
             }
         }
@@ -899,11 +899,11 @@ impl super::local::Table for Pairer {
     }
 
     fn end(&mut self, key: &[u8], end_ns: u64, sink: &mut impl SpanSink) -> bool {
-        self.open.end(key, end_ns, sink)
+        self.open.end(KeyBytes::of(key), end_ns, sink)
     }
 
     fn take(&mut self, key: &[u8]) -> Option<Open> {
-        self.open.take(key)
+        self.open.take(KeyBytes::of(key))
     }
 
     fn open(&mut self, key: SpanKey, open: Open, sink: &mut impl SpanSink) {
