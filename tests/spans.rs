@@ -461,6 +461,22 @@ fn perf_sched_max(data: &Path) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// The events a perf capture lost (`perf report --stats`: its LOST and LOST_SAMPLES counts).
+fn lost_events(data: &Path) -> u64 {
+    let out = Command::new("perf")
+        .args(["report", "--stats", "-i", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (name, count) = l.trim().split_once(" events:")?;
+            let count = count.split_whitespace().next()?.parse::<u64>().ok()?;
+            name.starts_with("LOST").then_some(count)
+        })
+        .sum()
+}
+
 #[test]
 fn a_fresh_perf_capture_agrees_with_perf_sched_latency_on_each_tasks_worst_wake_up() {
     if !tracers_available() {
@@ -473,6 +489,8 @@ fn a_fresh_perf_capture_agrees_with_perf_sched_latency_on_each_tasks_worst_wake_
         .args([
             "record",
             "-q",
+            "-m",
+            "1024",
             "-e",
             "sched:sched_wakeup,sched:sched_switch",
             "-o",
@@ -493,6 +511,15 @@ fn a_fresh_perf_capture_agrees_with_perf_sched_latency_on_each_tasks_worst_wake_
         .unwrap();
     let text = util::write(dir.path(), "t.txt", &script.stdout);
     let mine = wakeups_agree(&text);
+    // A capture that lost events (a loaded machine: a CI run beside a release build) pairs a
+    // wake-up with a later switch than the one lost, where perf sched latency drops the
+    // wake-up: the two maxima measure different things then (latscope 11.7 ms against perf's
+    // 8.5 ms in one such run). The agreement with the reference above still holds.
+    let lost = lost_events(&data_file);
+    if lost > 0 {
+        eprintln!("the capture lost {lost} events: not compared with perf sched latency");
+        return;
+    }
     let theirs = perf_sched_max(&data_file);
     let mut compared = 0;
     for (pid, max) in &theirs {
@@ -1024,8 +1051,13 @@ fn every_text_producer_of_a_sched_trace_is_detected_and_keeps_thread_names_with_
         // perf kept are there by their names with spaces, and no piece of a name is a series.
         let kept = kept_workers(&p);
         let named: Vec<&String> = (mine.keys())
-            .filter(|k| k.starts_with("lat") || k.starts_with("worker"))
+            .filter(|k| k.starts_with("lat worker"))
             .collect();
+        assert!(
+            !(mine.keys())
+                .any(|k| ["lat", "worker"].contains(&k.as_str()) || k.starts_with("worker ")),
+            "a piece of a name is a series: {mine:?}"
+        );
         assert!(!kept.is_empty(), "perf kept no worker's switches: {mine:?}");
         assert_eq!(
             named,

@@ -585,3 +585,47 @@ fn a_new_surface_under_an_old_id_commits_nothing_attached_to_the_old_one() {
         "{cr}"
     );
 }
+
+/// Waits until process `pid` has `path` mapped (at most 10 s); whether it did.
+fn mapped_by(pid: u32, path: &std::path::Path) -> bool {
+    let (maps, name) = (format!("/proc/{pid}/maps"), path.to_str().unwrap());
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < until {
+        match std::fs::read_to_string(&maps) {
+            Ok(text) if text.contains(name) => return true,
+            Ok(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+#[test]
+fn a_log_truncated_while_it_is_read_in_place_is_an_error_with_any_number_of_threads() {
+    // A log whose lines are followed by a 4 GiB hole: one line of zeros with no newline, which
+    // the reader searches a few megabytes at a time. Cut back to its lines once latscope has
+    // mapped it, the pages past the new end cannot be read (SIGBUS): the read is an error
+    // that says so, at once, not a crash and not an answer from zeros.
+    use std::io::Write;
+    use std::process::Stdio;
+    for threads in ["1", "2"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.log");
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(CLIENT_LOG.as_bytes()).unwrap();
+        file.set_len(4 << 30).unwrap();
+        let child = util::latscope()
+            .args(["wayland", "--threads", threads])
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mapped = mapped_by(child.id(), &path);
+        file.set_len(CLIENT_LOG.len() as u64).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(mapped, "{threads}: never mapped; {}", stderr(&out));
+        assert_eq!(out.status.code(), Some(1), "{threads}: {}", stderr(&out));
+        assert!(stderr(&out).contains("the file shrank"), "{}", stderr(&out));
+    }
+}

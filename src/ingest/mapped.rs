@@ -121,11 +121,13 @@ impl Mapped {
     /// Where the line that goes on at `from` ends (the index of its newline), searched a few
     /// megabytes at a time, the pages searched given back behind (a line too long to read is
     /// skipped unread: its pages do not stay mapped, however long it is); `None`: it runs to
-    /// the end of the map, or `stop` said to stop (asked before each few megabytes: Ctrl-C).
+    /// the end of the map, or `stop` said to stop (asked before each few megabytes: Ctrl-C),
+    /// or the file shrank ([`Mapped::shrunk`]: every page past its new end would be a
+    /// SIGBUS, one a page, so the search of an 8 GB line cut short took seconds to end).
     pub fn line_end(&self, from: usize, stop: impl Fn() -> bool) -> Option<usize> {
         let map = self.bytes();
         let mut at = from;
-        while at < map.len() && !stop() {
+        while at < map.len() && !stop() && !self.shrunk() {
             let end = map.len().min(at + RELEASED_AT_ONCE);
             if let Some(nl) = memchr::memchr(b'\n', &map[at..end]) {
                 self.forget(at..at + nl);
