@@ -1067,7 +1067,13 @@ fn every_text_producer_of_a_sched_trace_is_detected_and_keeps_thread_names_with_
     }
     // A quoted filter value with spaces picks one thread.
     let p = d.join("perf0.txt");
-    let worker = kept_workers(&p).swap_remove(0);
+    // (a worker whose wake-ups perf kept too: the count compared is of its wake-ups)
+    let woken = ours(&spans_json(
+        &[&WAKE[..], &["--by", "comm", p.to_str().unwrap()]].concat(),
+    ));
+    let Some(worker) = kept_workers(&p).into_iter().find(|w| woken.contains_key(w)) else {
+        panic!("perf kept no worker's wake-ups and switches: {woken:?}");
+    };
     let (_, doc) = detected(&[
         "--start",
         &format!("sched:sched_wakeup:comm=={worker}"),
@@ -1077,13 +1083,7 @@ fn every_text_producer_of_a_sched_trace_is_detected_and_keeps_thread_names_with_
         "pid=next_pid",
         p.to_str().unwrap(),
     ]);
-    assert_eq!(
-        doc["spans"][0]["count"],
-        ours(&spans_json(
-            &[&WAKE[..], &["--by", "comm", p.to_str().unwrap()]].concat()
-        ))[&worker]
-            .0
-    );
+    assert_eq!(doc["spans"][0]["count"], woken[&worker].0);
     // tracefs: default, then record-tgid and irq-info off; trace-cmd extract of the same buffer.
     let name = format!("latscope-prod-{}", std::process::id());
     let guard = Instance(Path::new("/sys/kernel/tracing/instances").join(&name));

@@ -588,6 +588,8 @@ fn a_new_surface_under_an_old_id_commits_nothing_attached_to_the_old_one() {
 
 /// Waits until process `pid` has `path` mapped (at most 10 s); whether it did.
 fn mapped_by(pid: u32, path: &std::path::Path) -> bool {
+    // (the maps name the file by its resolved path)
+    let path = path.canonicalize().unwrap();
     let (maps, name) = (format!("/proc/{pid}/maps"), path.to_str().unwrap());
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while std::time::Instant::now() < until {
@@ -600,32 +602,60 @@ fn mapped_by(pid: u32, path: &std::path::Path) -> bool {
     false
 }
 
-#[test]
-fn a_log_truncated_while_it_is_read_in_place_is_an_error_with_any_number_of_threads() {
-    // A log whose lines are followed by a 4 GiB hole: one line of zeros with no newline, which
-    // the reader searches a few megabytes at a time. Cut back to its lines once latscope has
-    // mapped it, the pages past the new end cannot be read (SIGBUS): the read is an error
-    // that says so, at once, not a crash and not an answer from zeros.
+/// latscope `args` (the file's path appended) on a file of `head` followed by a 4 GiB hole:
+/// one line of zeros with no newline, which the reader searches a few megabytes at a time.
+/// Once latscope has the file mapped, the file is cut back to `head`.
+fn cut_while_mapped(head: &[u8], args: &[&str]) -> std::process::Output {
     use std::io::Write;
     use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.log");
+    let mut file = std::fs::File::create(&path).unwrap();
+    file.write_all(head).unwrap();
+    file.set_len(4 << 30).unwrap();
+    let child = util::latscope()
+        .args(args)
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mapped = mapped_by(child.id(), &path);
+    file.set_len(head.len() as u64).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(mapped, "{args:?}: never mapped; {}", stderr(&out));
+    out
+}
+
+#[test]
+fn a_log_truncated_while_it_is_read_in_place_is_an_error_with_any_number_of_threads() {
+    // The pages past the new end cannot be read (SIGBUS): the read is an error that says so,
+    // not a crash and not an answer from zeros; and the line cut short is no line of the file
+    // (under --strict, a line too long was the error, ahead of the file's shrinking).
+    let perf = std::fs::read(util::root().join("tests/data/traces/sched.perf.txt")).unwrap();
+    let sched = [
+        "spans",
+        "--strict",
+        "--start",
+        "sched:sched_wakeup",
+        "--end",
+        "sched:sched_switch",
+        "--key",
+        "pid=next_pid",
+    ];
     for threads in ["1", "2"] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("cut.log");
-        let mut file = std::fs::File::create(&path).unwrap();
-        file.write_all(CLIENT_LOG.as_bytes()).unwrap();
-        file.set_len(4 << 30).unwrap();
-        let child = util::latscope()
-            .args(["wayland", "--threads", threads])
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mapped = mapped_by(child.id(), &path);
-        file.set_len(CLIENT_LOG.len() as u64).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(mapped, "{threads}: never mapped; {}", stderr(&out));
-        assert_eq!(out.status.code(), Some(1), "{threads}: {}", stderr(&out));
-        assert!(stderr(&out).contains("the file shrank"), "{}", stderr(&out));
+        let cases: [(&[u8], Vec<&str>); 2] = [
+            (CLIENT_LOG.as_bytes(), vec!["wayland", "--threads", threads]),
+            (&perf, [&sched[..], &["--threads", threads]].concat()),
+        ];
+        for (head, args) in cases {
+            let out = cut_while_mapped(head, &args);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("the file shrank"),
+                "{args:?}: {}",
+                stderr(&out)
+            );
+        }
     }
 }

@@ -225,6 +225,11 @@ impl<'c, R: Read> Reader<'c, R> {
                         self.done = true;
                         return Ok(None);
                     }
+                    // (cut short: the line is no line of the file, not one too long)
+                    if mapped.shrunk() {
+                        self.done = true;
+                        return Err(shrunk_error());
+                    }
                     at = map.len();
                     self.skipping = true;
                     break;

@@ -283,6 +283,10 @@ impl<R: Read> LineReader<R> {
                         summary.cancelled = true;
                         return Some((0, None));
                     }
+                    // (cut short: the line is no line of the file, not one too long)
+                    if mapped.shrunk() {
+                        return None;
+                    }
                     let skipped = (map.len() - at) as u64;
                     summary.bytes = map.len() as u64;
                     return Some((0, Some(skipped)));
