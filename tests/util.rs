@@ -5,7 +5,6 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-/// The repository root.
 /// Wake-up → run, keyed by the woken task: the `spans` rule of the committed sched traces.
 pub const WAKE: [&str; 6] = [
     "--start",
@@ -16,6 +15,7 @@ pub const WAKE: [&str; 6] = [
     "pid=next_pid",
 ];
 
+/// The repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
