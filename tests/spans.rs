@@ -909,8 +909,8 @@ const WORKERS: &str = "import threading, time, ctypes\nlibc = ctypes.CDLL(None)\
 
 /// The workers of [`WORKERS`] a perf capture kept both switches of (in and out), in order.
 ///
-/// perf on a loaded 2-core machine may lose one thread's events in every capture (a CI run
-/// lost the second worker's in eight captures in a row, here never), so the tests ask the
+/// perf on a loaded 2-core machine may lose one thread's events (in one CI run, the capture
+/// the retries below ended with held no series of the second worker), so the tests ask the
 /// capture which workers it holds rather than assume both.
 fn kept_workers(perf_text: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(perf_text).unwrap();
@@ -984,8 +984,8 @@ fn every_text_producer_of_a_sched_trace_is_detected_and_keeps_thread_names_with_
     let data = d.join("perf.data");
     // perf on a loaded 2-core machine may lose a run's events (its -q hides the count):
     // capture again, at most 8 times, until both threads' switches are in the file (three
-    // captures in a row lost the second worker's in one CI run, eight in another: what follows
-    // asks the capture which workers it kept)
+    // captures in a row lost the second worker's in one CI run; in another, the last capture
+    // still lacked them: what follows asks the capture which workers it kept)
     for _ in 0..8 {
         let rec = Command::new("perf")
             .args([

@@ -30,7 +30,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError, TryLockError};
 
 use crate::ingest::Cancel;
 use crate::ingest::lines::{DEFAULT_BUFFER, Line, text_of, trim_cr, trim_cr_str};
-use crate::ingest::mapped::{Mapped, shrunk_error};
+use crate::ingest::mapped::{LineEnd, Mapped, shrunk_error};
 use crate::ingest::words::Positions;
 
 /// Bytes of input per chunk (a chunk ends at the last newline of this many): with 2 threads on
@@ -219,20 +219,23 @@ impl<'c, R: Read> Reader<'c, R> {
                 mapped.forget(at..end);
                 let cancel = self.cancel;
                 let cancelled = || cancel.is_some_and(Cancel::is_raised);
-                let Some(nl) = mapped.line_end(end, cancelled) else {
-                    if cancelled() {
+                let nl = match mapped.line_end(end, cancelled) {
+                    LineEnd::Newline(nl) => nl,
+                    LineEnd::Stopped => {
                         self.cancelled = true;
                         self.done = true;
                         return Ok(None);
                     }
                     // (cut short: the line is no line of the file, not one too long)
-                    if mapped.shrunk() {
+                    LineEnd::Shrunk => {
                         self.done = true;
                         return Err(shrunk_error());
                     }
-                    at = map.len();
-                    self.skipping = true;
-                    break;
+                    LineEnd::MapEnd => {
+                        at = map.len();
+                        self.skipping = true;
+                        break;
+                    }
                 };
                 self.lead = true;
                 at = nl + 1;

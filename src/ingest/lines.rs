@@ -10,7 +10,7 @@ use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
-use crate::ingest::mapped::{Mapped, shrunk_error};
+use crate::ingest::mapped::{LineEnd, Mapped, shrunk_error};
 use crate::ingest::words::{Positions, ascii_blanks};
 
 /// Default size of the read buffer, and so the longest line delivered whole.
@@ -278,18 +278,19 @@ impl<R: Read> LineReader<R> {
                 // a line of the buffer's length or more, skipped as the reader skips it
                 let cancel = self.cancel.clone();
                 let cancelled = || cancel.as_ref().is_some_and(Cancel::is_raised);
-                let Some(nl) = mapped.line_end(at + capacity, cancelled) else {
-                    if cancelled() {
+                let nl = match mapped.line_end(at + capacity, cancelled) {
+                    LineEnd::Newline(nl) => nl,
+                    LineEnd::Stopped => {
                         summary.cancelled = true;
                         return Some((0, None));
                     }
                     // (cut short: the line is no line of the file, not one too long)
-                    if mapped.shrunk() {
-                        return None;
+                    LineEnd::Shrunk => return None,
+                    LineEnd::MapEnd => {
+                        let skipped = (map.len() - at) as u64;
+                        summary.bytes = map.len() as u64;
+                        return Some((0, Some(skipped)));
                     }
-                    let skipped = (map.len() - at) as u64;
-                    summary.bytes = map.len() as u64;
-                    return Some((0, Some(skipped)));
                 };
                 summary.lines += 1;
                 on_line(

@@ -118,25 +118,30 @@ impl Mapped {
         })
     }
 
-    /// Where the line that goes on at `from` ends (the index of its newline), searched a few
-    /// megabytes at a time, the pages searched given back behind (a line too long to read is
-    /// skipped unread: its pages do not stay mapped, however long it is); `None`: it runs to
-    /// the end of the map, or `stop` said to stop (asked before each few megabytes: Ctrl-C),
-    /// or the file shrank ([`Mapped::shrunk`]: every page past its new end would be a
-    /// SIGBUS, one a page, so the search of an 8 GB line cut short took seconds to end).
-    pub fn line_end(&self, from: usize, stop: impl Fn() -> bool) -> Option<usize> {
+    /// Where the line that goes on at `from` ends, searched a few megabytes at a time, the
+    /// pages searched given back behind (a line too long to read is skipped unread: its pages
+    /// do not stay mapped, however long it is). `stop` is asked before each few megabytes
+    /// (Ctrl-C); a file that shrank ends the search too (each page past its new end would be
+    /// a SIGBUS of its own: two million for an 8 GB line).
+    pub fn line_end(&self, from: usize, stop: impl Fn() -> bool) -> LineEnd {
         let map = self.bytes();
         let mut at = from;
-        while at < map.len() && !stop() && !self.shrunk() {
+        while at < map.len() {
+            if stop() {
+                return LineEnd::Stopped;
+            }
+            if self.shrunk() {
+                return LineEnd::Shrunk;
+            }
             let end = map.len().min(at + RELEASED_AT_ONCE);
             if let Some(nl) = memchr::memchr(b'\n', &map[at..end]) {
                 self.forget(at..at + nl);
-                return Some(at + nl);
+                return LineEnd::Newline(at + nl);
             }
             self.forget(at..end);
             at = end;
         }
-        None
+        LineEnd::MapEnd
     }
 
     /// Gives back the whole pages of `range`, read and not to be read again.
@@ -206,6 +211,19 @@ impl Mapped {
         *at += n as u64;
         Ok(n)
     }
+}
+
+/// How the search of [`Mapped::line_end`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineEnd {
+    /// at the line's newline, at this index of the map
+    Newline(usize),
+    /// the line runs to the end of the map
+    MapEnd,
+    /// `stop` said to stop
+    Stopped,
+    /// the file shrank under the search ([`Mapped::shrunk`])
+    Shrunk,
 }
 
 impl Drop for Mapped {

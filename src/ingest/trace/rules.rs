@@ -1192,11 +1192,11 @@ mod tests {
         assert_eq!(super::super::span_key::INLINE, 31);
         assert!(matches!(SpanKey::new(&keys[4]), SpanKey::Heap(_)));
         assert!(
-            !open.end(&b"kk"[..], 10, &mut sink),
+            !open.end(KeyBytes::of(b"kk"), 10, &mut sink),
             "no span of a key never started"
         );
         for key in keys.iter().rev() {
-            assert!(open.end(key.as_slice(), 10, &mut sink));
+            assert!(open.end(KeyBytes::of(key), 10, &mut sink));
         }
         let started: Vec<u64> = sink.spans.iter().map(|s| s.start_ns).collect();
         assert_eq!(started, [5, 4, 3, 2, 1, 0], "each end found its own start");
