@@ -575,8 +575,8 @@ fn a_read_error_mid_file_is_an_error_whatever_the_chunks() {
 
 /// A WAYLAND_DEBUG log made of the committed glmark2 client log's lines, with what cuts the
 /// parallel reader's chunks awkwardly: coloured lines, malformed and foreign lines, invalid
-/// UTF-8, a line longer than the read buffer, CRLF, the 32-bit clock wrapping, a change of
-/// stamp format and back, and no newline at the end.
+/// UTF-8, a line longer than the read buffer, CRLF, the 32-bit clock wrapping, times hours
+/// apart and a step back, a change of stamp format and back, and no newline at the end.
 fn wayland_log(rng: &mut impl Rng) -> Vec<u8> {
     let src = std::fs::read_to_string(
         util::root().join("tests/data/wayland/weston-glmark2-build.client.log"),
@@ -606,6 +606,21 @@ fn wayland_log(rng: &mut impl Rng) -> Vec<u8> {
             _ => out.extend_from_slice(shifted.as_bytes()),
         }
         out.push(b'\n');
+    }
+    // times a parallel record's 32 bits cannot hold (microseconds from its chunk's first
+    // record): half an hour a line for three hours, a `done` a second before its `sync`
+    let mut us: u64 = 100_000_000;
+    for step in 0..12u64 {
+        let line = match step % 2 {
+            0 => " -> wl_display@1.sync(new id wl_callback@3)",
+            _ => "wl_callback@3.done(77)",
+        };
+        us = match step {
+            5 => us - 1_000_000,
+            _ => us + 1_800_000_000,
+        } % (1 << 32);
+        let stamp = format!("[{:7}.{:03}] ", us / 1000, us % 1000);
+        out.extend_from_slice(format!("{stamp}{line}\n").as_bytes());
     }
     // the log again in 1.26's time of day, from 5 s before midnight (the clock starts afresh,
     // then wraps at midnight), and the 32-bit counter again
