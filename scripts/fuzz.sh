@@ -76,6 +76,16 @@ b21tPWtzb2Z0aXJxZC8xIHBpZD0yMiBwcmlvPTEyMCB0YXJnZXRfY3B1PTAwMQogICAgICAgICBweXRo
 MV0gZC4uMi4gMTQ0MTAuMjEyMDUxOiBzY2hlZF9zd2l0Y2g6CQkJCQkJCQkJCQkJCwk=
 SEED
 
+# Files read in place: the committed logs and traces (first 4 KiB), behind a byte that picks a
+# buffer of 8 to 71 bytes (lines past it are too long), the UTF-8 check and two threads or three.
+mkdir -p fuzz/corpus/mapped_reader
+for f in tests/data/wayland/*.log tests/data/traces/*.*; do
+    [[ $f == *.md ]] && continue
+    for pick in 08 4b c1; do
+        { printf "\\x$pick"; head -c 4096 "$f"; } > "fuzz/corpus/mapped_reader/$pick-$(basename "$f")"
+    done
+done
+
 # Merge and the native-histogram mapping: two committed spans documents, and bucket bytes.
 mkdir -p fuzz/corpus/fleet
 for d in tests/data/docs/*.json; do
@@ -105,7 +115,7 @@ printf '%s\n' 'w=uprobe:/bin/x:work..uretprobe:/bin/x:work' 'tid' 'usdt:/bin/x:p
 # wayland_line ran 70,000 inputs a second where it ran 104,000, fleet 3,100 where 3,700
 # (20-second runs); opt-level 1 built in 281 s, its runs not measured.
 build=(--sanitizer none)
-targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec)
+targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec mapped_reader)
 echo "fuzz: building ${#targets[@]} targets" >&2
 cargo "${toolchain[@]}" fuzz build "${build[@]}"
 scratch=$(mktemp -d)

@@ -77,8 +77,9 @@ impl Mapped {
         Mapped::at_least(file, SMALLEST)
     }
 
-    /// [`Mapped::of`] with another smallest size (the tests map small files).
-    pub(crate) fn at_least(file: &File, smallest: u64) -> Option<Mapped> {
+    /// [`Mapped::of`] with another smallest size (the tests and the `mapped_reader` fuzz target
+    /// map small files).
+    pub fn at_least(file: &File, smallest: u64) -> Option<Mapped> {
         let meta = file.metadata().ok()?;
         if !meta.file_type().is_file() || meta.len() < smallest.max(1) {
             return None;
