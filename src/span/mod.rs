@@ -13,7 +13,7 @@ mod slowest;
 mod table;
 
 pub use aggregate::{Aggregator, Counters, Series};
-pub use open::{Open, OpenSpans};
+pub use open::{Open, OpenSpans, Start};
 pub use slowest::{Kept, Slow, Slowest};
 pub use table::SeriesTable;
 

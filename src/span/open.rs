@@ -15,6 +15,28 @@ pub struct Open {
     pub series: SeriesKey,
 }
 
+/// What a table of open spans keeps of each: when it started, and the series its sample goes
+/// to. [`Open`] is the usual one; a reader may keep its own layout (the WAYLAND_DEBUG reader
+/// keeps the start time first, see its `Started`).
+pub trait Start {
+    /// Timestamp of the start event, in nanoseconds.
+    fn start_ns(&self) -> u64;
+    /// Series the sample will go to.
+    fn series(&self) -> &SeriesKey;
+}
+
+impl Start for Open {
+    #[inline(always)]
+    fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    #[inline(always)]
+    fn series(&self) -> &SeriesKey {
+        &self.series
+    }
+}
+
 /// Open spans by pairing key. Memory grows with the number of open spans only: every entry
 /// leaves at its end, when it is superseded or abandoned, or at [`OpenSpans::finish`].
 ///
@@ -27,10 +49,10 @@ pub struct Open {
 /// callback's span usually opens beside others, keep every span in the table: there the
 /// checks cost 2% more instructions, the trace reader's perf and babeltrace2 rules under 1%.)
 #[derive(Debug)]
-pub struct OpenSpans<K, const LONE: bool = false> {
-    open: FxHashMap<K, Open>,
+pub struct OpenSpans<K, const LONE: bool = false, V = Open> {
+    open: FxHashMap<K, V>,
     /// the one open span while `open` is empty (`open` is empty whenever this is `Some`)
-    alone: Option<Open>,
+    alone: Option<V>,
     /// the key of `alone` (`Some` exactly when `alone` is). Kept apart from the span: as one
     /// `Option<(K, Open)>`, writing a start there went through stack copies laid out
     /// differently from it, two of whose reads waited on the writes before them (store
@@ -39,7 +61,7 @@ pub struct OpenSpans<K, const LONE: bool = false> {
     alone_key: Option<K>,
 }
 
-impl<K, const LONE: bool> Default for OpenSpans<K, LONE> {
+impl<K, const LONE: bool, V> Default for OpenSpans<K, LONE, V> {
     fn default() -> Self {
         OpenSpans {
             open: FxHashMap::default(),
@@ -49,12 +71,12 @@ impl<K, const LONE: bool> Default for OpenSpans<K, LONE> {
     }
 }
 
-impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
+impl<K: Hash + Eq, const LONE: bool, V: Start> OpenSpans<K, LONE, V> {
     /// Starts a span. A span already open under the same key is replaced and reported as
     /// `on_replaced` ([`Outcome::Superseded`] where a newer start legitimately wins,
     /// [`Outcome::Unmatched`] where it means the old one can no longer end).
     #[inline(always)]
-    pub fn start(&mut self, key: K, open: Open, on_replaced: Outcome, sink: &mut impl SpanSink) {
+    pub fn start(&mut self, key: K, open: V, on_replaced: Outcome, sink: &mut impl SpanSink) {
         if LONE && self.open.is_empty() {
             // written in place: taken out and put back, the key and the span were copied twice
             match (&self.alone_key, &mut self.alone) {
@@ -65,7 +87,7 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
                 }
                 (Some(old_key), Some(old)) if *old_key == key => {
                     let old = std::mem::replace(old, open);
-                    sink.outcome(&old.series, on_replaced);
+                    sink.outcome(old.series(), on_replaced);
                     return;
                 }
                 // a second span: both go to the table
@@ -76,19 +98,19 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
             }
         }
         if let Some(old) = self.open.insert(key, open) {
-            sink.outcome(&old.series, on_replaced);
+            sink.outcome(old.series(), on_replaced);
         }
     }
 
     /// The span kept beside the table, with its key, taken out.
     #[inline]
-    fn take_alone(&mut self) -> Option<(K, Open)> {
+    fn take_alone(&mut self) -> Option<(K, V)> {
         Some((self.alone_key.take()?, self.alone.take()?))
     }
 
     /// Takes the span open under `key` out of the table.
     #[inline]
-    pub fn take<Q>(&mut self, key: &Q) -> Option<Open>
+    pub fn take<Q>(&mut self, key: &Q) -> Option<V>
     where
         K: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -113,9 +135,10 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
         let Some(open) = self.take(key) else {
             return false;
         };
-        match end_ns.checked_sub(open.start_ns) {
-            Some(latency) => sink.sample(&open.series, open.start_ns, latency),
-            None => sink.outcome(&open.series, Outcome::Backwards),
+        let start_ns = open.start_ns();
+        match end_ns.checked_sub(start_ns) {
+            Some(latency) => sink.sample(open.series(), start_ns, latency),
+            None => sink.outcome(open.series(), Outcome::Backwards),
         }
         true
     }
@@ -125,7 +148,7 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
     pub fn end_with(&mut self, key: &K, outcome: Outcome, sink: &mut impl SpanSink) -> bool {
         match self.take(key) {
             Some(open) => {
-                sink.outcome(&open.series, outcome);
+                sink.outcome(open.series(), outcome);
                 true
             }
             None => false,
@@ -136,7 +159,7 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
     /// longer come, e.g. because the object was destroyed and its id reused).
     pub fn abandon(&mut self, key: &K, sink: &mut impl SpanSink) {
         if let Some(open) = self.take(key) {
-            sink.outcome(&open.series, Outcome::Unmatched);
+            sink.outcome(open.series(), Outcome::Unmatched);
         }
     }
 
@@ -163,7 +186,7 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
     }
 
     /// Takes every open span out of the table, with its key (in no particular order).
-    pub fn drain(&mut self) -> impl Iterator<Item = (K, Open)> + '_ {
+    pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
         self.take_alone().into_iter().chain(self.open.drain())
     }
 
@@ -174,7 +197,7 @@ impl<K: Hash + Eq, const LONE: bool> OpenSpans<K, LONE> {
             .into_iter()
             .chain(self.open.drain().map(|(_, open)| open))
         {
-            sink.outcome(&open.series, Outcome::Unmatched);
+            sink.outcome(open.series(), Outcome::Unmatched);
         }
     }
 }
