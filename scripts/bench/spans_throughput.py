@@ -110,8 +110,8 @@ def evict(path):
     """Drops the file's pages from the page cache (they are clean once synced), so that the
     read after it caches the file as one sequential read does. The state of the page cache
     moves both tools: a 100 MB WAYLAND_DEBUG log cached page by page, as the cache had it after
-    a day of other work, took latscope 122 ms and grep -c 44 ms; evicted and read again, 109 and
-    31 ms (interleaved medians of 15, this VM, 2026-11-29): 2.8x grep -c, then 3.5x."""
+    a day of other work, took latscope 121-125 ms and grep -c 44 ms; evicted and read again, 109
+    and 32 ms (interleaved medians of 11-15, this VM, 2026-11-29): 2.8x grep -c, then 3.4x."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
