@@ -412,10 +412,12 @@ pub struct Pairer {
 /// The series that `--by` values beyond [`Pairer::with_max_series`] are folded into.
 pub const OTHER: &str = "(other)";
 
-/// The default of `spans --max-series`: a series costs about 3 KiB while its spans have at most
-/// 256 distinct latencies and about 40 KiB past that (its histograms: see
-/// [`crate::stats::BINNED_AFTER_DISTINCT`]), so the default keeps them to 30 MB
-/// for few spans each and 400 MB at most (100,000 values took 2.1 GB before the cap).
+/// The default of `spans --max-series`: a series costs about 3 KiB, 20 to 40 bytes more for
+/// each distinct latency of its spans (its exact counts, kept up to 65,536 distinct latencies:
+/// 2.1 MiB) and about 36 KiB once they are over 256 (its histograms: see
+/// [`crate::stats::BINNED_AFTER_DISTINCT`]), so the default keeps them to 30 MB for few spans
+/// each; more takes spans of as many distinct latencies (100,000 values took 2.1 GB before the
+/// cap).
 pub const DEFAULT_MAX_SERIES: usize = 10_000;
 
 /// Distinct event names kept for suggestions (memory follows the input only up to this).
@@ -641,7 +643,7 @@ impl Pairer {
     pub fn folded_note(&self) -> Option<String> {
         (self.folded > 0).then(|| {
             format!(
-                "--by {}: more than {} distinct values: {} events of further values were folded into one '{OTHER}' series (--max-series raises the limit; each series costs 3 to 40 KiB)",
+                "--by {}: more than {} distinct values: {} events of further values were folded into one '{OTHER}' series (--max-series raises the limit; each series costs 3 KiB, and up to 2.2 MiB with many distinct latencies)",
                 self.by.as_deref().unwrap_or("?"),
                 self.max_groups,
                 self.folded
