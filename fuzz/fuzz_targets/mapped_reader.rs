@@ -71,35 +71,37 @@ fn lines_agree(data: &[u8], pick: u8) {
     assert_eq!(in_place, read, "lines read in place differ");
 }
 
+/// `run` of the bytes read on one thread, against `run` of their map on one thread and on
+/// two or three (`true`).
+fn in_place_agrees(data: &[u8], what: &str, run: impl Fn(bool, Option<Mapped>) -> String) {
+    let read = run(false, None);
+    for parallel in [false, true] {
+        let (_file, mapped) = file_of(data);
+        assert_eq!(
+            run(parallel, mapped),
+            read,
+            "{what} read in place differs (parallel: {parallel})"
+        );
+    }
+}
+
 fn wayland_agrees(data: &[u8], pick: u8) {
     let serial = ReadOptions {
         strict: pick & 1 != 0,
         ..Default::default()
     };
-    let names = wayland::SpanKind::result_names();
-    let run = |options: &ReadOptions, mapped: Option<Mapped>| {
-        let mut sink = Aggregator::new(names.clone(), None);
-        let result = wayland::analyze_mapped(data, mapped, "fuzz", 0, options, &mut sink, |_| {});
-        format!("{result:?}\n{sink:?}")
-    };
-    let read = run(&serial, None);
-    let (_file, mapped) = file_of(data);
-    assert_eq!(
-        run(&serial, mapped),
-        read,
-        "a WAYLAND_DEBUG log read in place differs"
-    );
     let parallel = ReadOptions {
         threads: 2 + usize::from(pick & 2 != 0),
         chunk_bytes: 1 + data.len() % 64,
-        ..serial
+        ..serial.clone()
     };
-    let (_file, mapped) = file_of(data);
-    assert_eq!(
-        run(&parallel, mapped),
-        read,
-        "a WAYLAND_DEBUG log read in place in parallel differs"
-    );
+    let names = wayland::SpanKind::result_names();
+    in_place_agrees(data, "a WAYLAND_DEBUG log", |many, mapped| {
+        let options = if many { &parallel } else { &serial };
+        let mut sink = Aggregator::new(names.clone(), None);
+        let result = wayland::analyze_mapped(data, mapped, "fuzz", 0, options, &mut sink, |_| {});
+        format!("{result:?}\n{sink:?}")
+    });
 }
 
 fn pairer() -> Pairer {
@@ -119,7 +121,13 @@ fn trace_agrees(data: &[u8], pick: u8) {
         threads: 1,
         ..Default::default()
     };
-    let run = |options: &TraceOptions, mapped: Option<Mapped>| {
+    let parallel = TraceOptions {
+        threads: 2 + usize::from(pick & 2 != 0),
+        chunk_bytes: 1 + data.len() % 64,
+        ..serial.clone()
+    };
+    in_place_agrees(data, "a trace", |many, mapped| {
+        let options = if many { &parallel } else { &serial };
         let (mut pairer, mut sink) = (pairer(), Aggregator::new(Vec::new(), None));
         let result = match mapped {
             Some(mapped) => read_mapped(
@@ -134,27 +142,9 @@ fn trace_agrees(data: &[u8], pick: u8) {
             None => read(data, "fuzz", options, &mut pairer, &mut sink, |_| {}),
         };
         pairer.finish(&mut sink);
-        format!(
-            "{:?}\n{:?}\n{:?}",
-            result.map_err(|e| e.to_string()),
-            sink.sorted(),
-            pairer.diagnose()
-        )
-    };
-    let read = run(&serial, None);
-    let (_file, mapped) = file_of(data);
-    assert_eq!(run(&serial, mapped), read, "a trace read in place differs");
-    let parallel = TraceOptions {
-        threads: 2 + usize::from(pick & 2 != 0),
-        chunk_bytes: 1 + data.len() % 64,
-        ..serial
-    };
-    let (_file, mapped) = file_of(data);
-    assert_eq!(
-        run(&parallel, mapped),
-        read,
-        "a trace read in place in parallel differs"
-    );
+        let result = result.map_err(|e| e.to_string());
+        format!("{result:?}\n{:?}\n{:?}", sink.sorted(), pairer.diagnose())
+    });
 }
 
 fuzz_target!(|data: &[u8]| {
