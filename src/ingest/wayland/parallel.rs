@@ -17,14 +17,17 @@
 //! step of the clock depends on two stamps alone, so the calling thread only adds what its
 //! clock makes of the chunk's first stamp ([`Clock::follow`](super::clock::Clock::follow)), or
 //! reads the chunk line by line where that would not be exact (a change of stamp format, a
-//! clock near its bound). A record is 16 bytes: the meaning packed ([`Packed`], 12 bytes for the
-//! shapes almost every message has) and its time in microseconds after the chunk's first
-//! record's; a message of another shape, or a time those 32 bits cannot hold, is kept whole
-//! on a side list (56 bytes a record before: on the WAYLAND_DEBUG benchmark, two threads
-//! took 2.4% less CPU time though they ran 6% more instructions). A message no rule reads and that creates nothing then needs no
+//! clock near its bound). A message no rule reads and that creates nothing then needs no
 //! record at all (one in nine in the benchmark log). Before, each record carried its raw stamp
 //! and the calling thread unwrapped it: 7.1 M of the two threads' 172 M instructions on the
 //! benchmark slice, all on the thread that pairs.
+//!
+//! A record is 16 bytes: the meaning packed ([`Packed`], 12 bytes for the shapes almost every
+//! message has) and its time in microseconds after the chunk's first record's, in 32 bits; a
+//! message of another shape, or a time those bits cannot hold, is kept whole on a side list.
+//! Records of 56 bytes, written on one core and read on the other, cost more than their
+//! instructions: on the WAYLAND_DEBUG benchmark, two threads took 2.4% less CPU time with the
+//! small ones, though they ran 6% more instructions.
 
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
