@@ -77,7 +77,8 @@ MV0gZC4uMi4gMTQ0MTAuMjEyMDUxOiBzY2hlZF9zd2l0Y2g6CQkJCQkJCQkJCQkJCwk=
 SEED
 
 # Files read in place: the committed logs and traces (first 4 KiB), behind a byte that picks a
-# buffer of 8 to 71 bytes (lines past it are too long), the UTF-8 check and two threads or three.
+# buffer of 16 to 71 bytes (lines past it are too long), the UTF-8 check and two threads or
+# three.
 mkdir -p fuzz/corpus/mapped_reader
 for f in tests/data/wayland/*.log tests/data/traces/*.*; do
     [[ $f == *.md ]] && continue

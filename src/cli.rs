@@ -1520,9 +1520,8 @@ pub struct SpansArgs {
     #[arg(long, value_name = "FIELD")]
     pub by: Option<String>,
     /// At most this many --by values get a series of their own (each costs about 3 KiB, 20 to 40
-    /// bytes a distinct latency of its spans and 36 KiB past 256 of them: 2.2 MiB at most); spans
-    /// of further values are folded into
-    /// one '(other)' series, with a warning.
+    /// bytes a distinct latency of its spans, and 40 to 170 KiB of histograms past 256 of them);
+    /// spans of further values are folded into one '(other)' series, with a warning.
     #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_series: u32,
     /// Two starts with one key: keep the last (default) or the first.

@@ -50,7 +50,8 @@ impl Percentiles {
 }
 
 /// Distinct values a distribution holds in its exact counts alone, before it builds its
-/// HdrHistogram and power-of-two counts (about 36 KiB, most of it the histogram's counts). A
+/// HdrHistogram and power-of-two counts (about 40 KiB for latencies up to 16 µs, 8 KiB more for
+/// each doubling of the largest: the histogram's counts, 1,024 a doubling at 3 digits). A
 /// series of a few spans (a trace with 20,000 event names has thousands) costs a few hundred
 /// bytes; the binned forms are derived from the exact counts on demand until then.
 pub const BINNED_AFTER_DISTINCT: usize = 256;

@@ -414,10 +414,10 @@ pub const OTHER: &str = "(other)";
 
 /// The default of `spans --max-series`: a series costs about 3 KiB, 20 to 40 bytes more for
 /// each distinct latency of its spans (its exact counts, kept up to 65,536 distinct latencies:
-/// 2.1 MiB) and about 36 KiB once they are over 256 (its histograms: see
-/// [`crate::stats::BINNED_AFTER_DISTINCT`]), so the default keeps them to 30 MB for few spans
-/// each; more takes spans of as many distinct latencies (100,000 values took 2.1 GB before the
-/// cap).
+/// 2.1 MiB) and 40 to 170 KiB once they are over 256 (its histograms, as the largest latency
+/// grows from 16 µs to a second: see [`crate::stats::BINNED_AFTER_DISTINCT`]), so the default
+/// keeps them to 30 MB for few spans each; more takes spans of as many distinct latencies
+/// (100,000 values took 2.1 GB before the cap).
 pub const DEFAULT_MAX_SERIES: usize = 10_000;
 
 /// Distinct event names kept for suggestions (memory follows the input only up to this).
@@ -643,7 +643,7 @@ impl Pairer {
     pub fn folded_note(&self) -> Option<String> {
         (self.folded > 0).then(|| {
             format!(
-                "--by {}: more than {} distinct values: {} events of further values were folded into one '{OTHER}' series (--max-series raises the limit; each series costs 3 KiB, and up to 2.2 MiB with many distinct latencies)",
+                "--by {}: more than {} distinct values: {} events of further values were folded into one '{OTHER}' series (--max-series raises the limit; each series costs 3 KiB, and some MiB with many distinct latencies)",
                 self.by.as_deref().unwrap_or("?"),
                 self.max_groups,
                 self.folded
