@@ -59,8 +59,7 @@ fn said(reader: LineReader<impl std::io::Read>) -> String {
 }
 
 fn lines_agree(data: &[u8], pick: u8) {
-    // (LineReader takes 16 bytes at least)
-    let capacity = 8 + usize::from(pick % 64);
+    let capacity = 16 + usize::from(pick % 56);
     let make = |reader| {
         let r = LineReader::with_capacity(reader, capacity);
         match pick >> 6 {

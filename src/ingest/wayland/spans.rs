@@ -322,7 +322,7 @@ impl Meaning {
     /// argument the rule reads, or the object created, or both when they are the same id, as
     /// in a `sync`); `None` for any other ([`Packed`]).
     #[inline(always)]
-    pub fn packed(&self) -> Option<Packed> {
+    pub(crate) fn packed(&self) -> Option<Packed> {
         if self.conn.is_some() || self.n_created > 1 {
             return None;
         }
@@ -355,7 +355,7 @@ impl Meaning {
 /// quarter of the meaning's 44 bytes (written on one core and read on another, the records
 /// cost the reader more than their instructions said).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packed {
+pub(crate) struct Packed {
     id: u32,
     /// the argument the rule reads, the object created, or both
     one: u32,
@@ -374,7 +374,7 @@ impl Packed {
 
     /// The meaning packed.
     #[inline(always)]
-    pub fn meaning(self) -> Meaning {
+    pub(crate) fn meaning(self) -> Meaning {
         let one = self.one;
         let arg = match (self.form >> Self::ARG_SHIFT) & 3 {
             Self::ARG_OBJECT => Arg::Object(one),
