@@ -1,14 +1,25 @@
 //! One WAYLAND_DEBUG line: the parser and the argument readers must never panic, and the
-//! short readers must give what the general ones give whenever they give anything.
+//! short readers (the usual layout's message, a known message's meaning read from its line,
+//! the arguments) must give what the general ones give whenever they give anything.
 #![no_main]
 
-use latscope::ingest::wayland::{args, line};
+use latscope::ingest::wayland::{args, line, spans::Meaning};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let mut scratch = Vec::new();
     if let Some(msg) = line::usual(data) {
         assert_eq!(line::parse_plain(data), line::Parsed::Message(msg));
+    }
+    if let Some(head) = line::usual_head(data)
+        && let Some(meaning) = Meaning::of_usual(&data[head.body..], head.sent)
+    {
+        match line::parse_plain(data) {
+            line::Parsed::Message(msg) => {
+                assert_eq!((msg.stamp, Meaning::of(&msg)), (head.stamp, meaning))
+            }
+            other => panic!("read as {meaning:?}, parsed as {other:?}"),
+        }
     }
     let object_id = |arg: Option<&[u8]>| match arg.and_then(args::object) {
         Some(args::ObjectArg::Object { id, .. }) => Some(id),

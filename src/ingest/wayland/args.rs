@@ -163,7 +163,7 @@ impl NewIdFinder {
 
 /// The shortest argument text that creates an object: `new id ` and an object (`a@1`) are ten
 /// bytes.
-const NEW_ID_SHORTEST: usize = 10;
+pub const NEW_ID_SHORTEST: usize = 10;
 
 /// Calls `f(interface, id)` for every object created by a `new id` argument.
 ///

@@ -138,6 +138,27 @@ pub fn strip_ansi(line: &[u8], out: &mut Vec<u8>) {
 /// line before.
 #[inline(always)]
 pub fn usual(line: &[u8]) -> Option<Message<'_>> {
+    usual_body(line, usual_head(line)?)
+}
+
+/// The prefix of a line in the usual layout, read by [`usual_head`]: its stamp, whether it was
+/// sent, and where the message's body (`wl_surface@12.attach(...)`) begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// when it was printed
+    pub stamp: Stamp,
+    /// printed with ` -> `
+    pub sent: bool,
+    /// where the interface begins
+    pub body: usize,
+}
+
+/// The prefix of [`usual`]: a stamp of at most seven digits before the point, then ` -> ` or
+/// not; `None` for a line in any other layout. The body may still break the layout
+/// ([`usual_body`]), and a line whose body one of the span rules knows is read from here on
+/// without the message ([`super::spans::Meaning::of_usual`]).
+#[inline(always)]
+pub fn usual_head(line: &[u8]) -> Option<Head> {
     let rest = line.strip_prefix(b"[")?;
     // at most seven digits (a full word of digits goes to the general reader)
     let (whole, digits) = leading_digits(rest)?;
@@ -154,7 +175,7 @@ pub fn usual(line: &[u8]) -> Option<Message<'_>> {
         .iter()
         .fold(0, |v, &d| v * 10 + u64::from(d - b'0'));
     let stamp = Stamp::Micros32(u32::try_from(whole * 1000 + frac).ok()?);
-    // `after` begins at `p`: the interface, after ` -> ` when the line was sent
+    // the body begins at `p`: the interface, after ` -> ` when the line was sent
     let mut p = digits + 7;
     // (A thread id, `TID#7 `, or `discarded ` is no interface followed by `@` or `#` and an
     // id then `.`: such a line goes to the general reader below.)
@@ -162,6 +183,18 @@ pub fn usual(line: &[u8]) -> Option<Message<'_>> {
     if sent {
         p += 4;
     }
+    Some(Head {
+        stamp,
+        sent,
+        body: p,
+    })
+}
+
+/// The message of a line whose prefix is `head` ([`usual_head`] of the same line), when its
+/// body is in the usual layout too.
+#[inline(always)]
+pub fn usual_body(line: &[u8], head: Head) -> Option<Message<'_>> {
+    let p = head.body;
     // The interface and the message name are runs of identifier bytes, found in one mask of
     // up to 48 bytes from the interface on (two calls of `identifier_len` per line read a
     // block each, and a short line's last block from a copy).
@@ -180,12 +213,12 @@ pub fn usual(line: &[u8]) -> Option<Message<'_>> {
         return None;
     }
     Some(Message {
-        stamp,
+        stamp: head.stamp,
         tid: None,
         queue: None,
         conn: None,
         discarded: false,
-        sent,
+        sent: head.sent,
         interface: &line[p..iface_end],
         // seven digits at most
         id: id as u32,
@@ -400,7 +433,7 @@ fn parse_body(s: &[u8]) -> Result<Body<'_>, Malformed> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -582,7 +615,7 @@ mod tests {
     }
 
     /// The lines of the committed WAYLAND_DEBUG logs (every dialect the tests capture).
-    fn committed_lines() -> Vec<Vec<u8>> {
+    pub(in crate::ingest::wayland) fn committed_lines() -> Vec<Vec<u8>> {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/wayland");
         let mut lines = Vec::new();
         for entry in std::fs::read_dir(dir).unwrap() {
@@ -596,10 +629,10 @@ mod tests {
     }
 
     /// `line` with byte `at` replaced, removed or doubled, and with each dialect's prefix.
-    fn variants(line: &[u8]) -> Vec<Vec<u8>> {
+    pub(in crate::ingest::wayland) fn variants(line: &[u8]) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         for at in 0..line.len() {
-            for b in *b" 09a_Z@#.,()[]->T\0\xff" {
+            for b in *b" 09a_nZ@#.,()[]->T\0\xff" {
                 let mut v = line.to_vec();
                 v[at] = b;
                 out.push(v);
@@ -624,6 +657,17 @@ mod tests {
                 v.extend_from_slice(prefix.as_bytes());
                 v.extend_from_slice(&line[close + 2..]);
                 out.push(v);
+            }
+        }
+        // arguments that create an object, before and after the others, and in their stead
+        if let (Some(open), Some(b')')) = (line.iter().position(|&b| b == b'('), line.last()) {
+            let (head, args) = (&line[..=open], &line[open + 1..line.len() - 1]);
+            for args in [
+                [b"new id a@5, ", args].concat(),
+                [args, b", new id a@5"].concat(),
+                b"new id a@5".to_vec(),
+            ] {
+                out.push([head, &args, b")"].concat());
             }
         }
         out

@@ -103,12 +103,41 @@ impl Chunk {
         }
     }
 
+    /// Takes line `n`, as the serial reader takes it.
+    #[inline(always)]
+    fn text(&mut self, n: u64, text: &[u8], scratch: &mut Vec<u8>) {
+        // A known message's meaning and the usual layout's message straight to a record
+        // (through `Parsed`, the message was built twice: 43 instructions a line more).
+        if let Some(head) = line::usual_head(text) {
+            if let Some(meaning) = Meaning::of_usual(&text[head.body..], head.sent) {
+                return self.meaning(head.stamp, meaning);
+            }
+            if let Some(msg) = line::usual_body(text, head) {
+                return self.message(&msg);
+            }
+        }
+        match line::parse_line(text, scratch) {
+            Parsed::Message(msg) => self.message(&msg),
+            Parsed::Zombie(stamp) => {
+                self.zombies += 1;
+                self.clock.micros(stamp);
+            }
+            Parsed::Other => self.skipped += 1,
+            Parsed::Malformed(reason) => self.push_malformed(n, reason),
+        }
+    }
+
     /// Takes a message line's stamp and meaning: a record when a span rule reads it.
     #[inline(always)]
     fn message(&mut self, msg: &line::Message<'_>) {
+        self.meaning(msg.stamp, Meaning::of(msg));
+    }
+
+    /// Takes a message line's stamp and what its message means.
+    #[inline(always)]
+    fn meaning(&mut self, stamp: line::Stamp, meaning: Meaning) {
         self.messages += 1;
-        let now = self.clock.micros(msg.stamp);
-        let meaning = Meaning::of(msg);
+        let now = self.clock.micros(stamp);
         if !meaning.matters() {
             return;
         }
@@ -163,20 +192,7 @@ fn parse(job: Job, spare: &Spares<Chunk>) -> (Job, Chunk) {
                 return;
             }
         };
-        // The usual layout's message straight to its record, as the serial reader takes it
-        // (through `Parsed` it was built twice: 43 instructions a line more).
-        match line::usual(text) {
-            Some(msg) => chunk.message(&msg),
-            None => match line::parse_line(text, &mut scratch) {
-                Parsed::Message(msg) => chunk.message(&msg),
-                Parsed::Zombie(stamp) => {
-                    chunk.zombies += 1;
-                    chunk.clock.micros(stamp);
-                }
-                Parsed::Other => chunk.skipped += 1,
-                Parsed::Malformed(reason) => chunk.push_malformed(n, reason),
-            },
-        }
+        chunk.text(n, text, &mut scratch);
         if chunk.records.len() >= most {
             chunk.serial = true;
         }

@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap;
 use super::args::{self, ObjectArg};
 use super::line::Message;
 use super::objects::{ObjKey, Objects, SERVER_ID_BASE};
+use crate::ingest::words::leading_digits;
 use crate::span::{Group, ObjectLabel, OpenSpans, Outcome, SeriesKey, Side, SpanSink, Start};
 
 /// The built-in spans.
@@ -305,6 +306,101 @@ impl Meaning {
         meaning
     }
 
+    /// What the message of a line in the usual layout means, read from its `body` (the line
+    /// from its interface on, [`super::line::usual_head`]), when it is one of the messages a
+    /// span rule reads in the shape libwayland prints it: `wl_display.sync`,
+    /// `wl_surface.frame` (one `new id`), `wl_display.delete_id` (a number),
+    /// `wl_callback.done`, `wl_surface.commit`, `wl_buffer.release`, `wl_surface.destroy`
+    /// (nothing that could create an object) and `wl_surface.attach` (an object first, and no
+    /// `n` anywhere, so no `new id`). `None` for any other line, whose message
+    /// [`super::line::usual_body`] reads for [`Meaning::of`]. When it gives a meaning, it is
+    /// the one [`Meaning::of`] gives of the message [`super::line::parse_plain`] reads (a test
+    /// compares them on lines changed at every byte, and the fuzz target `wayland_line` on
+    /// every input).
+    ///
+    /// These are most lines of a log a span is measured in (nine in ten of the benchmark
+    /// log's), and their interface and name are known before they are read: compared as
+    /// words, not found by their bytes' class and then compared (the message, then the
+    /// classification by its names, then the search for `new id`).
+    #[inline(always)]
+    pub fn of_usual(body: &[u8], sent: bool) -> Option<Meaning> {
+        let (first, second) = words_of(body.get(..16)?);
+        // the interface: eight bytes, then the rest of it and `@` or `#` after it
+        let (iface_len, interface) = match first {
+            WL_DISPL if second & 0xffff == u64::from(u16::from_le_bytes(*b"ay")) => {
+                (10, Interface::Display)
+            }
+            WL_SURFA if second & 0xffff == u64::from(u16::from_le_bytes(*b"ce")) => {
+                (10, Interface::Surface)
+            }
+            WL_BUFFE if second & 0xff == u64::from(b'r') => (9, Interface::Buffer),
+            WL_CALLB if second & 0xff_ffff == u64::from(u32::from_le_bytes(*b"ack\0")) => {
+                (11, Interface::Callback)
+            }
+            _ => return None,
+        };
+        if !matches!(body[iface_len], b'@' | b'#') {
+            return None;
+        }
+        // the id: one to seven digits, as the usual layout reads it, then `.`
+        let (id, id_len) = leading_digits(&body[iface_len + 1..])?;
+        let dot = iface_len + 1 + id_len;
+        if id_len == 0 || id_len == 8 || body[dot] != b'.' {
+            return None;
+        }
+        let call = &body[dot + 1..];
+        let (known, args) = match (interface, call.first()?) {
+            (Interface::Display, b's') => (Known::Sync, args_of_call(call, b"sync")?),
+            (Interface::Display, b'd') => (Known::DeleteId, args_of_call(call, b"delete_id")?),
+            (Interface::Surface, b'c') => (Known::Commit, args_of_call(call, b"commit")?),
+            (Interface::Surface, b'a') => (Known::Attach, args_of_call(call, b"attach")?),
+            (Interface::Surface, b'f') => (Known::Frame, args_of_call(call, b"frame")?),
+            (Interface::Surface, b'd') => (Known::SurfaceDestroy, args_of_call(call, b"destroy")?),
+            (Interface::Buffer, b'r') => (Known::Release, args_of_call(call, b"release")?),
+            (Interface::Callback, b'd') => (Known::Done, args_of_call(call, b"done")?),
+            _ => return None,
+        };
+        let mut meaning = Meaning {
+            known,
+            sent,
+            conn: None,
+            id: id as u32,
+            created: [0; 4],
+            n_created: 0,
+            arg: Arg::None,
+        };
+        // each as `Meaning::of` reads it, when it creates nothing or the one object it reads
+        let short = args.len() < args::NEW_ID_SHORTEST;
+        match known {
+            // `new id wl_callback@7`: what `args::lone_new_id` reads first
+            Known::Sync | Known::Frame => {
+                let id = whole_id(args.strip_prefix(b"new id wl_callback@")?)?;
+                meaning.arg = Arg::Object(id);
+                meaning.created[0] = id;
+                meaning.n_created = 1;
+            }
+            // nine digits at most, which `args::number` reads alike
+            Known::DeleteId => meaning.arg = Arg::Number(whole_id(args)?),
+            Known::Done if short || whole_id(args).is_some() => {}
+            Known::Commit | Known::Release | Known::SurfaceDestroy if short => {}
+            // `wl_buffer@44, 0, 0`, whose object `args::first_plain_object` reads
+            Known::Attach => {
+                let digits = match args.strip_prefix(b"wl_buffer") {
+                    Some([b'@' | b'#', digits @ ..]) => digits,
+                    _ => return None,
+                };
+                let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+                let rest = &digits[len..];
+                if !(rest.is_empty() || rest.starts_with(b", ")) || rest.contains(&b'n') {
+                    return None;
+                }
+                meaning.arg = Arg::Object(whole_id(&digits[..len])?);
+            }
+            _ => return None,
+        }
+        Some(meaning)
+    }
+
     /// Whether the span rules do anything with the message: one no rule reads that creates
     /// no object moves nothing but the clock ([`SpanTracker::message_meaning`] returns).
     #[inline(always)]
@@ -393,6 +489,48 @@ impl Packed {
             arg,
         }
     }
+}
+
+/// The interfaces of [`Meaning::of_usual`]'s messages.
+#[derive(Debug, Clone, Copy)]
+enum Interface {
+    Display,
+    Surface,
+    Buffer,
+    Callback,
+}
+
+/// The first eight bytes of each of them, as a little-endian word.
+const WL_DISPL: u64 = u64::from_le_bytes(*b"wl_displ");
+const WL_SURFA: u64 = u64::from_le_bytes(*b"wl_surfa");
+const WL_BUFFE: u64 = u64::from_le_bytes(*b"wl_buffe");
+const WL_CALLB: u64 = u64::from_le_bytes(*b"wl_callb");
+
+/// The arguments of `call` (`sync(new id wl_callback@3)`) when it is a call of `name`.
+#[inline(always)]
+fn args_of_call<'a, const N: usize>(call: &'a [u8], name: &[u8; N]) -> Option<&'a [u8]> {
+    let (head, args) = call.split_at_checked(N + 1)?;
+    if head[..N] != *name || head[N] != b'(' {
+        return None;
+    }
+    args.strip_suffix(b")")
+}
+
+/// The value of `digits` when they are one to nine ASCII digits and nothing else (an object
+/// id as `args::plain_object` reads it, a number as `args::number` does).
+#[inline(always)]
+fn whole_id(digits: &[u8]) -> Option<u32> {
+    if digits.is_empty() || digits.len() > 9 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(digits.iter().fold(0, |v, &d| v * 10 + u32::from(d - b'0')))
+}
+
+/// Sixteen bytes as two little-endian words.
+#[inline(always)]
+fn words_of(b: &[u8]) -> (u64, u64) {
+    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
+    (word(0), word(8))
 }
 
 /// Known messages, classified once per line.
@@ -829,6 +967,93 @@ fn on_presented(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::wayland::line::{self, Parsed};
+
+    /// What [`Meaning::of_usual`] makes of `line`, and what [`Meaning::of`] makes of the
+    /// message the general reader reads in it.
+    fn both_meanings(line: &[u8]) -> (Option<Meaning>, Option<Meaning>) {
+        let fast = line::usual_head(line)
+            .and_then(|head| Meaning::of_usual(&line[head.body..], head.sent));
+        let general = match line::parse_plain(line) {
+            Parsed::Message(msg) => Some(Meaning::of(&msg)),
+            _ => None,
+        };
+        (fast, general)
+    }
+
+    #[test]
+    fn a_known_message_read_from_its_line_means_what_its_parsed_message_means() {
+        let lines = line::tests::committed_lines();
+        let (mut read, mut kinds) = (0, std::collections::HashSet::new());
+        for line in &lines {
+            if let (Some(fast), general) = both_meanings(line) {
+                assert_eq!(Some(fast), general, "{:?}", line.escape_ascii());
+                read += 1;
+                kinds.insert(format!("{:?}", fast.known));
+            }
+        }
+        // most of the lines of the committed logs, and every kind it reads
+        assert!(read * 2 > lines.len(), "{read} of {}", lines.len());
+        assert_eq!(kinds.len(), 8, "{kinds:?}");
+        // each kind of line, changed at every byte
+        let mut seen = std::collections::HashSet::new();
+        let mut compared = 0;
+        for line in lines.iter().filter(|l| {
+            let kind = both_meanings(l)
+                .0
+                .map(|m| format!("{:?}{:?}", m.known, m.arg));
+            kind.is_some() && seen.insert((kind, l.len()))
+        }) {
+            for v in line::tests::variants(line) {
+                if let (Some(fast), general) = both_meanings(&v) {
+                    compared += 1;
+                    assert_eq!(Some(fast), general, "{:?}", v.escape_ascii());
+                }
+            }
+        }
+        assert!(compared > 10_000, "{compared}");
+    }
+
+    #[test]
+    fn a_known_message_in_another_shape_is_left_to_the_general_reader() {
+        for line in [
+            // a second argument, an id of ten digits, a hash id in the argument
+            "[1.000]  -> wl_display@1.sync(new id wl_callback@3, 4)",
+            "[1.000]  -> wl_surface@3.frame(new id wl_callback@1234567890)",
+            "[1.000]  -> wl_display@1.sync(new id wl_callback#3)",
+            "[1.000] wl_display@1.delete_id(1234567890)",
+            "[1.000] wl_display@1.delete_id(x)",
+            // arguments that could hold a `new id`
+            "[1.000] wl_callback@3.done(new id a@5)",
+            "[1.000]  -> wl_surface@3.commit(new id a@5)",
+            "[1.000] wl_buffer@3.release(new id a@5)",
+            "[1.000]  -> wl_surface@3.attach(nil, 0, 0)",
+            "[1.000]  -> wl_surface@3.attach(wl_buffer@4, new id a@5)",
+            "[1.000]  -> wl_surface@3.attach(wl_buffer_n@4, 0, 0)",
+            "[1.000]  -> wl_surface@3.attach(wl_buffer@1234567890, 0, 0)",
+            // names and interfaces it does not know, ids past seven digits
+            "[1.000]  -> wl_surface@3.damage(0, 0, 10, 10)",
+            "[1.000]  -> wl_surface@3.commits()",
+            "[1.000]  -> wl_displays@1.sync(new id wl_callback@3)",
+            "[1.000] wl_buffer@12345678.release()",
+        ] {
+            let (fast, general) = both_meanings(line.as_bytes());
+            assert_eq!(fast, None, "{line}");
+            assert!(general.is_some(), "{line}");
+        }
+        for line in [
+            "[1.000]  -> wl_display@1.sync(new id wl_callback@123456789)",
+            "[1.000] wl_display#1.delete_id(123456789)",
+            "[1.000] wl_callback@3.done(123456789)",
+            "[1.000]  -> wl_surface#3.attach(wl_buffer#4, 0, 0)",
+            "[1.000]  -> wl_surface@3.attach(wl_buffer@4)",
+            "[1.000] wl_buffer@1234567.release()",
+        ] {
+            let (fast, general) = both_meanings(line.as_bytes());
+            assert!(fast.is_some(), "{line}");
+            assert_eq!(fast, general, "{line}");
+        }
+    }
 
     #[test]
     fn a_message_is_classified_by_lengths_as_by_its_pair_of_names() {
