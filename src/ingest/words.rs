@@ -342,7 +342,7 @@ fn digits_of(less: u64) -> usize {
 /// The top bit of each byte of `less` (a word's bytes less `0` each) that was not a digit: it
 /// borrowed (below `0`) or adding 0x76 reaches 0x80 (above `9`).
 #[inline]
-fn not_digits(less: u64) -> u64 {
+pub fn not_digits(less: u64) -> u64 {
     (less | less.wrapping_add(0x7676_7676_7676_7676)) & 0x8080_8080_8080_8080
 }
 

@@ -244,7 +244,10 @@ impl FileState<'_> {
             return self.malformed(number, line::Malformed::ClockTooFar);
         };
         self.stats.messages += 1;
-        self.tracker.message_meaning(meaning, ts, sink);
+        // (a message no rule reads that creates nothing moves only the clock: not the call)
+        if meaning.matters() {
+            self.tracker.message_meaning(meaning, ts, sink);
+        }
     }
 
     /// An event for an object that no longer exists: only its stamp counts (for the clock).
