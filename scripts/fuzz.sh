@@ -25,6 +25,13 @@ for log in tests/data/wayland/*.log; do
     head -c 4096 "$log" > "fuzz/corpus/wayland_log/$(basename "$log")"
     head -n 50 "$log" | split -l 1 - "$corpus/$(basename "$log" .log)-"
 done
+# and lines of the other dialects (queues and `#` ids, thread ids, the time of day), which the
+# line reader's short path reads too
+for dialect in 1.23 1.26; do
+    head -n 50 tests/data/wayland/weston-simple-shm.client.log \
+        | python3 tests/independent/dialect.py "$dialect" /dev/stdin \
+        | split -l 1 - "$corpus/simple-shm-$dialect-"
+done
 printf '0,2000,100' > fuzz/corpus/linear_spec/seed
 # The document reader: every committed document, truncated ones, and absurd numbers.
 mkdir -p fuzz/corpus/doc_reader

@@ -349,7 +349,7 @@ pub fn not_digits(less: u64) -> u64 {
 /// The value of eight digits, one a byte (values 0 to 9, the first in the lowest byte): pairs,
 /// then fours, then the eight, each step a multiply and a shift.
 #[inline]
-fn value_of_eight(x: u64) -> u64 {
+pub fn value_of_eight(x: u64) -> u64 {
     let x = (x.wrapping_mul(10) + (x >> 8)) & 0x00ff_00ff_00ff_00ff;
     let x = (x.wrapping_mul(100) + (x >> 16)) & 0x0000_ffff_0000_ffff;
     (x.wrapping_mul(10_000) + (x >> 32)) & 0xffff_ffff

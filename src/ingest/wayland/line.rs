@@ -16,7 +16,9 @@
 
 use std::fmt;
 
-use crate::ingest::words::{Block, WIDTH, identifier_len, leading_digits, not_digits};
+use crate::ingest::words::{
+    Block, WIDTH, find_near, identifier_len, leading_digits, not_digits, value_of_eight,
+};
 
 /// A raw timestamp, before unwrapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,38 +129,93 @@ pub fn strip_ansi(line: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// The message of a line in the layout libwayland 1.21 to 1.25 prints almost every line in
-/// (`[1234567.890]  -> wl_surface@12.attach(wl_buffer@44, 0, 0)`: a stamp of at most seven
-/// digits before the point, no padding, thread, queue or connection, ids of at most seven
-/// digits), read in one pass with no step that could fail later; `None` for any other line,
-/// which [`parse_line`] reads. When it gives a message, it is the one [`parse_plain`] gives (a
-/// test compares them on lines that differ from this layout at every byte, and the fuzz target
-/// `wayland_line` on every input). [`parse_plain`] tries each dialect's prefix in turn and
-/// builds its answer through a chain of `Option`s: two fifths of the instructions of reading a
-/// line before.
+/// The message of a line in the layouts libwayland prints almost every line in: a stamp of at
+/// most seven digits before the point (`[1234567.890] `, 1.25 and before) or the time of day
+/// (`[14:03:27.512345] `, 1.26), a thread id (`TID#4711 `) or not, a queue (`{Default
+/// Queue} `, 1.23 and after) or not, ` -> ` or not, then `wl_surface@12.attach(...)` (or
+/// `#12`, 1.23 and after) with ids of at most seven digits; read in one pass with no step that
+/// could fail later. `None` for any other line (no padding in the stamp, no connection id,
+/// no `discarded `, no colour), which [`parse_line`] reads. When it gives a message, it is
+/// the one [`parse_plain`] gives (a test compares them on lines of every dialect that differ
+/// from these layouts at every byte, and the fuzz target `wayland_line` on every input).
+/// [`parse_plain`] tries each dialect's prefix in turn and builds its answer through a chain
+/// of `Option`s: two fifths of the instructions of reading a line before.
 #[inline(always)]
 pub fn usual(line: &[u8]) -> Option<Message<'_>> {
     usual_body(line, usual_head(line)?)
 }
 
-/// The prefix of a line in the usual layout, read by [`usual_head`]: its stamp, whether it was
-/// sent, and where the message's body (`wl_surface@12.attach(...)`) begins.
+/// The prefix of a line in the usual layouts, read by [`usual_head`]: everything before the
+/// message's body (`wl_surface@12.attach(...)`) and where the body begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Head {
     /// when it was printed
     pub stamp: Stamp,
+    /// `TID#n`, when printed
+    pub tid: Option<u32>,
+    /// where the queue's name (between `{` and `}`) begins and ends, when printed
+    pub queue: Option<(usize, usize)>,
     /// printed with ` -> `
     pub sent: bool,
     /// where the interface begins
     pub body: usize,
 }
 
-/// The prefix of [`usual`]: a stamp of at most seven digits before the point, then ` -> ` or
+/// The prefix of [`usual`]: the stamp, then a thread id, a queue and ` -> `, each printed or
 /// not; `None` for a line in any other layout. The body may still break the layout
 /// ([`usual_body`]), and a line whose body one of the span rules knows is read from here on
 /// without the message ([`super::spans::Meaning::of_usual`]).
 #[inline(always)]
 pub fn usual_head(line: &[u8]) -> Option<Head> {
+    // (the time of day only when the other fails: a `[ms.µs]` line is not looked at twice)
+    let (stamp, mut p) = match micros_stamp(line) {
+        Some(stamp) => stamp,
+        None => time_of_day_stamp(line)?,
+    };
+    // What follows the stamp is told by its first four bytes, read once (and again only after
+    // a thread id or a queue); a message has more than four bytes after it.
+    let four = |at: usize| Some(u32::from_le_bytes(line.get(at..at + 4)?.try_into().ok()?));
+    let mut next = four(p)?;
+    // `TID#4711 `: seven digits at most (a full word of digits goes to the general reader)
+    let mut tid = None;
+    if next == u32::from_le_bytes(*b"TID#") {
+        let (value, len) = leading_digits(&line[p + 4..])?;
+        if len == 0 || len == 8 || line[p + 4 + len] != b' ' {
+            return None;
+        }
+        tid = Some(value as u32);
+        p += 4 + len + 1;
+        next = four(p)?;
+    }
+    // `{Default Queue} `: the first `}`, then a space
+    let mut queue = None;
+    if next as u8 == b'{' {
+        let close = find_near(line, p + 1, b'}')?;
+        if line.get(close + 1) != Some(&b' ') {
+            return None;
+        }
+        queue = Some((p + 1, close));
+        p = close + 2;
+        next = four(p)?;
+    }
+    // (A connection id, `<3> `, or `discarded ` is no interface followed by `@` or `#` and
+    // an id then `.`: such a line goes to the general reader.)
+    let sent = next == u32::from_le_bytes(*b" -> ");
+    if sent {
+        p += 4;
+    }
+    Some(Head {
+        stamp,
+        tid,
+        queue,
+        sent,
+        body: p,
+    })
+}
+
+/// `[1234567.890] ` (or `,890`): the stamp, and where the line goes on after it.
+#[inline(always)]
+fn micros_stamp(line: &[u8]) -> Option<(Stamp, usize)> {
     let rest = line.strip_prefix(b"[")?;
     // at most seven digits (a full word of digits goes to the general reader)
     let (whole, digits) = leading_digits(rest)?;
@@ -179,19 +236,38 @@ pub fn usual_head(line: &[u8]) -> Option<Head> {
     }
     let frac = ((less >> 8) & 0xff) * 100 + ((less >> 16) & 0xff) * 10 + ((less >> 24) & 0xff);
     let stamp = Stamp::Micros32(u32::try_from(whole * 1000 + frac).ok()?);
-    // the body begins at `p`: the interface, after ` -> ` when the line was sent
-    let mut p = digits + 7;
-    // (A thread id, `TID#7 `, or `discarded ` is no interface followed by `@` or `#` and an
-    // id then `.`: such a line goes to the general reader below.)
-    let sent = line.get(p..p + 4) == Some(b" -> ");
-    if sent {
-        p += 4;
+    Some((stamp, digits + 7))
+}
+
+/// `[14:03:27.512345] `: the stamp, and where the line goes on after it; `None` for a time
+/// past the day, which the general reader finds malformed.
+#[inline(always)]
+fn time_of_day_stamp(line: &[u8]) -> Option<(Stamp, usize)> {
+    let head: &[u8; 18] = line.get(..18)?.try_into().ok()?;
+    let word = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().unwrap_or([0; 8]));
+    // `HH:MM:SS` and `.uuuuuu]`, each a word: the punctuation compared, the digits less `0`
+    // (a borrow or a carry only leaves a byte that is no digit, which fails here)
+    let (clock, micros) = (word(1), word(9));
+    let clock_less = clock.wrapping_sub(0x3030_0030_3000_3030);
+    let micros_less = micros.wrapping_sub(0x0030_3030_3030_3000);
+    if head[0] != b'['
+        || head[17] != b' '
+        || clock & 0x0000_ff00_00ff_0000 != u64::from_le_bytes(*b"\0\0:\0\0:\0\0")
+        || micros & 0xff00_0000_0000_00ff != u64::from_le_bytes(*b".\0\0\0\0\0\0]")
+        || not_digits(clock_less) & 0x8080_0080_8000_8080 != 0
+        || not_digits(micros_less) & 0x0080_8080_8080_8000 != 0
+    {
+        return None;
     }
-    Some(Head {
-        stamp,
-        sent,
-        body: p,
-    })
+    let pair = |at: u32| (clock_less >> at & 0xff) * 10 + (clock_less >> (at + 8) & 0xff);
+    let (hours, minutes, seconds) = (pair(0), pair(24), pair(48));
+    if hours >= 24 || minutes >= 60 || seconds >= 60 {
+        return None;
+    }
+    // the six digits to the top of a word, two zeros (leading zeros) below them
+    let micros = value_of_eight((micros_less << 8) & !0xffff);
+    let day = ((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + micros;
+    Some((Stamp::TimeOfDay(day), 18))
 }
 
 /// The message of a line whose prefix is `head` ([`usual_head`] of the same line), when its
@@ -218,8 +294,8 @@ pub fn usual_body(line: &[u8], head: Head) -> Option<Message<'_>> {
     }
     Some(Message {
         stamp: head.stamp,
-        tid: None,
-        queue: None,
+        tid: head.tid,
+        queue: head.queue.map(|(open, close)| &line[open..close]),
         conn: None,
         discarded: false,
         sent: head.sent,
@@ -632,6 +708,52 @@ pub(super) mod tests {
         lines
     }
 
+    /// The lines of the committed logs (libwayland 1.21), each also as libwayland 1.23 prints
+    /// it (a queue, `#` ids), as 1.25 with `thread_id` (and a thread id) and as 1.26 (the time
+    /// of day, a thread id, a queue, `#` ids), as `tests/independent/dialect.py` rewrites them.
+    pub(in crate::ingest::wayland) fn lines_in_every_dialect() -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for line in committed_lines() {
+            let Some((Parsed::Message(m), close)) =
+                Some(parse_plain(&line)).zip(line.iter().position(|&b| b == b']'))
+            else {
+                out.push(line);
+                continue;
+            };
+            let rest: Vec<u8> = line[close + 2..]
+                .iter()
+                .map(|&b| if b == b'@' { b'#' } else { b })
+                .collect();
+            let queue = if m.sent {
+                "{Default Queue} "
+            } else {
+                "{Display Queue} "
+            };
+            let stamp = match m.stamp {
+                Stamp::Micros32(us) => u64::from(us),
+                Stamp::TimeOfDay(us) => us,
+            };
+            let day = stamp % 86_400_000_000;
+            let time_of_day = format!(
+                "[{:02}:{:02}:{:02}.{:06}] ",
+                day / 3_600_000_000,
+                day / 60_000_000 % 60,
+                day / 1_000_000 % 60,
+                day % 1_000_000
+            );
+            let old_stamp = &line[..close + 2];
+            for head in [
+                [old_stamp, queue.as_bytes()].concat(),
+                [old_stamp, b"TID#4242 ", queue.as_bytes()].concat(),
+                [time_of_day.as_bytes(), b"TID#4242 ", queue.as_bytes()].concat(),
+            ] {
+                out.push([&head[..], &rest].concat());
+            }
+            out.push(line);
+        }
+        out
+    }
+
     /// `line` with byte `at` replaced, removed or doubled, and with each dialect's prefix.
     pub(in crate::ingest::wayland) fn variants(line: &[u8]) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
@@ -679,7 +801,7 @@ pub(super) mod tests {
 
     #[test]
     fn a_line_in_the_usual_layout_is_the_message_the_general_reader_reads() {
-        let lines = committed_lines();
+        let lines = lines_in_every_dialect();
         let mut usual_lines = 0;
         for line in &lines {
             if let Some(m) = usual(line) {
@@ -692,7 +814,7 @@ pub(super) mod tests {
                 );
             }
         }
-        // most lines of the libwayland 1.21-1.25 logs, so that the fast reader is what is tested
+        // most lines of the logs in every dialect, so that the fast reader is what is tested
         assert!(
             usual_lines * 2 > lines.len(),
             "{usual_lines} of {}",
@@ -725,12 +847,12 @@ pub(super) mod tests {
     fn the_usual_layout_leaves_every_other_dialect_to_the_general_reader() {
         for line in [
             "[  92063.955]  -> wl_display@1.get_registry(new id wl_registry@2)",
-            "[14:03:27.512401] TID#4711 {Default Queue}  -> wl_surface#12.attach(wl_buffer#20, 0, 0)",
-            "[2109922.441] {Default Queue} wl_buffer#57.release()",
             "[1234567.890] {Default Queue} <256>  -> wl_surface#3.commit()",
             "[1234567.890] discarded wl_buffer@3.release()",
+            "[1234567.890] {Default Queue} discarded wl_buffer#3.release()",
             "[00001234.890] wl_buffer@3.release()",
             "[1.000] wl_buffer@12345678.release()",
+            "[1.000] TID#12345678 wl_buffer@1.release()",
             "[1.000] zwp_an_interface_whose_name_runs_on_past_the_first_sixty_four_bytes_v1@3.request()",
         ] {
             assert_eq!(usual(line.as_bytes()), None, "{line}");
@@ -739,7 +861,36 @@ pub(super) mod tests {
                 "{line}"
             );
         }
-        assert!(usual(b"[1.000]  -> wl_surface#3.commit()").is_some());
+        // a time past the day, times in other layouts, a queue without its space, a queue with
+        // a `}` in its name: no message
+        for line in [
+            "[24:00:00.000000] wl_buffer#1.release()",
+            "[4:03:27.512401] wl_buffer#1.release()",
+            "[14:03:27.51240] wl_buffer#1.release()",
+            "[14:03:27,512401] wl_buffer#1.release()",
+            "[14:03:27.512401]  wl_buffer#1.release()",
+            "[1.000] {Default Queue}wl_buffer@1.release()",
+            "[1.000] {Default {Queue} } wl_buffer@1.release()",
+        ] {
+            assert_eq!(usual(line.as_bytes()), None, "{line}");
+            assert!(
+                !matches!(parse_plain(line.as_bytes()), Parsed::Message(_)),
+                "{line}"
+            );
+        }
+        for line in [
+            "[1.000]  -> wl_surface#3.commit()",
+            "[2693804,180] wl_pointer@19.enter(12885, wl_surface@16)",
+            "[14:03:27.512401] TID#4711 {Default Queue}  -> wl_surface#12.attach(wl_buffer#20, 0, 0)",
+            "[23:59:59.999999] {Display Queue} wl_display#1.delete_id(61)",
+            "[2109922.441] {Default Queue} wl_buffer#57.release()",
+            "[2109922.441] TID#7 wl_buffer#57.release()",
+            "[2109922.441] {} wl_buffer#57.release()",
+        ] {
+            let m = usual(line.as_bytes());
+            assert!(m.is_some(), "{line}");
+            assert_eq!(parse_plain(line.as_bytes()), Parsed::Message(m.unwrap()));
+        }
         assert!(usual(b"[2693804,180] wl_pointer@19.enter(12885, wl_surface@16)").is_some());
     }
 }
