@@ -106,11 +106,13 @@ impl Chunk {
     /// Takes line `n`, as the serial reader takes it.
     #[inline(always)]
     fn text(&mut self, n: u64, text: &[u8], scratch: &mut Vec<u8>) {
-        // A known message's meaning and the usual layout's message straight to a record
+        // A known message's meaning (packed) and the usual layout's message straight to a record
         // (through `Parsed`, the message was built twice: 43 instructions a line more).
         if let Some(head) = line::usual_head(text) {
-            if let Some(meaning) = Meaning::of_usual(&text[head.body..], head.sent) {
-                return self.meaning(head.stamp, meaning);
+            if let Some(packed) = Packed::of_usual(&text[head.body..], head.sent) {
+                self.messages += 1;
+                let now = self.clock.micros(head.stamp);
+                return self.record(now, packed);
             }
             if let Some(msg) = line::usual_body(text, head) {
                 return self.message(&msg);
@@ -141,14 +143,22 @@ impl Chunk {
         if !meaning.matters() {
             return;
         }
+        match meaning.packed() {
+            Some(packed) => self.record(now, packed),
+            None => self.push_wide(now, meaning),
+        }
+    }
+
+    /// Records a message the span rules read, which means `packed`, at `now`.
+    #[inline(always)]
+    fn record(&mut self, now: i64, packed: Packed) {
         let base = *self.base.get_or_insert(now);
-        let after = u32::try_from(now.wrapping_sub(base));
-        match (after, meaning.packed()) {
-            (Ok(after), Some(packed)) => self.records.push(Record {
+        match u32::try_from(now.wrapping_sub(base)) {
+            Ok(after) => self.records.push(Record {
                 after,
                 what: What::Message(packed),
             }),
-            _ => self.push_wide(now, meaning),
+            Err(_) => self.push_wide(now, packed.meaning()),
         }
     }
 

@@ -324,84 +324,7 @@ impl Meaning {
     /// classification by its names, then the search for `new id`).
     #[inline(always)]
     pub fn of_usual(body: &[u8], sent: bool) -> Option<Meaning> {
-        let (first, second) = words_of(body.get(..16)?);
-        // the interface: eight bytes, then the rest of it and `@` or `#` after it
-        let (iface_len, interface) = match first {
-            WL_DISPL if second & 0xffff == u64::from(u16::from_le_bytes(*b"ay")) => {
-                (10, Interface::Display)
-            }
-            WL_SURFA if second & 0xffff == u64::from(u16::from_le_bytes(*b"ce")) => {
-                (10, Interface::Surface)
-            }
-            WL_BUFFE if second & 0xff == u64::from(b'r') => (9, Interface::Buffer),
-            WL_CALLB if second & 0xff_ffff == u64::from(u32::from_le_bytes(*b"ack\0")) => {
-                (11, Interface::Callback)
-            }
-            _ => return None,
-        };
-        if !matches!(body[iface_len], b'@' | b'#') {
-            return None;
-        }
-        // the id: one to seven digits, as the usual layout reads it, then `.`
-        let (id, id_len) = leading_digits(&body[iface_len + 1..])?;
-        let dot = iface_len + 1 + id_len;
-        if id_len == 0 || id_len == 8 || body[dot] != b'.' {
-            return None;
-        }
-        let call = &body[dot + 1..];
-        let (known, args) = match (interface, call.first()?) {
-            (Interface::Display, b's') => (Known::Sync, args_of_call(call, b"sync")?),
-            (Interface::Display, b'd') => (Known::DeleteId, args_of_call(call, b"delete_id")?),
-            (Interface::Surface, b'c') => (Known::Commit, args_of_call(call, b"commit")?),
-            (Interface::Surface, b'a') => (Known::Attach, args_of_call(call, b"attach")?),
-            (Interface::Surface, b'f') => (Known::Frame, args_of_call(call, b"frame")?),
-            (Interface::Surface, b'd') => (Known::SurfaceDestroy, args_of_call(call, b"destroy")?),
-            (Interface::Buffer, b'r') => (Known::Release, args_of_call(call, b"release")?),
-            (Interface::Callback, b'd') => (Known::Done, args_of_call(call, b"done")?),
-            _ => return None,
-        };
-        let mut meaning = Meaning {
-            known,
-            sent,
-            conn: None,
-            id: id as u32,
-            created: [0; 4],
-            n_created: 0,
-            arg: Arg::None,
-        };
-        // each as `Meaning::of` reads it, when it creates nothing or the one object it reads
-        let short = args.len() < args::NEW_ID_SHORTEST;
-        match known {
-            // `new id wl_callback@7` (or `#7`): what `args::lone_new_id` reads
-            Known::Sync | Known::Frame => {
-                let id = match args.strip_prefix(b"new id wl_callback") {
-                    Some([b'@' | b'#', digits @ ..]) => whole_id(digits)?,
-                    _ => return None,
-                };
-                meaning.arg = Arg::Object(id);
-                meaning.created[0] = id;
-                meaning.n_created = 1;
-            }
-            // nine digits at most, which `args::number` reads alike
-            Known::DeleteId => meaning.arg = Arg::Number(whole_id(args)?),
-            Known::Done if short || whole_id(args).is_some() => {}
-            Known::Commit | Known::Release | Known::SurfaceDestroy if short => {}
-            // `wl_buffer@44, 0, 0`, whose object `args::first_plain_object` reads
-            Known::Attach => {
-                let digits = match args.strip_prefix(b"wl_buffer") {
-                    Some([b'@' | b'#', digits @ ..]) => digits,
-                    _ => return None,
-                };
-                let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
-                let rest = &digits[len..];
-                if !(rest.is_empty() || rest.starts_with(b", ")) || rest.contains(&b'n') {
-                    return None;
-                }
-                meaning.arg = Arg::Object(whole_id(&digits[..len])?);
-            }
-            _ => return None,
-        }
-        Some(meaning)
+        Packed::of_usual(body, sent).map(Packed::meaning)
     }
 
     /// Whether the span rules do anything with the message: one no rule reads that creates
@@ -470,6 +393,88 @@ impl Packed {
     const ARG_NUMBER: u8 = 3;
     const ARG_SHIFT: u8 = 1;
     const CREATES_SHIFT: u8 = 3;
+
+    /// [`Meaning::of_usual`], packed (every message it reads has a shape that packs): what
+    /// the parallel reader records, without the meaning's 44 bytes and their packing.
+    #[inline(always)]
+    pub(crate) fn of_usual(body: &[u8], sent: bool) -> Option<Packed> {
+        let (first, second) = words_of(body.get(..16)?);
+        // the interface: eight bytes, then the rest of it and `@` or `#` after it
+        let (iface_len, interface) = match first {
+            WL_DISPL if second & 0xffff == u64::from(u16::from_le_bytes(*b"ay")) => {
+                (10, Interface::Display)
+            }
+            WL_SURFA if second & 0xffff == u64::from(u16::from_le_bytes(*b"ce")) => {
+                (10, Interface::Surface)
+            }
+            WL_BUFFE if second & 0xff == u64::from(b'r') => (9, Interface::Buffer),
+            WL_CALLB if second & 0xff_ffff == u64::from(u32::from_le_bytes(*b"ack\0")) => {
+                (11, Interface::Callback)
+            }
+            _ => return None,
+        };
+        if !matches!(body[iface_len], b'@' | b'#') {
+            return None;
+        }
+        // the id: one to seven digits, as the usual layout reads it, then `.`
+        let (id, id_len) = leading_digits(&body[iface_len + 1..])?;
+        let dot = iface_len + 1 + id_len;
+        if id_len == 0 || id_len == 8 || body[dot] != b'.' {
+            return None;
+        }
+        let call = &body[dot + 1..];
+        let (known, args) = match (interface, call.first()?) {
+            (Interface::Display, b's') => (Known::Sync, args_of_call(call, b"sync")?),
+            (Interface::Display, b'd') => (Known::DeleteId, args_of_call(call, b"delete_id")?),
+            (Interface::Surface, b'c') => (Known::Commit, args_of_call(call, b"commit")?),
+            (Interface::Surface, b'a') => (Known::Attach, args_of_call(call, b"attach")?),
+            (Interface::Surface, b'f') => (Known::Frame, args_of_call(call, b"frame")?),
+            (Interface::Surface, b'd') => (Known::SurfaceDestroy, args_of_call(call, b"destroy")?),
+            (Interface::Buffer, b'r') => (Known::Release, args_of_call(call, b"release")?),
+            (Interface::Callback, b'd') => (Known::Done, args_of_call(call, b"done")?),
+            _ => return None,
+        };
+        // each as `Meaning::of` reads it, when it creates nothing or the one object it reads
+        let short = args.len() < args::NEW_ID_SHORTEST;
+        let (arg, one, creates) = match known {
+            // `new id wl_callback@7` (or `#7`): what `args::lone_new_id` reads
+            Known::Sync | Known::Frame => {
+                let id = match args.strip_prefix(b"new id wl_callback") {
+                    Some([b'@' | b'#', digits @ ..]) => whole_id(digits)?,
+                    _ => return None,
+                };
+                (Packed::ARG_OBJECT, id, true)
+            }
+            // nine digits at most, which `args::number` reads alike
+            Known::DeleteId => (Packed::ARG_NUMBER, whole_id(args)?, false),
+            Known::Done if short || whole_id(args).is_some() => (Packed::ARG_NONE, 0, false),
+            Known::Commit | Known::Release | Known::SurfaceDestroy if short => {
+                (Packed::ARG_NONE, 0, false)
+            }
+            // `wl_buffer@44, 0, 0`, whose object `args::first_plain_object` reads
+            Known::Attach => {
+                let digits = match args.strip_prefix(b"wl_buffer") {
+                    Some([b'@' | b'#', digits @ ..]) => digits,
+                    _ => return None,
+                };
+                let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+                let rest = &digits[len..];
+                if !(rest.is_empty() || rest.starts_with(b", ")) || rest.contains(&b'n') {
+                    return None;
+                }
+                (Packed::ARG_OBJECT, whole_id(&digits[..len])?, false)
+            }
+            _ => return None,
+        };
+        Some(Packed {
+            id: id as u32,
+            one,
+            known,
+            form: u8::from(sent)
+                | arg << Packed::ARG_SHIFT
+                | u8::from(creates) << Packed::CREATES_SHIFT,
+        })
+    }
 
     /// The meaning packed.
     #[inline(always)]
