@@ -112,7 +112,10 @@ impl Chunk {
             if let Some(packed) = Packed::of_usual(&text[head.body..], head.sent) {
                 self.messages += 1;
                 let now = self.clock.micros(head.stamp);
-                return self.record(now, packed);
+                if packed.matters() {
+                    self.record(now, packed);
+                }
+                return;
             }
             if let Some(msg) = line::usual_body(text, head) {
                 return self.message(&msg);
