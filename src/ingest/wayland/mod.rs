@@ -1,9 +1,11 @@
 //! WAYLAND_DEBUG logs: client-side and server-side, every libwayland dialect.
 //!
 //! [`analyze`] streams one input through four pure stages — [`LineReader`] (bytes to lines),
-//! [`line::parse_line`] (a line to a message), [`clock::Clock`] (wrapping stamps to monotone
-//! nanoseconds) and [`spans::SpanTracker`] (messages to spans) — and hands the spans to a
-//! [`SpanSink`]. Memory depends on the number of open spans and live objects, never on the
+//! [`line::parse_line`] (a line to a message, and to what it means to the span rules; the
+//! messages the rules read, in the layouts libwayland prints, are read straight to their
+//! meaning by [`line::usual_head`] and [`spans::Meaning::of_usual`]), [`clock::Clock`]
+//! (wrapping stamps to monotone nanoseconds) and [`spans::SpanTracker`] (messages to spans) —
+//! and hands the spans to a [`SpanSink`]. Memory depends on the number of open spans and live objects, never on the
 //! length of the log.
 
 pub mod args;
