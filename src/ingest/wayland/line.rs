@@ -708,9 +708,12 @@ pub(super) mod tests {
         lines
     }
 
-    /// The lines of the committed logs (libwayland 1.21), each also as libwayland 1.23 prints
-    /// it (a queue, `#` ids), as 1.25 with `thread_id` (and a thread id) and as 1.26 (the time
-    /// of day, a thread id, a queue, `#` ids), as `tests/independent/dialect.py` rewrites them.
+    /// The lines of the committed logs (libwayland 1.21), each also in the layouts of
+    /// libwayland 1.23 (a queue, `#` ids), 1.25 with `thread_id` (and a thread id) and 1.26
+    /// (the time of day, a thread id, a queue, `#` ids). Not byte for byte what
+    /// `tests/independent/dialect.py` writes (which the golden tests read): every `@` becomes
+    /// `#`, strings' too, a received line is on the display queue, and the times of day are
+    /// spread over the day.
     pub(in crate::ingest::wayland) fn lines_in_every_dialect() -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         for line in committed_lines() {
@@ -733,7 +736,8 @@ pub(super) mod tests {
                 Stamp::Micros32(us) => u64::from(us),
                 Stamp::TimeOfDay(us) => us,
             };
-            let day = stamp % 86_400_000_000;
+            // (spread over the day, so that every digit of the hours is read)
+            let day = stamp.wrapping_mul(997) % 86_400_000_000;
             let time_of_day = format!(
                 "[{:02}:{:02}:{:02}.{:06}] ",
                 day / 3_600_000_000,
@@ -754,7 +758,8 @@ pub(super) mod tests {
         out
     }
 
-    /// `line` with byte `at` replaced, removed or doubled, and with each dialect's prefix.
+    /// `line` with byte `at` replaced, removed or doubled, with each dialect's prefix, and with
+    /// arguments that create an object (`new id a@5`) added or in place of its own.
     pub(in crate::ingest::wayland) fn variants(line: &[u8]) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         for at in 0..line.len() {
@@ -779,7 +784,10 @@ pub(super) mod tests {
                 "<3> ",
                 " -> ",
             ] {
-                let mut v = line[..close + 2].to_vec();
+                let Some(head) = line.get(..close + 2) else {
+                    continue;
+                };
+                let mut v = head.to_vec();
                 v.extend_from_slice(prefix.as_bytes());
                 v.extend_from_slice(&line[close + 2..]);
                 out.push(v);
@@ -844,7 +852,7 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn the_usual_layout_leaves_every_other_dialect_to_the_general_reader() {
+    fn the_usual_layouts_are_read_and_every_other_left_to_the_general_reader() {
         for line in [
             "[  92063.955]  -> wl_display@1.get_registry(new id wl_registry@2)",
             "[1234567.890] {Default Queue} <256>  -> wl_surface#3.commit()",
@@ -891,6 +899,5 @@ pub(super) mod tests {
             assert!(m.is_some(), "{line}");
             assert_eq!(parse_plain(line.as_bytes()), Parsed::Message(m.unwrap()));
         }
-        assert!(usual(b"[2693804,180] wl_pointer@19.enter(12885, wl_surface@16)").is_some());
     }
 }

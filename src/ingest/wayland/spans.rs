@@ -458,8 +458,7 @@ impl Packed {
             }
             // nine digits at most, which `args::number` reads alike
             Known::DeleteId => (Packed::ARG_NUMBER, whole_id(args)?, false),
-            Known::Done if short || whole_id(args).is_some() => (Packed::ARG_NONE, 0, false),
-            Known::Commit | Known::Release | Known::SurfaceDestroy if short => {
+            Known::Done | Known::Commit | Known::Release | Known::SurfaceDestroy if short => {
                 (Packed::ARG_NONE, 0, false)
             }
             // (no `n`: no `new id`)
@@ -1049,7 +1048,7 @@ mod tests {
             "[1.000]  -> wl_surface@3.frame(new id wl_callback@1234567890)",
             "[1.000] wl_display@1.delete_id(1234567890)",
             "[1.000] wl_display@1.delete_id(x)",
-            // arguments that could hold a `new id`
+            // arguments that could hold a `new id`, an attach of no buffer
             "[1.000] wl_callback@3.done(new id a@5)",
             "[1.000]  -> wl_surface@3.commit(new id a@5)",
             "[1.000] wl_buffer@3.release(new id a@5)",
