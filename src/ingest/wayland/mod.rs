@@ -5,8 +5,8 @@
 //! messages the rules read, in the layouts libwayland prints, are read straight to their
 //! meaning by [`line::usual_head`] and [`spans::Meaning::of_usual`]), [`clock::Clock`]
 //! (wrapping stamps to monotone nanoseconds) and [`spans::SpanTracker`] (messages to spans) —
-//! and hands the spans to a [`SpanSink`]. Memory depends on the number of open spans and live objects, never on the
-//! length of the log.
+//! and hands the spans to a [`SpanSink`]. Memory depends on the number of open spans and live
+//! objects, never on the length of the log.
 
 pub mod args;
 pub mod clock;

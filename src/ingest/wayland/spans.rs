@@ -320,9 +320,9 @@ impl Meaning {
     /// every input).
     ///
     /// These are most lines of a log a span is measured in (all but two in a hundred of the
-    /// benchmark log's), and their interface and name are known before they are read: compared as
-    /// words, not found by their bytes' class and then compared (the message, then the
-    /// classification by its names, then the search for `new id`).
+    /// benchmark log's), and their interface and name are known before they are read:
+    /// compared as words, not found by their bytes' class and then compared (the message,
+    /// then the classification by its names, then the search for `new id`).
     #[inline(always)]
     pub fn of_usual(body: &[u8], sent: bool) -> Option<Meaning> {
         Packed::of_usual(body, sent).map(Packed::meaning)
@@ -1056,7 +1056,8 @@ mod tests {
             "[1.000]  -> wl_surface@3.attach(wl_buffer@4, new id a@5)",
             "[1.000]  -> wl_surface@3.attach(wl_buffer_n@4, 0, 0)",
             "[1.000]  -> wl_surface@3.attach(wl_buffer@1234567890, 0, 0)",
-            // names and interfaces it does not know, ids past seven digits
+            // a damage that could create an object, names and interfaces it does not know, ids
+            // past seven digits
             "[1.000]  -> wl_surface@3.damage(0, 0, new id a@5)",
             "[1.000]  -> wl_surface@3.damages(0, 0, 10, 10)",
             "[1.000]  -> wl_surface@3.commits()",
