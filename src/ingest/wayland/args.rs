@@ -80,8 +80,8 @@ pub fn plain_object(arg: &[u8]) -> Option<(u32, usize)> {
 }
 
 /// The id of one to nine digits at the start of `digits`, and how many digits it has.
-#[inline]
-fn object_id(digits: &[u8]) -> Option<(u32, usize)> {
+#[inline(always)]
+pub fn object_id(digits: &[u8]) -> Option<(u32, usize)> {
     let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
     if len == 0 || len > 9 {
         return None;
@@ -101,8 +101,7 @@ pub fn lone_new_id(args: &[u8]) -> Option<u32> {
     // block of an object shorter than sixteen bytes is read from a copy: a `sync` line's
     // argument took 126 instructions); its id as `plain_object` reads it.
     if let Some(digits) = args.strip_prefix(b"new id wl_callback@")
-        && let Some((id, len)) = object_id(digits)
-        && len == digits.len()
+        && let Some(id) = whole_id(digits)
     {
         return Some(id);
     }
@@ -111,6 +110,13 @@ pub fn lone_new_id(args: &[u8]) -> Option<u32> {
         (id, end) if end == object.len() => Some(id),
         _ => None,
     }
+}
+
+/// The value of `digits` when they are one to nine ASCII digits and nothing else: an id as
+/// [`object_id`] reads it, a number as [`number`] reads it.
+#[inline(always)]
+pub fn whole_id(digits: &[u8]) -> Option<u32> {
+    object_id(digits).and_then(|(id, len)| (len == digits.len()).then_some(id))
 }
 
 /// The id of a first argument `iface@id` followed by `, ` or nothing (an `attach`'s buffer):

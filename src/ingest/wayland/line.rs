@@ -223,7 +223,8 @@ fn micros_stamp(line: &[u8]) -> Option<(Stamp, usize)> {
         return None;
     }
     // `.123] ` (or `,123] `) in one word: the point, three digits, `]` and a space, checked
-    // and read at once (byte by byte, 32 instructions a line)
+    // and read at once (byte by byte, 12 instructions a line more: 133.4 against 130.9 M on
+    // the benchmark slice)
     let word = u64::from_le_bytes(rest.get(digits..digits + 8)?.try_into().ok()?);
     // `,` is `.` with bit 1 clear: no other byte is either with it set
     if (word | 2) & 0x0000_ffff_0000_00ff != u64::from_le_bytes(*b".\0\0\0] \0\0") {

@@ -110,8 +110,7 @@ impl Chunk {
         // (through `Parsed`, the message was built twice: 43 instructions a line more).
         if let Some(head) = line::usual_head(text) {
             if let Some(packed) = Packed::of_usual(&text[head.body..], head.sent) {
-                self.messages += 1;
-                let now = self.clock.micros(head.stamp);
+                let now = self.stamped(head.stamp);
                 if packed.matters() {
                     self.record(now, packed);
                 }
@@ -141,8 +140,7 @@ impl Chunk {
     /// Takes a message line's stamp and what its message means.
     #[inline(always)]
     fn meaning(&mut self, stamp: line::Stamp, meaning: Meaning) {
-        self.messages += 1;
-        let now = self.clock.micros(stamp);
+        let now = self.stamped(stamp);
         if !meaning.matters() {
             return;
         }
@@ -150,6 +148,13 @@ impl Chunk {
             Some(packed) => self.record(now, packed),
             None => self.push_wide(now, meaning),
         }
+    }
+
+    /// Counts a message stamped `stamp`: its time on the chunk's clock.
+    #[inline(always)]
+    fn stamped(&mut self, stamp: line::Stamp) -> i64 {
+        self.messages += 1;
+        self.clock.micros(stamp)
     }
 
     /// Records a message the span rules read, which means `packed`, at `now`.

@@ -451,13 +451,13 @@ impl Packed {
             // `new id wl_callback@7` (or `#7`): what `args::lone_new_id` reads
             Known::Sync | Known::Frame => {
                 let id = match args.strip_prefix(b"new id wl_callback") {
-                    Some([b'@' | b'#', digits @ ..]) => whole_id(digits)?,
+                    Some([b'@' | b'#', digits @ ..]) => args::whole_id(digits)?,
                     _ => return None,
                 };
                 (Packed::ARG_OBJECT, id, true)
             }
             // nine digits at most, which `args::number` reads alike
-            Known::DeleteId => (Packed::ARG_NUMBER, whole_id(args)?, false),
+            Known::DeleteId => (Packed::ARG_NUMBER, args::whole_id(args)?, false),
             Known::Done | Known::Commit | Known::Release | Known::SurfaceDestroy if short => {
                 (Packed::ARG_NONE, 0, false)
             }
@@ -469,12 +469,12 @@ impl Packed {
                     Some([b'@' | b'#', digits @ ..]) => digits,
                     _ => return None,
                 };
-                let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+                let (id, len) = args::object_id(digits)?;
                 let rest = &digits[len..];
                 if !(rest.is_empty() || rest.starts_with(b", ")) || rest.contains(&b'n') {
                     return None;
                 }
-                (Packed::ARG_OBJECT, whole_id(&digits[..len])?, false)
+                (Packed::ARG_OBJECT, id, false)
             }
             _ => return None,
         };
@@ -540,16 +540,6 @@ fn args_of_call<'a, const N: usize>(call: &'a [u8], name: &[u8; N]) -> Option<&'
         return None;
     }
     args.strip_suffix(b")")
-}
-
-/// The value of `digits` when they are one to nine ASCII digits and nothing else (an object
-/// id as `args::plain_object` reads it, a number as `args::number` does).
-#[inline(always)]
-fn whole_id(digits: &[u8]) -> Option<u32> {
-    if digits.is_empty() || digits.len() > 9 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(digits.iter().fold(0, |v, &d| v * 10 + u32::from(d - b'0')))
 }
 
 /// Sixteen bytes as two little-endian words.
