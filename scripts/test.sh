@@ -71,7 +71,7 @@ LATSCOPE_BIN="$PWD/target/release/latscope" LATSCOPE_REQUIRE_STACK=1 \
 
 if [[ ${CI:-} == true ]]; then
     step "removing the test and release builds (CI only: the fuzz build needs the space)"
-    # About 3 GB that nothing below reads: the fuzz targets build apart (fuzz/target), and on a
+    # About 2.3 GB that nothing below reads: the fuzz targets build apart (fuzz/target), and on a
     # host short of space their link failed (SIGBUS) with these still on disk.
     du -sh target/debug target/release 2>/dev/null || true
     rm -rf target/debug target/release
