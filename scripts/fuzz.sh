@@ -25,6 +25,8 @@ for log in tests/data/wayland/*.log; do
     head -c 4096 "$log" > "fuzz/corpus/wayland_log/$(basename "$log")"
     head -n 50 "$log" | split -l 1 - "$corpus/$(basename "$log" .log)-"
 done
+# and the lines past the wrap of the 32-bit clock, whose stamps libwayland pads with spaces
+grep -m 50 '^\[ ' tests/data/wayland/weston-simple-shm-wrap.client.log | split -l 1 - "$corpus/padded-"
 # and lines of the other dialects (queues and `#` ids, thread ids, the time of day), which the
 # line reader's short path reads too
 for dialect in 1.23 1.26; do

@@ -8,7 +8,7 @@
 Inputs, made once under --dir (target/bench/spans/MB/) from the committed samples (their
 events repeated with shifted time stamps until each file has about --mb megabytes): perf
 script text, ftrace text, babeltrace2 text, Chrome JSON, JSON lines, and a WAYLAND_DEBUG log
-(mklog.py), also as libwayland 1.23 and 1.26 print it (tests/independent/dialect.py). Each is dropped from the page cache and read once (not with --keep-cache: how the
+(mklog.py), also as libwayland 1.23 and 1.26 print it and with its 32-bit clock wrapping half-way, the stamps after the wrap padded with spaces (tests/independent/dialect.py). Each is dropped from the page cache and read once (not with --keep-cache: how the
 cache holds a file moves both tools, see evict()), then read --runs times, in rounds of every input in turn, by latscope pinned to
 one CPU, interleaved with `grep -c` on the same file pinned alike (the floor: one pass that
 finds lines), and by latscope unpinned with `--threads N` (default: every CPU; 0 skips it). Prints a Markdown table of medians: MB/s, events/s, the ratio to grep -c on
@@ -166,12 +166,16 @@ def grow_wayland(dst, mb):
     return sum(1 for _ in open(dst, "rb"))
 
 
-def wayland_dialect(plain, dst, dialect):
+def wayland_dialect(plain, dst, dialect, wrap=False):
     """The WAYLAND_DEBUG log `plain` as libwayland `dialect` prints it (tests/independent/dialect.py:
-    1.23 adds queues and `#` ids, 1.26 a thread id and the time of day): more bytes, the same events."""
+    1.23 adds queues and `#` ids, 1.26 a thread id and the time of day): more bytes, the same events.
+    With `wrap`, its stamps are shifted so that the 32-bit clock wraps half-way: after the wrap,
+    libwayland's `[%7u.%03u]` pads every stamp with spaces (`[     10.816]`), as it does for a
+    quarter of the clock's range."""
+    wrapped = ["--wrap"] if wrap else []
     with open(dst, "wb") as out:
-        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "independent", "dialect.py"), dialect, plain],
-                       stdout=out, check=True)
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "independent", "dialect.py"), dialect,
+                        *wrapped, plain], stdout=out, check=True)
     return sum(1 for _ in open(dst, "rb"))
 
 
@@ -199,7 +203,7 @@ def main():
                     help="also run unpinned with --threads N (default: every CPU; 0: the one-core runs only)")
     ap.add_argument("--cpus", help="pin the --threads runs to these CPUs (taskset -c; default: unpinned)")
     ap.add_argument("--only", help="comma-separated formats to run (perf,ftrace,babeltrace,chrome,jsonl,wayland,"
-                         "wayland-1.23,wayland-1.26)")
+                         "wayland-1.23,wayland-1.26,wayland-wrap)")
     ap.add_argument("--compress", choices=["gz", "zst", "xz"],
                     help="also read each input compressed so (pinned: the decoder thread shares the CPU; "
                          "MB/s of the text it holds, grep -c on the plain text)")
@@ -228,6 +232,9 @@ def main():
     for dialect in ("1.23", "1.26"):
         cases.append((f"wayland-{dialect}", f"w{dialect}.log",
                       lambda p, dialect=dialect: wayland_dialect(plain(), p, dialect), None, "wl_buffer"))
+    # and with its clock wrapping half-way (the second half's stamps padded with spaces)
+    cases.append(("wayland-wrap", "wwrap.log", lambda p: wayland_dialect(plain(), p, "1.21", wrap=True), None,
+                  "wl_buffer"))
     if a.only:
         keep = set(a.only.split(","))
         cases = [c for c in cases if c[0] in keep]

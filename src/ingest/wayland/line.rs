@@ -213,10 +213,20 @@ pub fn usual_head(line: &[u8]) -> Option<Head> {
     })
 }
 
-/// `[1234567.890] ` (or `,890`): the stamp, and where the line goes on after it.
+/// `[1234567.890] ` (or `,890`), or `[ 850918.020] `: the stamp, and where the line goes on
+/// after it.
 #[inline(always)]
 fn micros_stamp(line: &[u8]) -> Option<(Stamp, usize)> {
     let rest = line.strip_prefix(b"[")?;
+    // libwayland pads the seconds to seven places (`[%7u.%03u]`): under a million seconds of
+    // its 32-bit microsecond clock, a quarter of the clock's range, every line's stamp begins
+    // with spaces (`[ 850918.020]`, `[     10.816]`). They went to the general reader, which
+    // skips them: a 300 MB log whose clock wraps half-way read at 839 MB/s, not 1,160.
+    let pad = match rest.first() {
+        Some(b' ') => rest.iter().position(|&b| b != b' ')?,
+        _ => 0,
+    };
+    let rest = &rest[pad..];
     // at most seven digits (a full word of digits goes to the general reader)
     let (whole, digits) = leading_digits(rest)?;
     if digits == 0 || digits == 8 {
@@ -237,7 +247,7 @@ fn micros_stamp(line: &[u8]) -> Option<(Stamp, usize)> {
     }
     let frac = ((less >> 8) & 0xff) * 100 + ((less >> 16) & 0xff) * 10 + ((less >> 24) & 0xff);
     let stamp = Stamp::Micros32(u32::try_from(whole * 1000 + frac).ok()?);
-    Some((stamp, digits + 7))
+    Some((stamp, pad + digits + 7))
 }
 
 /// `[14:03:27.512345] `: the stamp, and where the line goes on after it; `None` for a time
@@ -855,7 +865,6 @@ pub(super) mod tests {
     #[test]
     fn the_usual_layouts_are_read_and_every_other_left_to_the_general_reader() {
         for line in [
-            "[  92063.955]  -> wl_display@1.get_registry(new id wl_registry@2)",
             "[1234567.890] {Default Queue} <256>  -> wl_surface#3.commit()",
             "[1234567.890] discarded wl_buffer@3.release()",
             "[1234567.890] {Default Queue} discarded wl_buffer#3.release()",
@@ -871,7 +880,7 @@ pub(super) mod tests {
             );
         }
         // a time past the day, times in other layouts, a queue without its space, a queue with
-        // a `}` in its name: no message
+        // a `}` in its name, a padded stamp past the 32-bit clock, spaces alone: no message
         for line in [
             "[24:00:00.000000] wl_buffer#1.release()",
             "[4:03:27.512401] wl_buffer#1.release()",
@@ -880,6 +889,8 @@ pub(super) mod tests {
             "[14:03:27.512401]  wl_buffer#1.release()",
             "[1.000] {Default Queue}wl_buffer@1.release()",
             "[1.000] {Default {Queue} } wl_buffer@1.release()",
+            "[ 12345678.000] wl_buffer@1.release()",
+            "[    ] wl_buffer@1.release()",
         ] {
             assert_eq!(usual(line.as_bytes()), None, "{line}");
             assert!(
@@ -895,6 +906,11 @@ pub(super) mod tests {
             "[2109922.441] {Default Queue} wl_buffer#57.release()",
             "[2109922.441] TID#7 wl_buffer#57.release()",
             "[2109922.441] {} wl_buffer#57.release()",
+            // libwayland's `%7u`: seconds under a million are padded with spaces
+            "[  92063.955]  -> wl_display@1.get_registry(new id wl_registry@2)",
+            "[     10.816] wl_display@1.delete_id(11)",
+            "[ 850918.020] {Default Queue} wl_buffer#3.release()",
+            "[ 4294967.295] wl_buffer@3.release()",
         ] {
             let m = usual(line.as_bytes());
             assert!(m.is_some(), "{line}");
