@@ -85,6 +85,40 @@ fn committed_perf_and_ftrace_traces_pair_like_the_independent_reference() {
     assert_eq!(doc["source"], "trace");
 }
 
+#[test]
+fn call_stacks_after_events_are_skipped_and_the_events_pair_like_the_reference() {
+    // `perf record -g` and tracefs' `stacktrace` option print each event's call stack after
+    // it; such traces were read as not being their format at all (exit 1).
+    let dir = tempfile::tempdir().unwrap();
+    for file in [
+        "traces/sched-callchain.perf.txt",
+        "traces/sched-stacktrace.ftrace.txt",
+    ] {
+        let path = data(file);
+        wakeups_agree(&path);
+        let text = std::fs::read_to_string(&path).unwrap();
+        // the frames as the captures print them, blank lines and `#` comments
+        let skipped = |l: &&str| {
+            l.starts_with('\t')
+                || l.starts_with(" => ")
+                || l.ends_with(": <stack trace>")
+                || l.trim().is_empty()
+                || l.starts_with('#')
+        };
+        let doc = spans_json(&[&WAKE[..], &[path.to_str().unwrap()]].concat());
+        let frames = text.lines().filter(skipped).count() as u64;
+        assert!(frames > 500, "{file}: {frames}");
+        assert_eq!(doc["input"]["skipped"], frames, "{file}");
+        assert_eq!(doc["input"]["malformed"], 0, "{file}");
+        // the same spans as the trace without its stacks
+        let events: Vec<&str> = text.lines().filter(|l| !skipped(l)).collect();
+        let plain = util::write(dir.path(), "plain.txt", events.join("\n") + "\n");
+        let plain = spans_json(&[&WAKE[..], &[plain.to_str().unwrap()]].concat());
+        assert_eq!(doc["spans"], plain["spans"], "{file}");
+        assert_eq!(doc["input"]["events"], plain["input"]["events"], "{file}");
+    }
+}
+
 /// `bytes` compressed as `kind` (gzip, zstd, xz).
 fn compress(bytes: &[u8], kind: &str) -> Vec<u8> {
     use std::io::Write;

@@ -186,6 +186,9 @@ fn parse_with(line: &str, ev: &mut Event, lazy: Option<bool>, prefixed: bool) ->
     } else {
         loop {
             let Some((a, e)) = next_token(b, &mut i) else {
+                if is_stack_line(b) {
+                    return Parsed::Skip;
+                }
                 return Parsed::Malformed("no timestamp (SECONDS.FRACTION:)");
             };
             if is_timestamp_at(b, a, e) {
@@ -205,6 +208,11 @@ fn parse_with(line: &str, ev: &mut Event, lazy: Option<bool>, prefixed: bool) ->
         return Parsed::Malformed("no event name after the timestamp");
     };
     if b[e - 1] != b':' || e - a < 2 {
+        // tracefs' `stacktrace` and `userstacktrace` options: the frames follow
+        if [&b"<stack trace>"[..], b"<user stack trace>"].contains(&line[a..].trim_end().as_bytes())
+        {
+            return Parsed::Skip;
+        }
         return Parsed::Malformed("the event name does not end in ':'");
     }
     ev.name = a..e - 1;
@@ -213,6 +221,22 @@ fn parse_with(line: &str, ev: &mut Event, lazy: Option<bool>, prefixed: bool) ->
     }
     payload(line, i, ev, lazy);
     Parsed::Event
+}
+
+/// Whether `b`, a line without a time stamp, is a frame of a call stack printed after an
+/// event: perf script's (`perf record -g`: a tab, the address in hexadecimal, the symbol and
+/// the object, `\t ffffffff813aa3e5 ttwu_do_activate+0x175 ([kernel.kallsyms])`) or tracefs'
+/// and trace-cmd's (` => __schedule`). Such a trace is a real one whose events are
+/// read, not a file of another format.
+fn is_stack_line(b: &[u8]) -> bool {
+    let first = white_end(b, 0);
+    let end = blank_from(b, first);
+    let token = &b[first..end];
+    match b.first() {
+        Some(b'\t') => !token.is_empty() && token.iter().all(u8::is_ascii_hexdigit),
+        // (and a frame after the arrow)
+        _ => token == b"=>" && white_end(b, end) < b.len(),
+    }
 }
 
 /// The token that holds the line's first `:` (from `from`, a byte that is not white space), when
@@ -999,5 +1023,35 @@ mod tests {
             parse("x 99999999999999999999.5: ev: a=1", &mut ev),
             Parsed::Malformed(_)
         ));
+    }
+
+    #[test]
+    fn frames_of_call_stacks_are_skipped_and_lines_merely_like_them_are_malformed() {
+        let mut ev = Event::default();
+        for frame in [
+            // perf script of `perf record -g`
+            "\tffffffff813aa3e5 ttwu_do_activate+0x175 ([kernel.kallsyms])",
+            "\t    558cacdf6be0 [unknown] ([unknown])",
+            "\t    7f3d std::vector<int>::push_back+0x12 (/usr/bin/x)",
+            // tracefs' and trace-cmd's `stacktrace` and `userstacktrace` options
+            " => trace_event_raw_event_sched_switch",
+            " => <00007f3d8a0e2f37>",
+            "            bash-13381   [000] d..2. 76325.468734: <stack trace>",
+            "            bash-13381   [000] d..2. 76325.468734: <user stack trace>",
+        ] {
+            assert_eq!(parse(frame, &mut ev), Parsed::Skip, "{frame:?}");
+        }
+        for other in [
+            "\tnot an address ([kernel.kallsyms])",
+            "    ffffffff813aa3e5 ttwu_do_activate+0x175 ([kernel.kallsyms])",
+            " =>",
+            " ==> trace_event_raw_event_sched_switch",
+            "            bash-13381   [000] d..2. 76325.468734: <stack",
+        ] {
+            assert!(
+                matches!(parse(other, &mut ev), Parsed::Malformed(_)),
+                "{other:?}"
+            );
+        }
     }
 }
