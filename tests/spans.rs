@@ -119,6 +119,34 @@ fn call_stacks_after_events_are_skipped_and_the_events_pair_like_the_reference()
     }
 }
 
+#[test]
+fn a_trace_mostly_of_other_lines_is_an_error_that_keeps_its_spans_and_counts_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let perf = std::fs::read_to_string(data("traces/sched.perf.txt")).unwrap();
+    let mut text: String = perf.lines().take(40).map(|l| format!("{l}\n")).collect();
+    text.extend((0..60).map(|i| format!("not an event {i}\n")));
+    let path = util::write(dir.path(), "mostly.txt", text);
+    for threads in ["1", "2"] {
+        let args = [&["spans", "-f", "json"][..], &WAKE, &["--threads", threads]].concat();
+        let out = run(&[&args[..], &[path.to_str().unwrap()]].concat());
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("mostly.txt:41: read as perf script (detected), but 60 of 100 lines are not perf script events"),
+            "{}",
+            stderr(&out)
+        );
+        // the spans of its 40 events, said to come from them (not from `0 lines`)
+        let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let input = &doc["input"];
+        assert_eq!(
+            (&input["lines"], &input["events"], &input["malformed"]),
+            (&Value::from(100), &Value::from(40), &Value::from(60)),
+            "--threads {threads}"
+        );
+        assert!(doc["spans"][0]["count"].as_u64().unwrap() > 0);
+    }
+}
+
 /// `bytes` compressed as `kind` (gzip, zstd, xz).
 fn compress(bytes: &[u8], kind: &str) -> Vec<u8> {
     use std::io::Write;

@@ -147,7 +147,8 @@ fn trace_agrees(data: &[u8], pick: u8) {
                 &mut pairer,
                 &mut sink,
                 |_| {},
-            ),
+            )
+            .map_err(|failed| failed.error),
             None => read(data, "fuzz", options, &mut pairer, &mut sink, |_| {}),
         };
         pairer.finish(&mut sink);

@@ -195,7 +195,12 @@ fn read_all(
         pairer.finish(sink);
         match result {
             Ok(stats) => totals.add(&name, &stats),
-            Err(e) => return (totals, Some(e.into())),
+            Err(failed) => {
+                if let Some(read) = &failed.read {
+                    totals.add(&name, read);
+                }
+                return (totals, Some(failed.error.into()));
+            }
         }
         if totals.stats.interrupted {
             break;

@@ -84,6 +84,34 @@ impl TraceStats {
     }
 }
 
+/// A read of a trace that failed, with what it saw of the trace: the output keeps the spans
+/// read before an error, and of a trace whose lines are mostly not events of its format, says
+/// how many lines and events they came from (it said `0 lines, 0 events` beside them). `None`
+/// for the other errors (a read error, `--strict`'s malformed line, a format not known).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Failed {
+    /// what was read before the error
+    pub read: Option<Box<TraceStats>>,
+    /// why it stopped
+    pub error: TraceError,
+}
+
+impl Failed {
+    fn after(read: TraceStats, error: TraceError) -> Failed {
+        Failed {
+            read: Some(Box::new(read)),
+            error,
+        }
+    }
+}
+
+impl From<TraceError> for Failed {
+    fn from(error: TraceError) -> Failed {
+        Failed { read: None, error }
+    }
+}
+
 /// A trace could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
@@ -158,7 +186,7 @@ pub fn read(
     sink: &mut impl SpanSink,
     progress: impl FnMut(u64),
 ) -> Result<TraceStats, TraceError> {
-    read_mapped(reader, None, file, options, pairer, sink, progress)
+    read_mapped(reader, None, file, options, pairer, sink, progress).map_err(|f| f.error)
 }
 
 /// [`read`] of a file whose map is `mapped` (the same file as `reader`, unread): its lines are
@@ -173,7 +201,7 @@ pub fn read_mapped(
     pairer: &mut Pairer,
     sink: &mut impl SpanSink,
     mut progress: impl FnMut(u64),
-) -> Result<TraceStats, TraceError> {
+) -> Result<TraceStats, Failed> {
     let io_error = |source| TraceError::Read {
         file: file.to_string(),
         source,
@@ -251,21 +279,24 @@ pub fn read_mapped(
             Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),
         }
     };
-    // A malformed line under --strict was read before any read error (nothing is read after
-    // it), so it is the error, whatever the threads.
-    if let Some(e) = state.failure {
-        return Err(e);
-    }
-    if let Some(e) = read_error {
-        return Err(io_error(e));
-    }
     let mut stats = state.stats;
-    state.state.syscalls.finish(sink);
     stats.lines = summary.lines;
     stats.bytes = summary.bytes;
     stats.interrupted = summary.cancelled || interrupted;
-    mostly_malformed(&stats, layout)?;
-    Ok(stats)
+    // A malformed line under --strict was read before any read error (nothing is read after
+    // it), so it is the error, whatever the threads. (Its counts are not said: how far the
+    // readers read beyond the line differs.)
+    if let Some(e) = state.failure {
+        return Err(e.into());
+    }
+    if let Some(e) = read_error {
+        return Err(io_error(e).into());
+    }
+    state.state.syscalls.finish(sink);
+    match mostly_malformed(&stats, layout) {
+        Ok(()) => Ok(stats),
+        Err(e) => Err(Failed::after(stats, e)),
+    }
 }
 
 /// The serial reading of lines: every line in order, into the statistics and the pairer. The
