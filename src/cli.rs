@@ -1423,8 +1423,10 @@ const SPANS_ABOUT: &str = "\
 Latency from any trace: a start event and an end event paired by a key, as distributions.
 
 Inputs (detected from their first lines; --input-format to force):
-  perf        `perf script` text (default fields, -F layouts, --ns stamps)
-  ftrace      the tracefs `trace` file, `trace-cmd report -R`
+  perf        `perf script` text (default fields, -F layouts, --ns stamps; the call stacks
+              of `perf record -g` are skipped)
+  ftrace      the tracefs `trace` file, `trace-cmd report -R` (the stacks of the
+              `stacktrace` option are skipped)
   babeltrace  babeltrace2's text of CTF traces (LTTng): [HH:MM:SS.n] (midnight unwrapped),
               --clock-seconds or --clock-date stamps; every `{ name = value }` is a field
   chrome      Chrome Trace Event JSON ({\"traceEvents\": [...]} or [...], streamed; a
