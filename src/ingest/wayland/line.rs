@@ -221,7 +221,7 @@ fn micros_stamp(line: &[u8]) -> Option<(Stamp, usize)> {
     // libwayland pads the seconds to seven places (`[%7u.%03u]`): under a million seconds of
     // its 32-bit microsecond clock, a quarter of the clock's range, every line's stamp begins
     // with spaces (`[ 850918.020]`, `[     10.816]`). They went to the general reader, which
-    // skips them: a 300 MB log whose clock wraps half-way read at 839 MB/s, not 1,160.
+    // skips them: a 300 MB log whose clock wraps half-way read at 839 MB/s, now at 1,147.
     let pad = match rest.first() {
         Some(b' ') => rest.iter().position(|&b| b != b' ')?,
         _ => 0,
