@@ -18,7 +18,10 @@
 //! The prefix gives `common_comm`, `common_pid` and `common_cpu` (named as ftrace names its
 //! common fields, so they never collide with an event's own `pid`), and `common_tgid` where
 //! tracefs' `record-tgid` option prints it. A `trace-cmd report` line of a buffer instance
-//! starts with the instance's name and a `:`; it is skipped.
+//! starts with the instance's name and a `:`; it is skipped. So are the call stacks printed
+//! after events: perf script's of `perf record -g` (a tab, an address, a symbol) and tracefs'
+//! of its `stacktrace` options (a `<stack trace>` line, then ` => frame` lines), looked at only
+//! when a line is not an event.
 
 use super::{Event, Parsed};
 use crate::ingest::lines::no_other_blanks;
