@@ -76,6 +76,22 @@ fn outcome(
     )
 }
 
+/// `out` without the bytes read in its document when it is an error: `--strict`'s counts run
+/// to the malformed line whatever the threads, but its bytes are those read, which each
+/// reader's read-ahead makes more.
+fn bytes_read_unsaid(mut out: (Option<i32>, String, String)) -> (Option<i32>, String, String) {
+    if out.0 != Some(1) {
+        return out;
+    }
+    if let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(&out.1)
+        && let Some(input) = doc.get_mut("input")
+    {
+        input["bytes"] = "read".into();
+        out.1 = doc.to_string();
+    }
+    out
+}
+
 #[test]
 fn parallel_documents_equal_serial_ones_on_every_committed_sample() {
     let mut all = Vec::new();
@@ -91,14 +107,14 @@ fn parallel_documents_equal_serial_ones_on_every_committed_sample() {
             if strict {
                 args.push("--strict");
             }
-            let serial = outcome("spans", &args, &["--threads", "1"], None);
+            let serial = bytes_read_unsaid(outcome("spans", &args, &["--threads", "1"], None));
             for (threads, chunk) in [("2", "1"), ("3", "97"), ("2", "4096"), ("4", "0")] {
-                let parallel = outcome(
+                let parallel = bytes_read_unsaid(outcome(
                     "spans",
                     &args,
                     &["--threads", threads, "--chunk-bytes", chunk],
                     None,
-                );
+                ));
                 assert_eq!(
                     serial, parallel,
                     "{p} {format} strict={strict} {threads}/{chunk}"
@@ -667,7 +683,7 @@ fn parallel_wayland_reads_equal_serial_ones_on_committed_and_generated_logs() {
         ] {
             let mut args = extra.to_vec();
             args.push(p);
-            let serial = outcome("wayland", &args, &["--threads", "1"], None);
+            let serial = bytes_read_unsaid(outcome("wayland", &args, &["--threads", "1"], None));
             if *log == generated && extra == ["-f", "json"] {
                 // what the generated log is made to hold
                 for nonzero in ["clock_wraps", "malformed", "too_long", "skipped"] {
@@ -681,7 +697,7 @@ fn parallel_wayland_reads_equal_serial_ones_on_committed_and_generated_logs() {
             );
             for (threads, chunk) in [("2", "1"), ("3", "97"), ("2", "4096"), ("4", "0")] {
                 let extra = ["--threads", threads, "--chunk-bytes", chunk];
-                let parallel = outcome("wayland", &args, &extra, None);
+                let parallel = bytes_read_unsaid(outcome("wayland", &args, &extra, None));
                 assert_eq!(serial, parallel, "{p} {extra:?} {threads}/{chunk}");
             }
         }
@@ -737,6 +753,85 @@ fn a_strict_error_is_reported_before_a_later_read_error_whatever_the_chunks() {
                 "{sample} {threads}/{chunk}: {err}"
             );
         }
+    }
+}
+
+/// `events` lines of `line(i)`, then `bad`, then as many again.
+fn with_bad_line(events: usize, line: impl Fn(usize) -> String, bad: &str) -> String {
+    let mut text: String = (0..events).map(&line).collect();
+    text.push_str(bad);
+    text.extend((events..2 * events).map(line));
+    text
+}
+
+#[test]
+fn a_strict_error_keeps_the_counts_up_to_its_line_whatever_the_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let sched = |i: usize| match i % 2 {
+        0 => format!(
+            "app 4242 [000] {}.{:06}: sched:sched_wakeup: comm=app pid=4243 prio=120 target_cpu=000\n",
+            10 + i / 1000,
+            i % 1000
+        ),
+        _ => format!(
+            "app 4242 [000] {}.{:06}: sched:sched_switch: prev_comm=app prev_pid=4242 prev_prio=120 prev_state=S ==> next_comm=w next_pid=4243 next_prio=120\n",
+            10 + i / 1000,
+            i % 1000
+        ),
+    };
+    let trace = util::write(
+        dir.path(),
+        "sched.txt",
+        with_bad_line(3000, sched, "this is not a perf line\n"),
+    );
+    let wayland = |i: usize| match i % 2 {
+        0 => format!(
+            "[{:7}.{:03}]  -> wl_display@1.sync(new id wl_callback@3)\n",
+            1000 + i,
+            i % 1000
+        ),
+        _ => format!("[{:7}.{:03}] wl_callback@3.done({i})\n", 1000 + i, i % 1000),
+    };
+    let log = util::write(
+        dir.path(),
+        "wayland.log",
+        with_bad_line(3000, wayland, "[   1000.000]  -> not a message\n"),
+    );
+    let spans = ["spans", "-f", "json", "--strict"];
+    let cases = [
+        (
+            [&spans[..], &util::WAKE, &[trace.to_str().unwrap()]].concat(),
+            "events",
+            "sched.txt:3001",
+        ),
+        (
+            vec!["wayland", "-f", "json", "--strict", log.to_str().unwrap()],
+            "messages",
+            "wayland.log:3001",
+        ),
+    ];
+    for (args, events, at) in cases {
+        let (command, args) = args.split_first().unwrap();
+        let mut outputs = Vec::new();
+        for (threads, chunk) in [("1", "0"), ("2", "1"), ("2", "4096"), ("3", "65536")] {
+            let extra = ["--threads", threads, "--chunk-bytes", chunk];
+            let out = outcome(command, args, &extra, None);
+            assert_eq!(out.0, Some(1), "{command} {threads}/{chunk}: {}", out.2);
+            assert!(out.2.contains(&format!("{at}: malformed")), "{}", out.2);
+            let doc: serde_json::Value = serde_json::from_str(&out.1).unwrap();
+            let input = &doc["input"];
+            assert_eq!(
+                (&input["lines"], &input[events], &input["malformed"]),
+                (&3001.into(), &3000.into(), &1.into()),
+                "{command} {threads}/{chunk}"
+            );
+            assert!(input["bytes"].as_u64().unwrap() > 0, "{command}");
+            outputs.push(bytes_read_unsaid(out));
+        }
+        assert!(
+            outputs.iter().all(|o| *o == outputs[0]),
+            "{command}: {outputs:#?}"
+        );
     }
 }
 

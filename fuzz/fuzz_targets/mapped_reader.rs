@@ -108,7 +108,8 @@ fn wayland_agrees(data: &[u8], pick: u8) {
                 wayland::analyze_mapped(empty, Some(map), "fuzz", 0, options, &mut sink, |_| {})
             }
             None => wayland::analyze_mapped(data, None, "fuzz", 0, options, &mut sink, |_| {}),
-        };
+        }
+        .map_err(|failed| failed.error);
         format!("{result:?}\n{sink:?}")
     });
 }

@@ -5,19 +5,23 @@
                                       [--only perf,chrome] [--compress zst] [--no-ceiling]
                                       [--keep-cache]
 
-Inputs, made once under --dir (target/bench/spans/MB/) from the committed samples (their
-events repeated with shifted time stamps until each file has about --mb megabytes): perf
-script text, ftrace text, babeltrace2 text, Chrome JSON, JSON lines, and a WAYLAND_DEBUG log
-(mklog.py), also as libwayland 1.23 and 1.26 print it and with its 32-bit clock wrapping half-way, the stamps after the wrap padded with spaces (tests/independent/dialect.py). Each is dropped from the page cache and read once (not with --keep-cache: how the
-cache holds a file moves both tools, see evict()), then read --runs times, in rounds of every input in turn, by latscope pinned to
-one CPU, interleaved with `grep -c` on the same file pinned alike (the floor: one pass that
-finds lines), and by latscope unpinned with `--threads N` (default: every CPU; 0 skips it). Prints a Markdown table of medians: MB/s, events/s, the ratio to grep -c on
-one core, then N threads' MB/s, their ratio to grep -c and their speed-up over one core, and
-the ceiling of that speed-up on this machine (N one-core runs at once, each pinned to its own
-CPU: a shared VM's cores do not each give a whole core's speed when all are busy; skip it
-with --no-ceiling) with the share of it reached; then the same from the fastest run of each, with the spread of the one-core runs; then what perf
-script takes to write text of its own (when perf is installed and we are root). Machines are shared: compare medians of one
-run, and say the load.
+Inputs, made once under --dir (target/bench/spans/MB/) from the committed samples (their events
+repeated with shifted time stamps until each file has about --mb megabytes): perf script text,
+ftrace text, babeltrace2 text, Chrome JSON, JSON lines, and a WAYLAND_DEBUG log (mklog.py),
+also as libwayland 1.23 and 1.26 print it and with its 32-bit clock wrapping half-way, the
+stamps after the wrap padded with spaces (tests/independent/dialect.py). Each is dropped from
+the page cache and read once (not with --keep-cache: how the cache holds a file moves both
+tools, see evict()), then read --runs times, in rounds of every input in turn, by latscope
+pinned to one CPU, interleaved with `grep -c` on the same file pinned alike (the floor: one
+pass that finds lines), and by latscope unpinned with `--threads N` (default: every CPU; 0
+skips it). Prints a Markdown table of medians: MB/s, events/s, the ratio to grep -c on one
+core, then N threads' MB/s, their ratio to grep -c and their speed-up over one core, and the
+ceiling of that speed-up on this machine (N one-core runs at once, each pinned to its own CPU:
+a shared VM's cores do not each give a whole core's speed when all are busy; skip it with
+--no-ceiling) with the share of it reached; then the same from the fastest run of each, with
+the spread of the one-core runs; then what perf script takes to write text of its own (when
+perf is installed and we are root). Machines are shared: compare medians of one run, and say
+the load.
 """
 import argparse
 import json

@@ -239,7 +239,12 @@ fn read_all(
         progress.finish_and_clear();
         match result {
             Ok(stats) => total.merge(&stats),
-            Err(e) => return (total, Some(e.into())),
+            Err(failed) => {
+                if let Some(read) = &failed.read {
+                    total.merge(read);
+                }
+                return (total, Some(failed.error.into()));
+            }
         }
         if total.interrupted {
             break;

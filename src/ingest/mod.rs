@@ -15,6 +15,35 @@ pub mod words;
 
 pub use lines::{Cancel, LineReader, ReadSummary};
 
+/// A read that failed, with what it had read of the input (`S`, its counts) where it knows
+/// it: the spans read before the error are kept, and the output says how many lines and
+/// events they came from (it said `0 lines` beside them). `None` where what was read is not
+/// known (a read error, a format not known).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Failed<S, E> {
+    /// what was read before the error
+    pub read: Option<Box<S>>,
+    /// why it stopped
+    pub error: E,
+}
+
+impl<S, E> Failed<S, E> {
+    /// `error`, after `read`.
+    pub(crate) fn after(read: S, error: E) -> Failed<S, E> {
+        Failed {
+            read: Some(Box::new(read)),
+            error,
+        }
+    }
+}
+
+impl<S, E> From<E> for Failed<S, E> {
+    fn from(error: E) -> Failed<S, E> {
+        Failed { read: None, error }
+    }
+}
+
 /// Where a line came from, for error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {

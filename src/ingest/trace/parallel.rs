@@ -79,15 +79,15 @@ struct Chunk {
     not_utf8: u64,
     /// the first line that was not an event (a line too long included), and why
     first_malformed: Option<(u64, &'static str)>,
-    /// the first line that failed to parse (what `--strict` stops at)
-    first_bad: Option<(u64, &'static str)>,
+    /// whether a line failed to parse (what `--strict` stops at; a line too long does not)
+    failed_parse: bool,
     backwards: u64,
     first_backwards: Option<u64>,
     /// the first event's stamp and line, the last event's stamp
     first_ts: Option<(u64, u64)>,
     last_ts: Option<u64>,
-    /// names in the order they first appear in the chunk (line, range of `text`)
-    names: Vec<(u64, (u32, u32))>,
+    /// names in the order they first appear in the chunk (their ranges of `text`)
+    names: Vec<(u32, u32)>,
     text: String,
     records: Vec<Record>,
     /// per record, one value per wanted field
@@ -206,7 +206,7 @@ impl<'a> Worker<'a> {
             Parsed::Skip => chunk.skipped += 1,
             Parsed::Malformed(reason) => {
                 chunk.note_malformed(n, reason);
-                chunk.first_bad.get_or_insert((n, reason));
+                chunk.failed_parse = true;
             }
             Parsed::Event => self.event(chunk, n, text),
         }
@@ -229,7 +229,7 @@ impl<'a> Worker<'a> {
             ev: &self.state.ev,
         };
         let name = view.name();
-        let (mask, need, at) = self.names.mask(chunk, n, name);
+        let (mask, need, at) = self.names.mask(chunk, name);
         if mask == 0 {
             return;
         }
@@ -258,7 +258,7 @@ impl Names<'_> {
     /// The mask of `name`, the fields its events may be asked, and where the name lies in
     /// the chunk's text (`None`: nowhere yet), listing the name in the chunk the first time
     /// it appears there.
-    fn mask(&mut self, chunk: &mut Chunk, n: u64, name: &str) -> Found {
+    fn mask(&mut self, chunk: &mut Chunk, name: &str) -> Found {
         let seq = self.seq;
         let listed_here = |(at, found): (u64, Found)| (at == seq).then_some(found);
         if let Some(found) = self
@@ -289,13 +289,13 @@ impl Names<'_> {
                 } else if self.listed.len() >= MAX_NAMES || !self.listed.insert(name.into()) {
                     return (mask, need, None);
                 } else {
-                    let at = list(chunk, n, name);
+                    let at = list(chunk, name);
                     return (mask, need, at);
                 }
             }
         };
         cached.seq = seq;
-        cached.at = list(chunk, n, name);
+        cached.at = list(chunk, name);
         let found = (cached.mask, cached.need, cached.at);
         self.keep(name, found);
         found
@@ -309,15 +309,14 @@ impl Names<'_> {
     }
 }
 
-/// Lists `name` (first seen at line `n`) in `chunk`: where its text lies, `None` when the
-/// chunk lists no more names.
-fn list(chunk: &mut Chunk, n: u64, name: &str) -> Option<(u32, u32)> {
+/// Lists `name` in `chunk`: where its text lies, `None` when the chunk lists no more names.
+fn list(chunk: &mut Chunk, name: &str) -> Option<(u32, u32)> {
     if chunk.names.len() >= MAX_NAMES {
         return None;
     }
     match chunk.push(name) {
         Some(range) => {
-            chunk.names.push((n, range));
+            chunk.names.push(range);
             Some(range)
         }
         None => {
@@ -484,10 +483,11 @@ fn apply(
     // Past the most days a clock is unwrapped by, some stamp of the chunk is malformed to the
     // serial reader (its worker, which started at day 0, did not know).
     let too_many_days = clock.day_offset > MOST_DAY_OFFSET;
-    // --strict: nothing after the first malformed line is paired.
-    let stop = chunk.first_bad.filter(|_| lines.strict);
-    // (events paired on the worker are taken whole: a chunk to stop in is paired again here)
-    if chunk.serial || mixed || too_many_days || (local.is_some() && stop.is_some()) {
+    // --strict: nothing after the first malformed line is paired or counted, so a chunk to
+    // stop in is read again here, line by line (its events paired on the worker are taken
+    // whole, its counts run past the line).
+    let stop = lines.strict && chunk.failed_parse;
+    if chunk.serial || mixed || too_many_days || stop {
         let data = done.job.data();
         let blanks = super::read::splits_on_spaces(lines.state.format);
         return for_each_line::<true>(data, done.job.lead_too_long, blanks, |n, line| {
@@ -496,9 +496,8 @@ fn apply(
     }
     lines.state.babeltrace.set_clock(clock);
     count(lines, chunk, before, shift);
-    let before_stop = |n: u64| stop.is_none_or(|(bad, _)| n < bad);
-    let names = chunk.names.iter().take_while(|(n, _)| before_stop(*n));
-    pairer.note_names(names.map(|(_, (a, b))| &chunk.text[*a as usize..*b as usize]));
+    let names = chunk.names.iter();
+    pairer.note_names(names.map(|(a, b)| &chunk.text[*a as usize..*b as usize]));
     if let Some(local) = local {
         let paired = &mut chunk.paired;
         let first_missing = paired.missing_key.1.map(|n| before + n);
@@ -508,9 +507,6 @@ fn apply(
     }
     let width = lines.state.wanted.len();
     for (i, record) in chunk.records.iter().enumerate() {
-        if !before_stop(record.line) {
-            break;
-        }
         let view = RecordView {
             chunk,
             record,
@@ -519,9 +515,6 @@ fn apply(
             shift,
         };
         pairer.event_masked(&view, record.mask, before + record.line, sink);
-    }
-    if let Some((bad, reason)) = stop {
-        lines.failure = Some(lines.malformed(before + bad, reason));
     }
     chunk.lines
 }

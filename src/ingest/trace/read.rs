@@ -84,33 +84,10 @@ impl TraceStats {
     }
 }
 
-/// A read of a trace that failed, with what it saw of the trace: the output keeps the spans
-/// read before an error, and of a trace whose lines are mostly not events of its format, says
-/// how many lines and events they came from (it said `0 lines, 0 events` beside them). `None`
-/// for the other errors (a read error, `--strict`'s malformed line, a format not known).
-#[derive(Debug, thiserror::Error)]
-#[error("{error}")]
-pub struct Failed {
-    /// what was read before the error
-    pub read: Option<Box<TraceStats>>,
-    /// why it stopped
-    pub error: TraceError,
-}
-
-impl Failed {
-    fn after(read: TraceStats, error: TraceError) -> Failed {
-        Failed {
-            read: Some(Box::new(read)),
-            error,
-        }
-    }
-}
-
-impl From<TraceError> for Failed {
-    fn from(error: TraceError) -> Failed {
-        Failed { read: None, error }
-    }
-}
+/// A read of a trace that failed, with its counts where they are known: a trace whose lines
+/// are mostly not events of its format, and `--strict`'s malformed line (its counts run to
+/// that line; its bytes are those read, which the readers' read-ahead makes more).
+pub type Failed = crate::ingest::Failed<TraceStats, TraceError>;
 
 /// A trace could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -284,10 +261,13 @@ pub fn read_mapped(
     stats.bytes = summary.bytes;
     stats.interrupted = summary.cancelled || interrupted;
     // A malformed line under --strict was read before any read error (nothing is read after
-    // it), so it is the error, whatever the threads. (Its counts are not said: how far the
-    // readers read beyond the line differs.)
+    // it), so it is the error, whatever the threads. Its counts run to the line, whatever
+    // the threads (the lines after it are not counted; the bytes are those read).
     if let Some(e) = state.failure {
-        return Err(e.into());
+        if let TraceError::Malformed { location, .. } = &e {
+            stats.lines = location.line;
+        }
+        return Err(Failed::after(stats, e));
     }
     if let Some(e) = read_error {
         return Err(io_error(e).into());

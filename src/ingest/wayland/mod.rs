@@ -20,7 +20,7 @@ use std::io::Read;
 use crate::error::Error;
 use crate::ingest::lines::Line;
 use crate::ingest::mapped::Mapped;
-use crate::ingest::{Cancel, LineReader, Location};
+use crate::ingest::{Cancel, Failed, LineReader, Location, ReadSummary};
 use crate::span::SpanSink;
 
 pub use spans::{GroupBy, SpanKind, SpanOptions, StreamStats};
@@ -109,11 +109,13 @@ pub fn analyze(
     sink: &mut impl SpanSink,
     on_progress: impl FnMut(u64),
 ) -> Result<InputStats, Error> {
-    analyze_mapped(input, None, file, file_index, options, sink, on_progress)
+    analyze_mapped(input, None, file, file_index, options, sink, on_progress).map_err(|f| f.error)
 }
 
 /// [`analyze`] of a file whose map is `mapped` (the same file as `input`, unread): its lines
 /// are read in place ([`LineReader::mapped`], [`crate::ingest::chunks::Reader::mapped`]).
+/// `--strict`'s error carries what was read: its counts run to the malformed line, whatever
+/// the threads (its bytes are those read, which the readers' read-ahead makes more).
 pub fn analyze_mapped(
     input: impl Read + Send,
     mapped: Option<Mapped>,
@@ -122,7 +124,7 @@ pub fn analyze_mapped(
     options: &ReadOptions,
     sink: &mut impl SpanSink,
     on_progress: impl FnMut(u64),
-) -> Result<InputStats, Error> {
+) -> Result<InputStats, Failed<InputStats, Error>> {
     let mut state = FileState {
         file,
         strict: options.strict,
@@ -159,21 +161,18 @@ pub fn analyze_mapped(
     state.tracker.finish(sink);
     // A malformed line under --strict was read before any read error (nothing is read after
     // it), so it is the error, whatever the threads.
-    if let Some(error) = state.error {
-        return Err(error);
+    if let Some(error) = state.error.take() {
+        let mut stats = state.stats_after(read.unwrap_or_default());
+        if let Error::Malformed { location, .. } = &error {
+            stats.lines = location.line;
+        }
+        return Err(Failed::after(stats, error));
     }
     let summary = read.map_err(|source| Error::Read {
         file: file.to_string(),
         source,
     })?;
-    let mut stats = state.stats;
-    stats.bytes = summary.bytes;
-    stats.lines = summary.lines;
-    stats.unterminated = u64::from(summary.unterminated_last_line);
-    stats.interrupted = summary.cancelled;
-    stats.clock_wraps = state.clock.wraps();
-    stats.stream = state.tracker.stats();
-    Ok(stats)
+    Ok(state.stats_after(summary))
 }
 
 struct FileState<'f> {
@@ -187,6 +186,18 @@ struct FileState<'f> {
 }
 
 impl FileState<'_> {
+    /// The counts of the lines read, which `summary` sums up.
+    fn stats_after(self, summary: ReadSummary) -> InputStats {
+        let mut stats = self.stats;
+        stats.bytes = summary.bytes;
+        stats.lines = summary.lines;
+        stats.unterminated = u64::from(summary.unterminated_last_line);
+        stats.interrupted = summary.cancelled;
+        stats.clock_wraps = self.clock.wraps();
+        stats.stream = self.tracker.stats();
+        stats
+    }
+
     #[inline]
     fn line(&mut self, number: u64, line: Line<'_>, sink: &mut impl SpanSink) {
         if self.error.is_some() {

@@ -237,15 +237,22 @@ fn take(
     before: u64,
     sink: &mut impl SpanSink,
 ) -> u64 {
+    // (after `--strict`'s malformed line, the chunks already read are not counted)
+    if state.error.is_some() {
+        return chunk.lines;
+    }
     let data = job.data();
-    let offset = match chunk.serial {
+    // --strict: a chunk to stop in is read line by line, as the serial reader reads it, so
+    // its counts run to the malformed line, not past it.
+    let stop = state.strict && !chunk.malformed.is_empty();
+    let offset = match chunk.serial || stop {
         false => state.clock.follow(&chunk.clock),
         true => None,
     };
     // A chunk without stamps moves no clock.
     let offset = match (offset, chunk.messages + chunk.zombies) {
         (Some(offset), _) => offset,
-        (None, 0) if !chunk.serial => 0,
+        (None, 0) if !chunk.serial && !stop => 0,
         (None, _) => {
             return for_each_line::<false>(data, job.lead_too_long, false, |n, line| {
                 state.line(before + n, line, sink);
@@ -254,9 +261,6 @@ fn take(
     };
     let base = offset + chunk.base.unwrap_or(0);
     for record in &chunk.records {
-        if state.error.is_some() {
-            return chunk.lines;
-        }
         match record.what {
             What::Message(packed) => {
                 let ts = clock::in_nanos(base + i64::from(record.after));
