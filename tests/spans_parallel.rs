@@ -756,11 +756,15 @@ fn a_strict_error_is_reported_before_a_later_read_error_whatever_the_chunks() {
     }
 }
 
-/// `events` lines of `line(i)`, then `bad`, then as many again.
-fn with_bad_line(events: usize, line: impl Fn(usize) -> String, bad: &str) -> String {
+/// `events` lines of `line(i)`, then `bad`, then as many again, the last without its newline
+/// when `cut`.
+fn with_bad_line(events: usize, line: impl Fn(usize) -> String, bad: &str, cut: bool) -> String {
     let mut text: String = (0..events).map(&line).collect();
-    text.push_str(bad);
+    text.push_str(&format!("{bad}\n"));
     text.extend((events..2 * events).map(line));
+    if cut {
+        text.pop();
+    }
     text
 }
 
@@ -779,11 +783,6 @@ fn a_strict_error_keeps_the_counts_up_to_its_line_whatever_the_threads() {
             i % 1000
         ),
     };
-    let trace = util::write(
-        dir.path(),
-        "sched.txt",
-        with_bad_line(3000, sched, "this is not a perf line\n"),
-    );
     let wayland = |i: usize| match i % 2 {
         0 => format!(
             "[{:7}.{:03}]  -> wl_display@1.sync(new id wl_callback@3)\n",
@@ -792,46 +791,65 @@ fn a_strict_error_keeps_the_counts_up_to_its_line_whatever_the_threads() {
         ),
         _ => format!("[{:7}.{:03}] wl_callback@3.done({i})\n", 1000 + i, i % 1000),
     };
-    let log = util::write(
-        dir.path(),
-        "wayland.log",
-        with_bad_line(3000, wayland, "[   1000.000]  -> not a message\n"),
-    );
-    let spans = ["spans", "-f", "json", "--strict"];
-    let cases = [
-        (
-            [&spans[..], &util::WAKE, &[trace.to_str().unwrap()]].concat(),
-            "events",
-            "sched.txt:3001",
-        ),
-        (
-            vec!["wayland", "-f", "json", "--strict", log.to_str().unwrap()],
-            "messages",
-            "wayland.log:3001",
-        ),
-    ];
-    for (args, events, at) in cases {
-        let (command, args) = args.split_first().unwrap();
-        let mut outputs = Vec::new();
-        for (threads, chunk) in [("1", "0"), ("2", "1"), ("2", "4096"), ("3", "65536")] {
-            let extra = ["--threads", threads, "--chunk-bytes", chunk];
-            let out = outcome(command, args, &extra, None);
-            assert_eq!(out.0, Some(1), "{command} {threads}/{chunk}: {}", out.2);
-            assert!(out.2.contains(&format!("{at}: malformed")), "{}", out.2);
-            let doc: serde_json::Value = serde_json::from_str(&out.1).unwrap();
-            let input = &doc["input"];
-            assert_eq!(
-                (&input["lines"], &input[events], &input["malformed"]),
-                (&3001.into(), &3000.into(), &1.into()),
-                "{command} {threads}/{chunk}"
-            );
-            assert!(input["bytes"].as_u64().unwrap() > 0, "{command}");
-            outputs.push(bytes_read_unsaid(out));
-        }
-        assert!(
-            outputs.iter().all(|o| *o == outputs[0]),
-            "{command}: {outputs:#?}"
+    // the input also ending without a newline, after the malformed line (a fuzzed log: one
+    // thread did not read so far, two said so)
+    for cut in [false, true] {
+        let bad = "this is not a perf line";
+        let trace = util::write(
+            dir.path(),
+            "sched.txt",
+            with_bad_line(3000, sched, bad, cut),
         );
+        let bad = "[   1000.000]  -> not a message";
+        let log = util::write(dir.path(), "w.log", with_bad_line(3000, wayland, bad, cut));
+        let spans = ["spans", "-f", "json", "--strict"];
+        let cases = [
+            (
+                [&spans[..], &util::WAKE, &[trace.to_str().unwrap()]].concat(),
+                "events",
+                "sched.txt:3001",
+            ),
+            (
+                vec!["wayland", "-f", "json", "--strict", log.to_str().unwrap()],
+                "messages",
+                "w.log:3001",
+            ),
+        ];
+        // (each read in place, and from standard input)
+        let piped = cases.clone().map(|(mut args, events, at)| {
+            let path = Path::new(args.pop().unwrap());
+            args.push("-");
+            let line = at.split_once(':').unwrap().1;
+            (args, events, format!("<stdin>:{line}"), Some(path))
+        });
+        let cases = cases.map(|(args, events, at)| (args, events, at.to_string(), None));
+        for (args, events, at, stdin) in cases.into_iter().chain(piped) {
+            let (command, args) = args.split_first().unwrap();
+            let mut outputs = Vec::new();
+            for (threads, chunk) in [("1", "0"), ("2", "1"), ("2", "4096"), ("3", "65536")] {
+                let extra = ["--threads", threads, "--chunk-bytes", chunk];
+                let out = outcome(command, args, &extra, stdin);
+                let case = format!("{command} {at} cut={cut} {threads}/{chunk}");
+                assert_eq!(out.0, Some(1), "{case}: {}", out.2);
+                assert!(out.2.contains(&format!("{at}: malformed")), "{}", out.2);
+                let doc: serde_json::Value = serde_json::from_str(&out.1).unwrap();
+                let input = &doc["input"];
+                assert_eq!(
+                    (&input["lines"], &input[events], &input["malformed"]),
+                    (&3001.into(), &3000.into(), &1.into()),
+                    "{case}"
+                );
+                assert!(input["bytes"].as_u64().unwrap() > 0, "{case}");
+                // the malformed line named beside the counts too
+                let warnings = doc["warnings"].to_string();
+                assert!(warnings.contains(&at), "{case}: {warnings}");
+                outputs.push(bytes_read_unsaid(out));
+            }
+            assert!(
+                outputs.iter().all(|o| *o == outputs[0]),
+                "{command} {at} cut={cut}: {outputs:#?}"
+            );
+        }
     }
 }
 

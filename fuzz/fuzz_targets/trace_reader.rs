@@ -11,7 +11,7 @@ use latscope::ingest::trace::babeltrace::Babeltrace;
 use latscope::ingest::trace::shape::RowShapes;
 use latscope::ingest::trace::table::{Columns, RowKeys, json_line_in_place};
 use latscope::ingest::trace::{Event, Format};
-use latscope::ingest::trace::read::{TraceOptions, read};
+use latscope::ingest::trace::read::{TraceError, TraceOptions, read_mapped};
 use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
 use latscope::span::{Aggregator, Outcome, SeriesKey, Slowest, SpanSink};
 use libfuzzer_sys::fuzz_target;
@@ -57,11 +57,21 @@ fn pairer(repeat: Repeat, alone: Option<usize>) -> Pairer {
 fn run(data: &[u8], options: &TraceOptions, repeat: Repeat, alone: Option<usize>) -> String {
     let mut pairer = pairer(repeat, alone);
     let mut sink = (Record::default(), (Aggregator::new(Vec::new(), None), Slowest::new(3)));
-    let result = read(data, "fuzz", options, &mut pairer, &mut sink, |_| {});
+    let result = read_mapped(data, None, "fuzz", options, &mut pairer, &mut sink, |_| {});
     pairer.finish(&mut sink);
     let _ = sink.1.1.sorted();
     let sink = sink.0;
-    let result = result.map_err(|e| e.to_string());
+    // an error's counts, with `--strict`'s bytes left out (those read: more with read-ahead)
+    let result = result.map_err(|failed| {
+        let strict = matches!(failed.error, TraceError::Malformed { .. });
+        let read = failed.read.map(|mut read| {
+            if strict {
+                read.bytes = 0;
+            }
+            read
+        });
+        (failed.error.to_string(), read)
+    });
     format!(
         "{result:?}\n{:?}\n{:?}\n{:?}\n{:?}",
         sink.0,

@@ -164,7 +164,10 @@ pub fn analyze_mapped(
     if let Some(error) = state.error.take() {
         let mut stats = state.stats_after(read.unwrap_or_default());
         if let Error::Malformed { location, .. } = &error {
+            // (up to the line: what the readers read after it, a last line's missing newline
+            // included, is not said)
             stats.lines = location.line;
+            stats.unterminated = 0;
         }
         return Err(Failed::after(stats, error));
     }
@@ -278,15 +281,15 @@ impl FileState<'_> {
             file: self.file.to_string(),
             line: number,
         };
+        if self.stats.malformed_examples.len() < MALFORMED_EXAMPLES {
+            let example = (location.clone(), reason.to_string());
+            self.stats.malformed_examples.push(example);
+        }
         if self.strict {
             self.error = Some(Error::Malformed {
                 location,
                 reason: reason.to_string(),
             });
-        } else if self.stats.malformed_examples.len() < MALFORMED_EXAMPLES {
-            self.stats
-                .malformed_examples
-                .push((location, reason.to_string()));
         }
     }
 }
@@ -322,7 +325,7 @@ impl InputStats {
                 .map(|(at, why)| format!("{at}: {why}"))
                 .collect();
             out.push(format!(
-                "{} malformed WAYLAND_DEBUG lines were counted and skipped (--strict makes them fatal); first: {}",
+                "{} malformed WAYLAND_DEBUG lines were counted, not read as messages (--strict makes the first fatal); first: {}",
                 self.malformed,
                 examples.join("; ")
             ));
