@@ -1177,7 +1177,7 @@ pub struct WaylandArgs {
     #[arg(long, short = 'g', value_enum, default_value_t = GroupArg::None)]
     pub group: GroupArg,
     /// Fail at the first malformed WAYLAND_DEBUG line instead of counting it (nothing after it
-    /// is read; the spans before it are shown, with the counts up to it).
+    /// is read; the spans measured before it are shown, with the counts up to it).
     #[arg(long)]
     pub strict: bool,
     /// Threads reading each log, in all (default: the available cores; 1 reads on one
@@ -1550,7 +1550,8 @@ pub struct SpansArgs {
     #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
     pub max_spans: usize,
     /// Fail at the first malformed line (one that should be an event and is not), naming it;
-    /// nothing after it is read (the spans before it are shown, with the counts up to it).
+    /// nothing after it is read (the spans measured before it, if any, are shown with the
+    /// counts up to it).
     /// Headers, comments and blank lines are skipped as ever; a line that is not UTF-8
     /// (`not_utf8`) or is longer than the read buffer (counted as malformed) is counted in the
     /// summary, not fatal.

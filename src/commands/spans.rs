@@ -152,6 +152,18 @@ impl Totals {
         }
     }
 
+    /// The events that matched a rule and lacked a `--key` field, up to the end of the read.
+    fn note_missing_key(&mut self, pairer: &Pairer) {
+        let (n, line) = pairer.missing_key;
+        self.missing_key = (n, line.map(|l| l.to_string()));
+        if n > 0 {
+            self.notes.push(format!(
+                "{n} event(s) matched a rule but lack a --key field (the first on line {})",
+                line.unwrap_or(0)
+            ));
+        }
+    }
+
     fn input(&self) -> Vec<(&'static str, u64)> {
         let s = &self.stats;
         let mut input = vec![
@@ -199,6 +211,7 @@ fn read_all(
                 if let Some(read) = &failed.read {
                     totals.add(&name, read);
                 }
+                totals.note_missing_key(pairer);
                 return (totals, Some(failed.error.into()));
             }
         }
@@ -206,14 +219,7 @@ fn read_all(
             break;
         }
     }
-    let (n, line) = pairer.missing_key;
-    totals.missing_key = (n, line.map(|l| l.to_string()));
-    if n > 0 {
-        totals.notes.push(format!(
-            "{n} event(s) matched a rule but lack a --key field (the first on line {})",
-            line.unwrap_or(0)
-        ));
-    }
+    totals.note_missing_key(pairer);
     (totals, None)
 }
 

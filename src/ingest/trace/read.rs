@@ -281,7 +281,8 @@ pub fn read_mapped(
 
 /// The serial reading of lines: every line in order, into the statistics and the pairer. The
 /// parallel reader ([`super::parallel`]) keeps the same statistics, and reads a chunk here
-/// when its workers could not (a babeltrace chunk of two kinds of stamps).
+/// when its workers could not (a babeltrace chunk of two kinds of stamps or past the most
+/// midnights, a chunk of too much text) or should not (`--strict`'s chunk to stop in).
 pub(super) struct Lines<'r> {
     pub(super) file: &'r str,
     pub(super) strict: bool,
