@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use latscope::ingest::trace::read::{TraceOptions, read_mapped};
+use latscope::ingest::Stream;
+use latscope::ingest::trace::read::{TraceOptions, read};
 use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
 use latscope::ingest::trace::table::Columns;
 use latscope::span::{Outcome, SeriesKey, SpanSink};
@@ -180,7 +181,14 @@ fn pairer(specs: &[(&str, &str)], by: Option<&str>) -> Pairer {
 /// diagnosis, missing keys and labels.
 fn read_all(text: &[u8], options: &TraceOptions, mut pairer: Pairer) -> String {
     let mut sink = Record::default();
-    let result = read_mapped(text, None, "gen", options, &mut pairer, &mut sink, |_| {});
+    let result = read(
+        Stream::of(text),
+        "gen",
+        options,
+        &mut pairer,
+        &mut sink,
+        |_| {},
+    );
     pairer.finish(&mut sink);
     let mut out = String::new();
     match result {

@@ -15,7 +15,8 @@ use std::os::fd::FromRawFd;
 
 use latscope::ingest::lines::{Line, LineReader};
 use latscope::ingest::mapped::Mapped;
-use latscope::ingest::trace::read::{TraceOptions, read, read_mapped};
+use latscope::ingest::Stream;
+use latscope::ingest::trace::read::{TraceOptions, read};
 use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
 use latscope::ingest::wayland::{self, ReadOptions};
 use latscope::span::Aggregator;
@@ -30,7 +31,8 @@ fn file_of(data: &[u8]) -> (File, Option<Mapped>) {
     let mut file = unsafe { File::from_raw_fd(fd) };
     file.write_all(data).unwrap();
     file.rewind().unwrap();
-    let mapped = Mapped::at_least(&file, 1);
+    // SAFETY: a private temporary file that nothing else writes.
+    let mapped = unsafe { Mapped::at_least(&file, 1) };
     assert_eq!(
         mapped.is_some(),
         !data.is_empty(),
@@ -104,10 +106,10 @@ fn wayland_agrees(data: &[u8], pick: u8) {
         let mut sink = Aggregator::new(names.clone(), None);
         let result = match mapped {
             Some((_, map)) => {
-                let empty = std::io::empty();
-                wayland::analyze_mapped(empty, Some(map), "fuzz", 0, options, &mut sink, |_| {})
+                let input = Stream { mapped: Some(map), ..Stream::of(std::io::empty()) };
+                wayland::analyze(input, "fuzz", 0, options, &mut sink, |_| {})
             }
-            None => wayland::analyze_mapped(data, None, "fuzz", 0, options, &mut sink, |_| {}),
+            None => wayland::analyze(Stream::of(data), "fuzz", 0, options, &mut sink, |_| {}),
         }
         .map_err(|failed| failed.error);
         format!("{result:?}\n{sink:?}")
@@ -140,9 +142,8 @@ fn trace_agrees(data: &[u8], pick: u8) {
         let options = if many { &parallel } else { &serial };
         let (mut pairer, mut sink) = (pairer(), Aggregator::new(Vec::new(), None));
         let result = match mapped {
-            Some((file, map)) => read_mapped(
-                file,
-                Some(map),
+            Some((file, map)) => read(
+                Stream { mapped: Some(map), ..Stream::of(file) },
                 "fuzz",
                 options,
                 &mut pairer,
@@ -150,7 +151,8 @@ fn trace_agrees(data: &[u8], pick: u8) {
                 |_| {},
             )
             .map_err(|failed| failed.error),
-            None => read(data, "fuzz", options, &mut pairer, &mut sink, |_| {}),
+            None => read(Stream::of(data), "fuzz", options, &mut pairer, &mut sink, |_| {})
+                .map_err(|failed| failed.error),
         };
         pairer.finish(&mut sink);
         let result = result.map_err(|e| e.to_string());

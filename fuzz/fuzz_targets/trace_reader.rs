@@ -11,7 +11,8 @@ use latscope::ingest::trace::babeltrace::Babeltrace;
 use latscope::ingest::trace::shape::RowShapes;
 use latscope::ingest::trace::table::{Columns, RowKeys, json_line_in_place};
 use latscope::ingest::trace::{Event, Format};
-use latscope::ingest::trace::read::{TraceError, TraceOptions, read_mapped};
+use latscope::ingest::Stream;
+use latscope::ingest::trace::read::{TraceError, TraceOptions, read};
 use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
 use latscope::span::{Aggregator, Outcome, SeriesKey, Slowest, SpanSink};
 use libfuzzer_sys::fuzz_target;
@@ -57,7 +58,7 @@ fn pairer(repeat: Repeat, alone: Option<usize>) -> Pairer {
 fn run(data: &[u8], options: &TraceOptions, repeat: Repeat, alone: Option<usize>) -> String {
     let mut pairer = pairer(repeat, alone);
     let mut sink = (Record::default(), (Aggregator::new(Vec::new(), None), Slowest::new(3)));
-    let result = read_mapped(data, None, "fuzz", options, &mut pairer, &mut sink, |_| {});
+    let result = read(Stream::of(data), "fuzz", options, &mut pairer, &mut sink, |_| {});
     pairer.finish(&mut sink);
     let _ = sink.1.1.sorted();
     let sink = sink.0;

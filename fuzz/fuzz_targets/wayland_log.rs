@@ -3,6 +3,7 @@
 //! (chunks of 1 to 64 bytes, 2 or 3 threads, `--strict` or not) gives the serial one's report.
 #![no_main]
 
+use latscope::ingest::Stream;
 use latscope::ingest::wayland::{self, GroupBy, InputStats, ReadOptions, SpanKind, SpanOptions};
 use latscope::report::{Renderer, SpansReport, json::Json, markdown::Markdown, text::Text};
 use latscope::span::Aggregator;
@@ -27,8 +28,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let serial = ReadOptions { strict: parallel.strict, ..options };
     let mut other = Aggregator::new(SpanKind::result_names(), linear);
-    let one = wayland::analyze_mapped(data, None, "fuzz", 0, &parallel, &mut other, |_| {});
-    let result = wayland::analyze_mapped(data, None, "fuzz", 0, &serial, &mut sink, |_| {});
+    let one = wayland::analyze(Stream::of(data), "fuzz", 0, &parallel, &mut other, |_| {});
+    let result = wayland::analyze(Stream::of(data), "fuzz", 0, &serial, &mut sink, |_| {});
     // an error's counts, with its bytes left out (`--strict`'s: those read, more with read-ahead)
     let said = |result: &Result<_, latscope::ingest::Failed<InputStats, _>>| match result {
         Ok(stats) => format!("{stats:?}"),

@@ -10,10 +10,12 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use super::ipc::{Plan, execute, render};
-use super::wayland::{Input, ReportTo, analyse_and_print};
+use super::output::ReportTo;
+use super::wayland::analyse_and_print;
 use crate::cli::{DemoArgs, Format};
 use latscope::doc::Document;
 use latscope::files;
+use latscope::ingest::Source;
 use latscope::ingest::wayland::ReadOptions;
 use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport};
 use latscope::report::html::{self, Body, Section};
@@ -220,7 +222,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     if text {
         super::print(&on_your_system(Part::Log))?;
     }
-    let input = Input::Embedded("glmark2-weston.client.log (bundled)", DEMO_LOG);
+    let input = Source::Embedded("glmark2-weston.client.log (bundled)", DEMO_LOG);
     let unit = args.output.unit.unit();
     let page = move |doc: latscope::doc::spans::SpansDoc| -> Result<()> {
         let items = latscope::doc::items("demo", &Document::Spans(doc))?;

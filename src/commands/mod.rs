@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod ipc;
 pub mod lab;
 pub mod live;
+pub mod output;
 pub mod plot;
 pub mod probes;
 pub mod spans;

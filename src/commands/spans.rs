@@ -4,11 +4,12 @@ use std::io;
 
 use anyhow::{Context, Result};
 
-use super::wayland::{Input, ReportTo, progress_bar, render, write_html};
+use super::output::{ReportTo, progress_bar, render, write_html};
 use crate::cli::{Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
 use crate::signals;
-use latscope::doc::spans::{Source, SpanRecord};
-use latscope::ingest::trace::read::{TraceOptions, TraceStats, read_mapped};
+use latscope::doc::spans::{Source as DocSource, SpanRecord};
+use latscope::ingest::Source;
+use latscope::ingest::trace::read::{TraceOptions, TraceStats, read};
 use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
 use latscope::ingest::trace::table::Columns;
 use latscope::ingest::trace::{Format as TraceFormat, rules::Endpoint};
@@ -186,7 +187,7 @@ impl Totals {
 
 /// Reads every input into `sink` through `pairer`; what was read before an error is kept.
 fn read_all(
-    inputs: &[Input],
+    inputs: &[Source],
     options: &TraceOptions,
     pairer: &mut Pairer,
     sink: &mut impl SpanSink,
@@ -199,8 +200,7 @@ fn read_all(
             Err(e) => return (totals, Some(e.into())),
         };
         let progress = progress_bar(&name, opened.size);
-        let (reader, mapped) = (opened.reader, opened.mapped);
-        let result = read_mapped(reader, mapped, &name, options, pairer, sink, |b| {
+        let result = read(opened, &name, options, pairer, sink, |b| {
             progress.set_position(b)
         });
         progress.finish_and_clear();
@@ -260,7 +260,7 @@ pub fn run(args: &SpansArgs) -> Result<()> {
     let (rules, names) = rules(args);
     let options = options(args);
     let report_to = super::output_opt("--report", args.output.report.as_deref())?;
-    let inputs: Vec<Input> = args.files.iter().map(|p| Input::from_path(p)).collect();
+    let inputs: Vec<Source> = args.files.iter().map(|p| Source::from_path(p)).collect();
     let repeat = match args.keep {
         KeepArg::Last => Repeat::KeepLast,
         KeepArg::First => Repeat::KeepFirst,
@@ -269,7 +269,7 @@ pub fn run(args: &SpansArgs) -> Result<()> {
     let mut pairer = Pairer::new(rules, names, args.by.clone(), repeat)
         .with_max_series(args.max_series as usize);
     if args.output.format == Format::Csv {
-        let files: Vec<String> = inputs.iter().map(Input::name).collect();
+        let files: Vec<String> = inputs.iter().map(Source::name).collect();
         let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), Vec::new(), files)
             .with_span_names(pairer.span_names())
             .with_labels(pairer.labels());
@@ -318,7 +318,7 @@ pub fn run(args: &SpansArgs) -> Result<()> {
             "no span measured in {} ({} events read)",
             inputs
                 .iter()
-                .map(Input::name)
+                .map(Source::name)
                 .collect::<Vec<_>>()
                 .join(", "),
             totals.stats.events
@@ -352,13 +352,13 @@ pub fn run(args: &SpansArgs) -> Result<()> {
         aggregator: &aggregator,
         input: totals.input(),
         warnings,
-        files: inputs.iter().map(Input::name).collect(),
+        files: inputs.iter().map(Source::name).collect(),
         labels,
         unit: args.output.unit.unit(),
     };
     let slow = records_of(slowest.sorted(), &names, &report.labels);
     let mut doc = latscope::report::json::document(&report);
-    doc.source = Source::Trace;
+    doc.source = DocSource::Trace;
     doc.format = Some(totals.formats.join(","));
     doc.slowest = slow;
     doc.records = records_of(kept.spans, &names, &report.labels);

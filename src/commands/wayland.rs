@@ -1,105 +1,21 @@
 //! `latscope wayland`: analyse WAYLAND_DEBUG logs.
 
-use std::fs::File;
-use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::io;
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::output::{ReportTo, progress_bar, render, write_html};
 use crate::cli::{Format, OutputArgs, WaylandArgs};
 use crate::signals;
-use latscope::ingest::mapped::Mapped;
+use latscope::ingest::Source;
 use latscope::ingest::wayland::{self, InputStats, ReadOptions, SpanKind};
-use latscope::ingest::{Cancel, compressed};
+use latscope::report::SpansReport;
 use latscope::report::csv::CsvSink;
-use latscope::report::json::Json;
-use latscope::report::markdown::Markdown;
-use latscope::report::text::Text;
-use latscope::report::{Renderer, SpansReport};
 use latscope::span::{Aggregator, SpanSink};
-
-/// Inputs larger than this get a progress bar (when stderr is a terminal).
-const PROGRESS_MIN_BYTES: u64 = 256 << 20;
-
-/// An input: a name for messages and a way to open it.
-pub enum Input {
-    /// a file
-    Path(PathBuf),
-    /// standard input
-    Stdin,
-    /// bytes built into the binary
-    Embedded(&'static str, &'static [u8]),
-}
-
-impl Input {
-    pub fn from_path(path: &Path) -> Input {
-        if path.as_os_str() == "-" {
-            Input::Stdin
-        } else {
-            Input::Path(path.to_path_buf())
-        }
-    }
-
-    pub fn name(&self) -> String {
-        match self {
-            Input::Path(p) => p.display().to_string(),
-            Input::Stdin => "<stdin>".to_string(),
-            Input::Embedded(name, _) => name.to_string(),
-        }
-    }
-
-    /// The input, opened and decompressed when its first bytes say it is gzip, zstd or xz
-    /// (on a thread of its own), with its size when it is a plain file (for the progress bar)
-    /// and, when it is a plain file of a megabyte or more, its map (its lines are read in place:
-    /// [`latscope::ingest::mapped`]). A decompressing thread stops at `cancel`.
-    pub fn open(&self, cancel: Option<&Cancel>) -> Result<Opened, latscope::Error> {
-        let open_error = |source| latscope::Error::Open {
-            file: self.name(),
-            source,
-        };
-        let (raw, size, mapped): (Box<dyn Read + Send>, _, _) = match self {
-            Input::Path(p) => {
-                let file = File::open(p).map_err(open_error)?;
-                let meta = file.metadata().map_err(open_error)?;
-                if meta.is_dir() {
-                    return Err(open_error(io::Error::other("is a directory")));
-                }
-                let mapped = Mapped::of(&file);
-                (Box::new(file), Some(meta.len()), mapped)
-            }
-            Input::Stdin => (Box::new(io::stdin()), None, None),
-            Input::Embedded(_, bytes) => {
-                return Ok(Opened {
-                    reader: Box::new(*bytes),
-                    size: None,
-                    mapped: None,
-                });
-            }
-        };
-        let (reader, compression) = compressed::open(raw, cancel).map_err(open_error)?;
-        Ok(Opened {
-            reader,
-            // The bar counts bytes after decompression: a compressed file's size says nothing.
-            size: size.filter(|_| compression.is_none()),
-            mapped: mapped.filter(|_| compression.is_none()),
-        })
-    }
-}
-
-/// An input opened ([`Input::open`]).
-pub struct Opened {
-    /// its bytes, decompressed
-    pub reader: Box<dyn Read + Send>,
-    /// its size, when it is a plain file
-    pub size: Option<u64>,
-    /// its map, when it is a plain file of a megabyte or more
-    pub mapped: Option<Mapped>,
-}
 
 /// Runs `latscope wayland`.
 pub fn run(args: &WaylandArgs) -> Result<()> {
-    let inputs: Vec<Input> = args.files.iter().map(|p| Input::from_path(p)).collect();
+    let inputs: Vec<Source> = args.files.iter().map(|p| Source::from_path(p)).collect();
     let options = ReadOptions {
         spans: args.span_options(),
         strict: args.strict,
@@ -115,7 +31,7 @@ pub fn run(args: &WaylandArgs) -> Result<()> {
 /// The HTML report goes to `report_to` when given (the demo makes its own page), else to
 /// `--report`.
 pub fn analyse_and_print(
-    inputs: &[Input],
+    inputs: &[Source],
     options: ReadOptions,
     output: &OutputArgs,
     report_to: Option<ReportTo>,
@@ -126,7 +42,7 @@ pub fn analyse_and_print(
         None => super::output_opt("--report", output.report.as_deref())?.map(ReportTo::Output),
     };
     let names = SpanKind::result_names();
-    let files: Vec<String> = inputs.iter().map(Input::name).collect();
+    let files: Vec<String> = inputs.iter().map(Source::name).collect();
     let options = ReadOptions {
         cancel: Some(signals::cancel_on_interrupt()),
         ..options
@@ -158,14 +74,6 @@ pub fn analyse_and_print(
     error.map_or(Ok(()), Err)
 }
 
-/// Where an HTML report goes.
-pub enum ReportTo {
-    /// `--report FILE`, checked before the run.
-    Output(latscope::files::Output),
-    /// The caller makes the page of the document (the demo's, of all its parts).
-    Page(Box<dyn FnOnce(latscope::doc::spans::SpansDoc) -> Result<()>>),
-}
-
 /// Writes the HTML report of `report` (stats and plots).
 fn write_report(report: &SpansReport<'_>, to: ReportTo) -> Result<()> {
     let doc = latscope::report::json::document(report);
@@ -175,46 +83,10 @@ fn write_report(report: &SpansReport<'_>, to: ReportTo) -> Result<()> {
     }
 }
 
-/// Writes the HTML report of a `spans` document: statistics and plots per series, and latency
-/// against time when it kept its spans (`latscope spans --max-spans`).
-pub fn write_html(
-    doc: &latscope::doc::spans::SpansDoc,
-    to: ReportTo,
-    unit: latscope::stats::Unit,
-) -> Result<()> {
-    let items = latscope::doc::items("this run", &latscope::doc::Document::Spans(doc.clone()))?;
-    let page = latscope::report::html::report(&[("this run".to_string(), items)], None, unit);
-    let page = latscope::report::html::with_time_views(page, doc);
-    let path = match to {
-        ReportTo::Output(out) => {
-            out.write(page.as_bytes())?;
-            out.path().to_path_buf()
-        }
-        ReportTo::Page(make) => return make(doc.clone()),
-    };
-    eprintln!("latscope: report written to {}", path.display());
-    Ok(())
-}
-
-pub fn render(report: &SpansReport<'_>, output: &OutputArgs) -> String {
-    match output.format {
-        Format::Json => Json {
-            pretty: output.pretty,
-        }
-        .render(report),
-        Format::Markdown => Markdown.render(report),
-        Format::Text | Format::Csv => Text {
-            linear: output.linear.is_some(),
-            no_histogram: output.no_histogram,
-        }
-        .render(report),
-    }
-}
-
 /// Reads every input into `sink`. Returns what was read, and the error that stopped it, if any
 /// (what was read before an error is kept: it is in `sink` and in the stats).
 fn read_all(
-    inputs: &[Input],
+    inputs: &[Source],
     options: &ReadOptions,
     sink: &mut impl SpanSink,
 ) -> (InputStats, Option<anyhow::Error>) {
@@ -226,16 +98,9 @@ fn read_all(
             Err(e) => return (total, Some(e.into())),
         };
         let progress = progress_bar(&name, opened.size);
-        let (reader, mapped) = (opened.reader, opened.mapped);
-        let result = wayland::analyze_mapped(
-            reader,
-            mapped,
-            &name,
-            index as u32,
-            options,
-            sink,
-            |bytes| progress.set_position(bytes),
-        );
+        let result = wayland::analyze(opened, &name, index as u32, options, sink, |bytes| {
+            progress.set_position(bytes)
+        });
         progress.finish_and_clear();
         match result {
             Ok(stats) => total.merge(&stats),
@@ -251,21 +116,4 @@ fn read_all(
         }
     }
     (total, None)
-}
-
-pub fn progress_bar(name: &str, size: Option<u64>) -> ProgressBar {
-    match size {
-        Some(size) if size >= PROGRESS_MIN_BYTES => {
-            let bar = ProgressBar::with_draw_target(Some(size), ProgressDrawTarget::stderr());
-            let style = ProgressStyle::with_template(
-                "{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
-            bar.set_style(style);
-            bar.set_message(name.to_string());
-            bar
-        }
-        _ => ProgressBar::hidden(),
-    }
 }

@@ -853,7 +853,7 @@ mod tests {
             for chunk in [16, 100, 4096] {
                 let read = lines_of_chunks(Reader::new(&input[..], chunk, None));
                 let file = std::fs::File::open(&path).unwrap();
-                let mapped = Mapped::at_least(&file, 1);
+                let mapped = crate::ingest::mapped::small_map(&file);
                 assert_eq!(mapped.is_some(), !input.is_empty());
                 let from_map =
                     lines_of_chunks(Reader::new(io::empty(), chunk, None).mapped(mapped));
@@ -868,7 +868,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("input");
         std::fs::write(&path, &bytes).unwrap();
-        let mapped = Mapped::at_least(&std::fs::File::open(&path).unwrap(), 1);
+        let mapped = crate::ingest::mapped::small_map(&std::fs::File::open(&path).unwrap());
         let mut reader = Reader::new(io::empty(), 1 << 16, None).mapped(mapped);
         // the first chunk is handed out, then the file is cut, then its lines are read
         let first = reader.next(Vec::new()).unwrap().unwrap();
@@ -888,7 +888,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("input");
         std::fs::write(&path, before).unwrap();
-        let mapped = Mapped::at_least(&std::fs::File::open(&path).unwrap(), 1);
+        let mapped = crate::ingest::mapped::small_map(&std::fs::File::open(&path).unwrap());
         crate::ingest::mapped::append_to(&path, after);
         let whole = [before, after].concat();
         let read = lines_of_chunks(Reader::new(&whole[..], 4, None));

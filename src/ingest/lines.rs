@@ -622,7 +622,7 @@ mod tests {
             for input in inputs(capacity) {
                 let (_dir, path) = file_of(&input);
                 let file = std::fs::File::open(&path).unwrap();
-                let Some(mapped) = Mapped::at_least(&file, 1) else {
+                let Some(mapped) = crate::ingest::mapped::small_map(&file) else {
                     assert!(input.is_empty());
                     continue;
                 };
@@ -643,7 +643,7 @@ mod tests {
                     let file = std::fs::File::open(&path).unwrap();
                     let (read, read_summary) = said(make());
                     let (mapped_lines, mapped_summary) =
-                        said(make().mapped(Mapped::at_least(&file, 1)));
+                        said(make().mapped(crate::ingest::mapped::small_map(&file)));
                     let context = format!("capacity {capacity}, {utf8} {blanks}: {input:?}");
                     assert_eq!(mapped_lines, read, "{context}");
                     assert_eq!(mapped_summary.unwrap(), read_summary.unwrap(), "{context}");
@@ -664,7 +664,7 @@ mod tests {
         ] {
             let (_dir, path) = file_of(before);
             let file = std::fs::File::open(&path).unwrap();
-            let mapped = Mapped::at_least(&file, 1);
+            let mapped = crate::ingest::mapped::small_map(&file);
             crate::ingest::mapped::append_to(&path, after);
             let whole = [before, after].concat();
             let expected = said(LineReader::with_capacity(&whole[..], 16).utf8());
@@ -684,7 +684,7 @@ mod tests {
         let bytes: Vec<u8> = line.iter().copied().cycle().take(1 << 22).collect();
         let (_dir, path) = file_of(&bytes);
         let file = std::fs::File::open(&path).unwrap();
-        let mapped = Mapped::at_least(&file, 1);
+        let mapped = crate::ingest::mapped::small_map(&file);
         let mut first = true;
         let result = LineReader::new(io::empty()).mapped(mapped).for_each_line(
             |_, _| {
@@ -710,7 +710,7 @@ mod tests {
             .collect();
         let (_dir, path) = file_of(&bytes);
         let file = std::fs::File::open(&path).unwrap();
-        let mapped = Mapped::at_least(&file, 1);
+        let mapped = crate::ingest::mapped::small_map(&file);
         let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         f.set_len(bytes.len() as u64 - 60).unwrap();
         let error = LineReader::new(io::empty())

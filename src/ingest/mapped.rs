@@ -73,13 +73,31 @@ impl std::fmt::Debug for Mapped {
 impl Mapped {
     /// `file` mapped, when it is a regular file of at least [`SMALLEST`] bytes and a map can be
     /// made (`None` otherwise: read it with `read`).
-    pub fn of(file: &File) -> Option<Mapped> {
-        Mapped::at_least(file, SMALLEST)
+    ///
+    /// # Safety
+    ///
+    /// The map's bytes are the file's as they are now, not as they were when checked: the
+    /// caller asserts that no other program rewrites the file in place, or truncates it, while
+    /// the map lives. The readers check blocks of lines as UTF-8 once and then hand them out
+    /// as `&str`; a byte changed after that check (a rewrite, or a truncation, whose pages past
+    /// the new end the `SIGBUS` handler turns into zeros) can leave a `&str` that is not UTF-8
+    /// (a character split by the zeros). A truncation is still caught and reported as a read
+    /// error ([`Mapped::shrunk`], [`Mapped::check`]), and the process does not die of it; it is
+    /// the validity of text already checked that the caller vouches for. ripgrep makes the same
+    /// choice an `unsafe fn` (`MmapChoice::auto`) for the same reason.
+    /// [`crate::ingest::source::open`] is the one caller outside tests.
+    pub unsafe fn of(file: &File) -> Option<Mapped> {
+        // SAFETY: the caller's word, passed on.
+        unsafe { Mapped::at_least(file, SMALLEST) }
     }
 
     /// [`Mapped::of`] with another smallest size (the tests and the `mapped_reader` fuzz target
     /// map small files).
-    pub fn at_least(file: &File, smallest: u64) -> Option<Mapped> {
+    ///
+    /// # Safety
+    ///
+    /// As for [`Mapped::of`].
+    pub unsafe fn at_least(file: &File, smallest: u64) -> Option<Mapped> {
         let meta = file.metadata().ok()?;
         if !meta.file_type().is_file() || meta.len() < smallest.max(1) {
             return None;
@@ -96,10 +114,9 @@ impl Mapped {
             Err(_) => return free(slot),
         };
         // SAFETY: the map is read only, and a page past a new end reads as zeros (the
-        // handler). Its bytes change if another process rewrites the file in place while it is
-        // read: a block of lines checked as UTF-8 could then hold other bytes when a line of it
-        // is read, the one case this does not cover (see the module docs: such a file is read
-        // from standard input).
+        // handler) instead of killing the process. That the bytes do not change under a reader
+        // that checked them (a rewrite in place, a truncation) is this function's caller's word
+        // (its safety section).
         let map = match unsafe { memmap2::MmapOptions::new().len(len).map(&file) } {
             Ok(map) => map,
             Err(_) => return free(slot),
@@ -318,6 +335,14 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
 /// `si_code` of a SIGBUS for an address with no backing (Linux, asm-generic/siginfo.h).
 const BUS_ADRERR: libc::c_int = 2;
 
+/// `file` mapped whatever its size (tests: files of a few bytes).
+#[cfg(test)]
+pub(crate) fn small_map(file: &File) -> Option<Mapped> {
+    // SAFETY: the tests' files are private temporary files; those truncated while mapped are
+    // truncated on purpose, to check that the readers report it.
+    unsafe { Mapped::at_least(file, 1) }
+}
+
 /// Appends `bytes` to the file at `path` (tests: a file written after it was mapped).
 #[cfg(test)]
 pub(crate) fn append_to(path: &std::path::Path, bytes: &[u8]) {
@@ -328,6 +353,13 @@ pub(crate) fn append_to(path: &std::path::Path, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`Mapped::of`] of a test's own file.
+    fn map_of(file: &File) -> Option<Mapped> {
+        // SAFETY: a private temporary file; those truncated while mapped are truncated on
+        // purpose, to check that it is reported.
+        unsafe { Mapped::of(file) }
+    }
 
     fn file_of(bytes: &[u8]) -> (tempfile::TempDir, File) {
         let dir = tempfile::tempdir().unwrap();
@@ -340,9 +372,9 @@ mod tests {
     #[test]
     fn a_file_below_the_smallest_size_is_not_mapped() {
         let (_dir, file) = file_of(&vec![b'x'; SMALLEST as usize - 1]);
-        assert!(Mapped::of(&file).is_none());
+        assert!(map_of(&file).is_none());
         let (_dir, file) = file_of(&vec![b'x'; SMALLEST as usize]);
-        let mapped = Mapped::of(&file).unwrap();
+        let mapped = map_of(&file).unwrap();
         assert_eq!(mapped.bytes().len(), SMALLEST as usize);
         assert!(!mapped.shrunk());
     }
@@ -351,7 +383,7 @@ mod tests {
     fn a_map_holds_the_file_as_opened_and_what_is_appended_is_read_after_it() {
         let bytes: Vec<u8> = (0..2 * SMALLEST).map(|i| (i % 251) as u8).collect();
         let (dir, file) = file_of(&bytes);
-        let mapped = Mapped::of(&file).unwrap();
+        let mapped = map_of(&file).unwrap();
         append_to(&dir.path().join("f"), b"more");
         assert_eq!(mapped.bytes(), bytes.as_slice());
         let (mut after, mut at) = ([0u8; 8], bytes.len() as u64);
@@ -364,7 +396,7 @@ mod tests {
     fn a_file_truncated_while_mapped_reads_zeros_past_its_end_and_says_so() {
         let len = 4 * SMALLEST as usize;
         let (dir, file) = file_of(&vec![b'a'; len]);
-        let mapped = Mapped::of(&file).unwrap();
+        let mapped = map_of(&file).unwrap();
         let page = PAGE.load(Ordering::SeqCst);
         std::fs::OpenOptions::new()
             .write(true)
@@ -389,7 +421,7 @@ mod tests {
     fn released_pages_read_again_as_the_file() {
         let bytes: Vec<u8> = (0..3 * RELEASED_AT_ONCE).map(|i| (i % 253) as u8).collect();
         let (_dir, file) = file_of(&bytes);
-        let mapped = Mapped::of(&file).unwrap();
+        let mapped = map_of(&file).unwrap();
         assert_eq!(mapped.bytes(), bytes.as_slice());
         mapped.release(RELEASED_AT_ONCE - 1);
         assert_eq!(
@@ -409,7 +441,7 @@ mod tests {
     fn slots_are_freed_when_maps_are_dropped() {
         let (_dir, file) = file_of(&vec![b'x'; SMALLEST as usize]);
         for _ in 0..3 * SLOTS {
-            let mapped = Mapped::of(&file);
+            let mapped = map_of(&file);
             assert!(mapped.is_some());
         }
     }

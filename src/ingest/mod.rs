@@ -7,13 +7,16 @@
 
 pub mod chunks;
 pub mod compressed;
+pub mod drive;
 pub mod lines;
 pub mod mapped;
+pub mod source;
 pub mod trace;
 pub mod wayland;
 pub mod words;
 
 pub use lines::{Cancel, LineReader, ReadSummary};
+pub use source::{Source, Stream, open};
 
 /// A read that failed, with what it had read of the input (`S`, its counts) where it knows
 /// it: the spans read before the error are kept, and the output says how many lines and

@@ -30,9 +30,10 @@
 //! the calling thread numbers in the order of first use, are not either.
 
 use super::EventView;
-use super::rules::{Rule, fill_key};
+use super::rules::{Pairer, Repeat, Rule, fill_key};
+use super::span_key::KeyBytes;
 use super::span_key::{KeyBuf, SpanKey};
-use crate::span::{Open, OpenSpans, Outcome, SeriesKey, SpanSink};
+use crate::span::{Group, Open, OpenSpans, Outcome, SeriesKey, SpanSink};
 
 /// What the pairing of a chunk's events gave, in their order.
 #[derive(Debug, Clone, Copy)]
@@ -275,6 +276,48 @@ fn emit(item: &Item, series: &SeriesKey, shift: u64, sink: &mut impl SpanSink) {
     }
 }
 
+/// The pairer's own side of pairing within chunks: which rule a worker may pair, and the
+/// pairer's table of open spans as [`apply`] uses it. (Here rather than in `rules.rs`, so that
+/// the pairer does not import what imports it.)
+impl Pairer {
+    /// The rule a worker may pair within its chunk ([`self`]): one rule, without
+    /// `--by`, whose repeated starts keep the last.
+    pub(super) fn local(&self) -> Option<Local> {
+        let ([rule], [places], None, Repeat::KeepLast) =
+            (&self.rules[..], &self.key_places[..], &self.by, self.repeat)
+        else {
+            return None;
+        };
+        Some(Local {
+            rule: rule.clone(),
+            places: places.clone(),
+            series: SeriesKey {
+                span: rule.span,
+                side: None,
+                group: Group::All,
+            },
+        })
+    }
+}
+
+impl Table for Pairer {
+    fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    fn end(&mut self, key: &[u8], end_ns: u64, sink: &mut impl SpanSink) -> bool {
+        self.open.end(KeyBytes::of(key), end_ns, sink)
+    }
+
+    fn take(&mut self, key: &[u8]) -> Option<Open> {
+        self.open.take(KeyBytes::of(key))
+    }
+
+    fn open(&mut self, key: SpanKey, open: Open, sink: &mut impl SpanSink) {
+        self.open.start(key, open, Outcome::Superseded, sink);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::read::{TraceOptions, read};
@@ -327,7 +370,7 @@ mod tests {
         let mut pairer = pairer(Repeat::KeepLast, None);
         let mut sink = Told::default();
         read(
-            text.as_bytes(),
+            crate::ingest::Stream::of(text.as_bytes()),
             "t",
             &options,
             &mut pairer,

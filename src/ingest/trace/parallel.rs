@@ -35,8 +35,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::babeltrace::{Babeltrace, MOST_DAY_OFFSET};
+use super::lines::{Lines, TOO_LONG, note_malformed};
 use super::local::{self, Local, Paired};
-use super::read::{Lines, TOO_LONG, note_malformed};
 use super::rules::{MAX_NAMES, NameMatcher, Pairer, Recent};
 use super::{EventView, Format, InLine, Parsed, same};
 use crate::ingest::chunks::{Job, Reader, Spares, for_each_line, in_order};
@@ -140,7 +140,7 @@ struct Done {
 
 /// A worker: one chunk at a time into records.
 struct Worker<'a> {
-    state: super::read::LineState<'a>,
+    state: super::lines::LineState<'a>,
     names: Names<'a>,
     /// the rule paired here, if the worker pairs ([`local`])
     local: Option<&'a Local>,
@@ -174,7 +174,7 @@ impl<'a> Worker<'a> {
         self.state.babeltrace = Babeltrace::default();
         self.state.last_ts = None;
         let mut chunk = self.spare.take().map_or_else(Chunk::default, Chunk::reused);
-        let blanks = super::read::splits_on_spaces(self.state.format);
+        let blanks = super::lines::splits_on_spaces(self.state.format);
         let data = job.data();
         let lines = for_each_line::<true>(data, job.lead_too_long, blanks, |n, line| {
             if !chunk.serial {
@@ -422,7 +422,7 @@ pub(super) fn read<R: Read + Send>(
     let spare = Spares::new(threads);
     let parser = || {
         let mut worker = Worker {
-            state: super::read::LineState::new(format, columns, wanted.clone()),
+            state: super::lines::LineState::new(format, columns, wanted.clone()),
             names: Names {
                 matcher: &matcher,
                 cache: FxHashMap::default(),
@@ -489,7 +489,7 @@ fn apply(
     let stop = lines.strict && chunk.failed_parse;
     if chunk.serial || mixed || too_many_days || stop {
         let data = done.job.data();
-        let blanks = super::read::splits_on_spaces(lines.state.format);
+        let blanks = super::lines::splits_on_spaces(lines.state.format);
         return for_each_line::<true>(data, done.job.lead_too_long, blanks, |n, line| {
             lines.line(before + n, line, pairer, sink)
         });

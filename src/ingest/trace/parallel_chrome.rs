@@ -23,8 +23,8 @@ use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::chrome::{Chrome, Run, Spent};
-use super::read::TraceOptions;
 use super::rules::Pairer;
+use super::stats::TraceOptions;
 use crate::ingest::Cancel;
 use crate::ingest::chunks::{Spares, chunk_size, in_order};
 use crate::span::SpanSink;

@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::ingest::words::equal;
 
-use super::span_key::{KeyBuf, KeyBytes, SpanKey};
+use super::span_key::{KeyBuf, SpanKey};
 use super::{Event, EventView, InLine};
 pub use crate::rule::{Filter, Key, Op, RuleError};
 use crate::rule::{is_identifier, is_quoted, split_filters, unquote};
@@ -377,16 +377,16 @@ impl SpanFlags {
 /// Pairs events into spans by the rules.
 #[derive(Debug)]
 pub struct Pairer {
-    rules: Vec<Rule>,
+    pub(super) rules: Vec<Rule>,
     span_names: crate::report::csv::Labels,
     span_ids: FxHashMap<String, usize>,
-    by: Option<String>,
-    repeat: Repeat,
+    pub(super) by: Option<String>,
+    pub(super) repeat: Repeat,
     /// open spans by their span and key ([`fill_key`])
-    open: OpenSpans<SpanKey, true>,
+    pub(super) open: OpenSpans<SpanKey, true>,
     /// per rule, the places of the key fields of its start and of its end among
     /// [`Pairer::fields_read`]
-    key_places: Vec<[Vec<usize>; 2]>,
+    pub(super) key_places: Vec<[Vec<usize>; 2]>,
     labels: FxHashMap<String, u32>,
     label_names: crate::report::csv::Labels,
     /// the most `--by` values with a series of their own; the rest go to [`OTHER`]
@@ -851,25 +851,6 @@ impl Pairer {
         }
     }
 
-    /// The rule a worker may pair within its chunk ([`super::local`]): one rule, without
-    /// `--by`, whose repeated starts keep the last.
-    pub(super) fn local(&self) -> Option<super::local::Local> {
-        let ([rule], [places], None, Repeat::KeepLast) =
-            (&self.rules[..], &self.key_places[..], &self.by, self.repeat)
-        else {
-            return None;
-        };
-        Some(super::local::Local {
-            rule: rule.clone(),
-            places: places.clone(),
-            series: SeriesKey {
-                span: rule.span,
-                side: None,
-                group: Group::All,
-            },
-        })
-    }
-
     /// Adds what a worker counted of the one rule's events ([`super::local::Paired`]), the
     /// first event without its key at line `first_missing` of the input.
     pub(super) fn add_counts(&mut self, seen: [u64; 4], missing: u64, first_missing: Option<u64>) {
@@ -895,27 +876,10 @@ impl Pairer {
     }
 }
 
-impl super::local::Table for Pairer {
-    fn is_empty(&self) -> bool {
-        self.open.is_empty()
-    }
-
-    fn end(&mut self, key: &[u8], end_ns: u64, sink: &mut impl SpanSink) -> bool {
-        self.open.end(KeyBytes::of(key), end_ns, sink)
-    }
-
-    fn take(&mut self, key: &[u8]) -> Option<Open> {
-        self.open.take(KeyBytes::of(key))
-    }
-
-    fn open(&mut self, key: SpanKey, open: Open, sink: &mut impl SpanSink) {
-        self.open.start(key, open, Outcome::Superseded, sink);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::trace::span_key::KeyBytes;
 
     #[test]
     fn endpoints_take_an_event_and_filters() {

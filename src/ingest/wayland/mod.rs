@@ -1,6 +1,7 @@
 //! WAYLAND_DEBUG logs: client-side and server-side, every libwayland dialect.
 //!
-//! [`analyze`] streams one input through four pure stages — [`LineReader`] (bytes to lines),
+//! [`analyze`] streams one input through four pure stages — [`drive`] (bytes to lines, on one
+//! thread or several),
 //! [`line::parse_line`] (a line to a message, and to what it means to the span rules; the
 //! messages the rules read, in the layouts libwayland prints, are read straight to their
 //! meaning by [`line::usual_head`] and [`spans::Meaning::of_usual`]), [`clock::Clock`]
@@ -18,9 +19,10 @@ pub mod spans;
 use std::io::Read;
 
 use crate::error::Error;
+use crate::ingest::drive::{Drive, LineFormat, drive};
 use crate::ingest::lines::Line;
-use crate::ingest::mapped::Mapped;
-use crate::ingest::{Cancel, Failed, LineReader, Location, ReadSummary};
+use crate::ingest::source::Stream;
+use crate::ingest::{Cancel, Failed, Location, ReadSummary};
 use crate::span::SpanSink;
 
 pub use spans::{GroupBy, SpanKind, SpanOptions, StreamStats};
@@ -100,25 +102,11 @@ pub struct ReadOptions {
 /// inputs. Spans go to `sink`; `on_progress` gets the bytes read so far after each chunk.
 ///
 /// Returns what the input contained. Partial results are already in `sink` when this returns
-/// an error (an I/O error, or a malformed line under `strict`).
+/// an error (an I/O error, or a malformed line under `strict`), and the error carries what was
+/// read: `--strict`'s counts run to the malformed line, whatever the threads (its bytes are
+/// those read, which the readers' read-ahead makes more).
 pub fn analyze(
-    input: impl Read + Send,
-    file: &str,
-    file_index: u32,
-    options: &ReadOptions,
-    sink: &mut impl SpanSink,
-    on_progress: impl FnMut(u64),
-) -> Result<InputStats, Error> {
-    analyze_mapped(input, None, file, file_index, options, sink, on_progress).map_err(|f| f.error)
-}
-
-/// [`analyze`] of a file whose map is `mapped` (the same file as `input`, unread): its lines
-/// are read in place ([`LineReader::mapped`], [`crate::ingest::chunks::Reader::mapped`]).
-/// `--strict`'s error carries what was read: its counts run to the malformed line, whatever
-/// the threads (its bytes are those read, which the readers' read-ahead makes more).
-pub fn analyze_mapped(
-    input: impl Read + Send,
-    mapped: Option<Mapped>,
+    input: Stream<impl Read + Send>,
     file: &str,
     file_index: u32,
     options: &ReadOptions,
@@ -137,27 +125,13 @@ pub fn analyze_mapped(
         scratch: Vec::new(),
         error: None,
     };
-    let read = if options.threads > 1 {
-        let (threads, chunk) = (options.threads, options.chunk_bytes);
-        let cancel = options.cancel.as_ref();
-        let reader = crate::ingest::chunks::Reader::new(input, chunk, cancel).mapped(mapped);
-        parallel::read(reader, threads, &mut state, sink, on_progress)
-    } else {
-        let mut reader = LineReader::new(input).mapped(mapped);
-        if let Some(cancel) = &options.cancel {
-            reader = reader.cancel_on(cancel.clone());
-        }
-        // --strict: nothing after the first malformed line is read.
-        let failed = Cancel::new();
-        reader = reader.stop_when(failed.clone());
-        let line = |number, line: crate::ingest::lines::Line<'_>| {
-            state.line(number, line, sink);
-            if state.error.is_some() {
-                failed.raise();
-            }
-        };
-        reader.for_each_line(line, on_progress)
+    let how = Drive {
+        threads: options.threads,
+        chunk_bytes: options.chunk_bytes,
+        cancel: options.cancel.as_ref(),
+        ..Drive::default()
     };
+    let read = drive(input, &how, &mut state, sink, on_progress);
     state.tracker.finish(sink);
     // A malformed line under --strict was read before any read error (nothing is read after
     // it), so it is the error, whatever the threads.
@@ -186,6 +160,27 @@ struct FileState<'f> {
     tracker: spans::SpanTracker,
     scratch: Vec<u8>,
     error: Option<Error>,
+}
+
+impl<S: SpanSink> LineFormat<S> for FileState<'_> {
+    #[inline]
+    fn line(&mut self, number: u64, line: Line<'_>, sink: &mut S) {
+        FileState::line(self, number, line, sink);
+    }
+
+    fn done(&self) -> bool {
+        self.error.is_some()
+    }
+
+    fn read_chunks<R: Read + Send>(
+        &mut self,
+        chunks: crate::ingest::chunks::Reader<'_, R>,
+        threads: usize,
+        sink: &mut S,
+        progress: &mut dyn FnMut(u64),
+    ) -> std::io::Result<ReadSummary> {
+        parallel::read(chunks, threads, self, sink, progress)
+    }
 }
 
 impl FileState<'_> {
