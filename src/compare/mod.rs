@@ -2,8 +2,8 @@
 //! faster, slower, stayed the same, or moved in opposite directions in the body and the tail.
 //! The rule is [`crate::stats::change`]'s, the same one `bench` applies to its candidates.
 
-use crate::doc::bench::RuleDoc;
 use crate::doc::compare::{ChangePct, CompareDoc, Compared};
+use crate::doc::rule::RuleDoc;
 use crate::doc::{Item, Summary};
 use crate::stats::ab::change_pct;
 use crate::stats::change::{Rule, judge};
