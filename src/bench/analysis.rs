@@ -10,6 +10,7 @@ use crate::stats::change::{
     Change, Evidence, Rule, Verdict, judge, judge_paired, within_layout_noise,
 };
 use crate::stats::paired::{INTERIM_ALPHA, Paired, final_alpha};
+use crate::stats::parallel_map;
 
 /// One metric's values for every command.
 #[derive(Debug, Clone)]
@@ -288,8 +289,6 @@ pub fn analyse(
     analysis.warnings = warnings(commands, runs.timed, &analysis);
     analysis
 }
-
-use crate::compare::parallel_map;
 
 fn summary(values: &[f64]) -> Option<Summary> {
     Some(Summary {
