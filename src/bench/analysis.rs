@@ -2,13 +2,15 @@
 
 use super::layouts::LayoutTable;
 use super::schedule::BenchCommand;
-use super::spawn::{Layout, RunMeasure};
 pub use crate::doc::bench::MetricKind as Kind;
+use crate::doc::rule::Clock;
+use crate::doc::run::{Layout, RunMeasure};
 use crate::stats::ab as stats;
 use crate::stats::change::{
     Change, Evidence, Rule, Verdict, judge, judge_paired, within_layout_noise,
 };
 use crate::stats::paired::{INTERIM_ALPHA, Paired, final_alpha};
+use crate::stats::parallel_map;
 
 /// One metric's values for every command.
 #[derive(Debug, Clone)]
@@ -60,50 +62,6 @@ pub struct Analysis {
     pub layouts: Option<LayoutTable>,
     /// the time the verdict is on
     pub clock: Clock,
-}
-
-/// The time a benchmark's verdict is on (`bench --time`).
-///
-/// Wall time is what a user waits for, and includes the time a command waited for a CPU, a
-/// disk or a sleep. CPU time (user + system, of the command and its reaped children, from
-/// `wait4`) leaves out the time it was runnable but not running: on a busy or shared machine
-/// other processes take the CPU for whole time slices, which lengthens the wall time of a
-/// CPU-bound run by a random amount and leaves its CPU time alone. It is what hyperfine's
-/// `--shell=none` users read as `user`/`system`, and what the noise literature recommends where
-/// the wall clock is contended (Kalibera and Jones, "Rigorous benchmarking in reasonable time",
-/// 2013: measure the quantity that varies least for the question asked).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Clock {
-    /// spawn to exit
-    #[default]
-    Wall,
-    /// user + system CPU time
-    Cpu,
-}
-
-impl Clock {
-    /// The metric's name in every output: `wall` or `cpu`.
-    pub fn metric(self) -> &'static str {
-        match self {
-            Clock::Wall => "wall",
-            Clock::Cpu => "cpu",
-        }
-    }
-
-    /// Wall time, the default (left out of documents).
-    pub fn is_wall(&self) -> bool {
-        *self == Clock::Wall
-    }
-
-    /// A run's time on this clock, ns (saturating: runs read back from a document by
-    /// `--compare` may hold any number).
-    pub fn of(self, r: &RunMeasure) -> u64 {
-        match self {
-            Clock::Wall => r.wall_ns,
-            Clock::Cpu => r.user_ns.saturating_add(r.sys_ns),
-        }
-    }
 }
 
 /// Reads one metric out of a run (`None`: not measured in that run).
@@ -331,8 +289,6 @@ pub fn analyse(
     analysis.warnings = warnings(commands, runs.timed, &analysis);
     analysis
 }
-
-use crate::compare::parallel_map;
 
 fn summary(values: &[f64]) -> Option<Summary> {
     Some(Summary {

@@ -31,8 +31,8 @@ use std::collections::BTreeMap;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-use super::analysis::Clock;
-use super::spawn::{Layout, RunMeasure};
+use crate::doc::rule::Clock;
+use crate::doc::run::{Layout, RunMeasure};
 use crate::stats::ab;
 
 /// The environment variable that pads a run's environment.

@@ -15,7 +15,9 @@ use rand_pcg::Pcg64;
 
 use super::counters::Event;
 use super::layouts;
-use super::spawn::{Io, Layout, Prepared, RunMeasure, SpawnError, Stops};
+use super::spawn::{Io, Prepared, SpawnError, Stops};
+use crate::doc::bench::Stop;
+use crate::doc::run::{Layout, RunMeasure};
 use crate::ingest::Cancel;
 
 /// One command to benchmark.
@@ -79,27 +81,6 @@ pub struct Schedule {
 pub const COUNT_EVERY: u32 = 4;
 
 pub use crate::stats::paired::MAX_LOOKS;
-
-/// Why the schedule stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Stop {
-    /// `--runs` were done
-    #[default]
-    Runs,
-    /// the minimum runs and time were done (one command, or nothing to decide)
-    MinTime,
-    /// every comparison was clear at a look after the minimum
-    Clear,
-    /// the time limit came first
-    MaxTime,
-    /// Ctrl-C
-    Interrupted,
-    /// a run failed
-    Failed,
-    /// runs of saved results, compared again (`bench --compare`)
-    Saved,
-}
 
 /// Everything measured.
 #[derive(Debug, Clone, Default)]

@@ -5,14 +5,15 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::{BenchArgs, CounterSet, Format, TimeBasis};
 use crate::signals;
-use latscope::bench::analysis::{Clock, Runs, analyse, clear};
+use latscope::bench::analysis::{Runs, analyse, clear};
 use latscope::bench::counters::{DEFAULT_EVENTS, parse_event};
 use latscope::bench::layouts::{self, SEED_PLACEHOLDER, with_seed};
 use latscope::bench::schedule::{self, BenchCommand, Measured, Schedule};
-use latscope::bench::spawn::Layout;
 use latscope::bench::spawn::{Io, Output};
 use latscope::bench::{callgrind, schedule::BenchError};
-use latscope::doc::bench::{BenchDoc, RuleDoc};
+use latscope::doc::bench::{BenchDoc, Stop};
+use latscope::doc::rule::{Clock, RuleDoc};
+use latscope::doc::run::Layout;
 use latscope::doc::{self, Document};
 use latscope::report::bench as render;
 use latscope::stats::change::Rule;
@@ -410,7 +411,7 @@ fn compare(
         let m = Measured {
             runs: vec![old_runs[i].clone(), new_runs[j].clone()],
             counted: vec![old_counted[i].clone(), new_counted[j].clone()],
-            stop: schedule::Stop::Saved,
+            stop: Stop::Saved,
             ..Measured::default()
         };
         // Two sessions: no block pairs their runs.

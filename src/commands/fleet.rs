@@ -1,34 +1,11 @@
-//! `latscope live --serve`, `latscope merge` and `latscope export --to parquet`: the fleet
-//! features' command-line glue (their logic is in `latscope::fleet`).
+//! `latscope merge` and `latscope export --to parquet`: the fleet features' command-line glue
+//! (their logic is in `latscope::fleet`; `live --serve` is started in [`super::live`]).
 
 use anyhow::{Context, Result, bail};
 
-use crate::cli::{ExportArgs, LiveArgs, MergeArgs};
+use crate::cli::{ExportArgs, MergeArgs};
 use latscope::doc::Document;
-use latscope::fleet::metrics::{LiveMetrics, Shared, parse_labels};
 use latscope::fleet::parquet::Run;
-use latscope::fleet::serve::{MetricsServer, parse_listen};
-use latscope::live::runner::Event;
-use latscope::report::live::Names;
-
-/// Starts the metrics server of `live --serve`, if asked; returns it (stopped when dropped)
-/// and the snapshot it serves. A bad address or label is a usage error.
-pub fn serve(args: &LiveArgs, names: &Names) -> Result<(Option<MetricsServer>, Option<Shared>)> {
-    let Some(listen) = &args.serve else {
-        return Ok((None, None));
-    };
-    let addr = parse_listen(listen).unwrap_or_else(|e| super::live::usage(&e));
-    let labels =
-        parse_labels(&args.label, names.by.as_deref()).unwrap_or_else(|e| super::live::usage(&e));
-    let shared = Shared::default();
-    let registry = LiveMetrics::new(names.clone(), labels, shared.clone()).registry();
-    let server = MetricsServer::start(addr, registry).context("latscope live --serve")?;
-    eprintln!(
-        "latscope: serving metrics on http://{}/metrics",
-        server.addr
-    );
-    Ok((Some(server), Some(shared)))
-}
 
 /// Runs `latscope merge`.
 pub fn merge(args: &MergeArgs) -> Result<()> {
@@ -125,12 +102,4 @@ pub fn export_parquet(args: &ExportArgs) -> Result<()> {
     }
     eprintln!("latscope: wrote {} ({rows} rows)", args.output.display());
     Ok(())
-}
-
-/// Publishes each interval's snapshot to the metrics server, if serving; passes the event on.
-pub fn publish<'a>(shared: &Option<Shared>, event: Event<'a>) -> Event<'a> {
-    if let (Some(shared), Event::Interval { now, .. }) = (shared, &event) {
-        shared.publish(now);
-    }
-    event
 }

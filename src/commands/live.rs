@@ -1,11 +1,13 @@
-//! `latscope live`: build the plan, check everything that can be checked, run bpftrace, print.
+//! `latscope live`: build the plan, check everything that can be checked, run bpftrace, print
+//! (and, with `--serve`, publish each interval to the metrics server).
 
 use anyhow::{Context, Result, bail};
 
-use super::fleet::publish;
 use crate::cli::{Format, LiveArgs};
 use crate::signals;
 use latscope::doc::spans::{LiveRun, ProbeHits};
+use latscope::fleet::metrics::{LiveMetrics, Shared, parse_labels};
+use latscope::fleet::serve::{MetricsServer, parse_listen};
 use latscope::live::compile::{Request, compile};
 use latscope::live::launch::{self, Held};
 use latscope::live::output::Snapshot;
@@ -61,7 +63,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         .transpose()?;
     let names = names(&plan, args);
     // Before tracing, so that a port in use is an error before anything is lost.
-    let (_server, shared) = super::fleet::serve(args, &names)?;
+    let (_server, shared) = serve(args, &names)?;
     let held = match &program_path {
         Some(path) => Some(launch::spawn_held(path, &args.command)?),
         None => None,
@@ -189,8 +191,34 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn usage(message: &str) -> ! {
+fn usage(message: &str) -> ! {
     super::usage_error("live", clap::error::ErrorKind::ValueValidation, message)
+}
+
+/// Starts the metrics server of `live --serve`, if asked; returns it (stopped when dropped)
+/// and the snapshot it serves. A bad address or label is a usage error.
+fn serve(args: &LiveArgs, names: &Names) -> Result<(Option<MetricsServer>, Option<Shared>)> {
+    let Some(listen) = &args.serve else {
+        return Ok((None, None));
+    };
+    let addr = parse_listen(listen).unwrap_or_else(|e| usage(&e));
+    let labels = parse_labels(&args.label, names.by.as_deref()).unwrap_or_else(|e| usage(&e));
+    let shared = Shared::default();
+    let registry = LiveMetrics::new(names.clone(), labels, shared.clone()).registry();
+    let server = MetricsServer::start(addr, registry).context("latscope live --serve")?;
+    eprintln!(
+        "latscope: serving metrics on http://{}/metrics",
+        server.addr
+    );
+    Ok((Some(server), Some(shared)))
+}
+
+/// Publishes each interval's snapshot to the metrics server, if serving; passes the event on.
+fn publish<'a>(shared: &Option<Shared>, event: Event<'a>) -> Event<'a> {
+    if let (Some(shared), Event::Interval { now, .. }) = (shared, &event) {
+        shared.publish(now);
+    }
+    event
 }
 
 /// What the command line asks for (the target is set once the command runs).

@@ -6,9 +6,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Format, IpcPeerArgs, WaylandLabArgs};
 use latscope::doc::lab_wayland::LabWaylandDoc;
-use latscope::lab::wayland::run::{Lab, Outcome, describe, unsupported};
+use latscope::lab::wayland::run::{Lab, describe, unsupported};
 use latscope::lab::wayland::{
-    Config, Damage, FrameParams, PATTERNS, Pace, Via, compositor, outputs, report,
+    Config, Damage, FrameParams, Outcome, PATTERNS, Pace, Via, compositor, outputs, report,
 };
 
 /// A usage error: printed by clap, exit status 2.

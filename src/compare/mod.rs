@@ -2,11 +2,12 @@
 //! faster, slower, stayed the same, or moved in opposite directions in the body and the tail.
 //! The rule is [`crate::stats::change`]'s, the same one `bench` applies to its candidates.
 
-use crate::doc::bench::RuleDoc;
 use crate::doc::compare::{ChangePct, CompareDoc, Compared};
+use crate::doc::rule::RuleDoc;
 use crate::doc::{Item, Summary};
 use crate::stats::ab::change_pct;
 use crate::stats::change::{Rule, judge};
+use crate::stats::parallel_map;
 
 /// Compares every item present in both, in the order of `before`; the items are judged on all
 /// cores (a bootstrap per item).
@@ -59,25 +60,6 @@ pub fn change_pcts(b: &Summary, a: &Summary) -> ChangePct {
         p99: pct(f(b.p99), f(a.p99)),
         mean: pct(b.mean, a.mean),
     }
-}
-
-/// `f` over `items` on up to all cores, results in order.
-pub fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len())
-        .max(1);
-    let chunk = items.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| scope.spawn(|| part.iter().map(&f).collect::<Vec<R>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("comparison thread"))
-            .collect()
-    })
 }
 
 /// Two bench results pair their commands by name; when they have none in common (an A/B of two

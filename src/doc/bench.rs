@@ -5,26 +5,34 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::dist::{Nanoseconds, Summary};
+use super::rule::RuleDoc;
+use super::run::Layout;
 use super::{Kind, VERSION};
-use crate::bench::analysis::Clock;
-pub use crate::bench::schedule::Stop;
 use crate::stats::change::Change;
 
-/// The thresholds a verdict was reached with.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RuleDoc {
-    /// the noise band (0.01 = ±1%)
-    pub noise: f64,
-    /// the significance level
-    pub alpha: f64,
-    /// the time verdicts on time are on: `cpu` (user + system, `bench --time cpu`); absent:
-    /// wall time
-    #[serde(default, skip_serializing_if = "Clock::is_wall")]
-    pub time: Clock,
-}
-
 /// One timed run: wall, user and system time, peak RSS, exit status, counters.
-pub use crate::bench::spawn::RunMeasure as Run;
+pub use super::run::RunMeasure as Run;
+
+/// Why the schedule stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stop {
+    /// `--runs` were done
+    #[default]
+    Runs,
+    /// the minimum runs and time were done (one command, or nothing to decide)
+    MinTime,
+    /// every comparison was clear at a look after the minimum
+    Clear,
+    /// the time limit came first
+    MaxTime,
+    /// Ctrl-C
+    Interrupted,
+    /// a run failed
+    Failed,
+    /// runs of saved results, compared again (`bench --compare`)
+    Saved,
+}
 
 /// How a metric's values are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,7 +155,7 @@ pub struct LayoutsDoc {
     /// the build command run once per layout (`--relink`), as given
     pub relink: Option<String>,
     /// the layouts: index, seed, bytes of environment padding
-    pub layouts: Vec<crate::bench::spawn::Layout>,
+    pub layouts: Vec<Layout>,
     /// per command, per layout: median time, ns, on the verdict's time (`rule.time`)
     pub median_ns: Vec<Vec<Option<f64>>>,
     /// per command: max ÷ min − 1 of its per-layout medians (0.05 = 5%)

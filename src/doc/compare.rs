@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::bench::RuleDoc;
 use super::dist::{Nanoseconds, Summary};
+use super::rule::RuleDoc;
 use super::{Kind, VERSION};
 use crate::stats::change::Change;
 

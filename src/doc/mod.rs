@@ -23,6 +23,8 @@ pub mod lab;
 pub mod lab_wayland;
 pub mod probes;
 mod read;
+pub mod rule;
+pub mod run;
 pub mod spans;
 pub mod x11;
 

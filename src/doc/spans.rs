@@ -200,6 +200,23 @@ impl SpansDoc {
         }
     }
 
+    /// The individual spans this document kept: its `records`, else its slowest; an error
+    /// that says how to keep some when it has none.
+    pub fn kept(&self) -> Result<&[SpanRecord], String> {
+        let spans = if self.records.is_empty() {
+            &self.slowest
+        } else {
+            &self.records
+        };
+        if spans.is_empty() {
+            return Err(
+                "this result keeps no individual spans: make it with `latscope spans --max-spans N -f json` or `latscope live --save FILE --record-spans`"
+                    .to_string(),
+            );
+        }
+        Ok(spans)
+    }
+
     pub(super) fn check(&self) -> Result<(), String> {
         for s in self.spans.iter().chain(&self.values) {
             s.latency

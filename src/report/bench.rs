@@ -4,11 +4,13 @@
 
 use std::fmt::Write;
 
-use crate::bench::analysis::{Analysis, Clock, Kind, Summary, sentence};
+use crate::bench::analysis::{Analysis, Kind, Summary, sentence};
 use crate::bench::layouts::{LayoutTable, MIN_RUNS_PER_LAYOUT};
 use crate::bench::schedule::{BenchCommand, Measured};
-use crate::bench::spawn::{RunMeasure, failures};
-use crate::doc::bench::{self as d, BenchDoc, MetricChange, MetricSummary, RuleDoc};
+use crate::bench::spawn::failures;
+use crate::doc::bench::{self as d, BenchDoc, MetricChange, MetricSummary};
+use crate::doc::rule::{Clock, RuleDoc};
+use crate::doc::run::RunMeasure;
 use crate::stats::Unit;
 use crate::stats::change::Change;
 
@@ -198,7 +200,7 @@ pub fn layout_table(t: &LayoutTable, relink: Option<&str>, clock: Clock) -> Stri
 }
 
 fn stop_text(m: &Measured) -> String {
-    use crate::bench::schedule::Stop;
+    use crate::doc::bench::Stop;
     let looks = match m.looks {
         0 => String::new(),
         1 => " after 1 look".to_string(),

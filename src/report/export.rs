@@ -80,23 +80,6 @@ pub fn bpftrace(items: &[Item]) -> String {
     out
 }
 
-/// The individual spans a `spans` document kept: its `records`, else its slowest; an error
-/// that says how to keep some when it has none.
-pub fn kept(doc: &crate::doc::spans::SpansDoc) -> Result<&[crate::doc::spans::SpanRecord], String> {
-    let spans = if doc.records.is_empty() {
-        &doc.slowest
-    } else {
-        &doc.records
-    };
-    if spans.is_empty() {
-        return Err(
-            "this result keeps no individual spans: make it with `latscope spans --max-spans N -f json` or `latscope live --save FILE --record-spans`"
-                .to_string(),
-        );
-    }
-    Ok(spans)
-}
-
 /// `spans` (from [`crate::report::timeline`]) as Chrome Trace Event JSON under the process name
 /// `process`: one complete (`X`) slice per span, `ts` and `dur` in µs written exactly (3
 /// decimals of ns), one thread per series so that a timeline viewer (Perfetto,

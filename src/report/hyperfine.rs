@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::bench::schedule::{BenchCommand, Measured};
-use crate::bench::spawn::RunMeasure;
+use crate::doc::run::RunMeasure;
 
 /// One command, as hyperfine exports it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

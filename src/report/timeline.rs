@@ -102,7 +102,7 @@ pub fn timeline(doc: &Document) -> Result<Timeline, String> {
     match doc {
         Document::Spans(d) => Ok(Timeline {
             process: "latscope spans".to_string(),
-            spans: super::export::kept(d)?.to_vec(),
+            spans: d.kept()?.to_vec(),
             dropped: d.records_dropped,
         }),
         Document::LabIpc(d) => lab(

@@ -23,6 +23,7 @@ mod linear;
 mod log2;
 pub mod loglinear;
 pub mod paired;
+mod parallel;
 mod summary;
 mod unit;
 
@@ -33,5 +34,6 @@ pub use distribution::{
 
 pub use linear::{LinearCounts, LinearSpec, LinearSpecError, parse_duration};
 pub use log2::Log2Counts;
+pub use parallel::parallel_map;
 pub use summary::Summary;
 pub use unit::{Unit, UnitParseError};

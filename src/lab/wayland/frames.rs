@@ -18,8 +18,7 @@ use wayland_protocols::wp::presentation_time::client::wp_presentation;
 use wayland_protocols::xdg::shell::client::{xdg_surface, xdg_toplevel, xdg_wm_base};
 
 use super::client::{CallbackKind, Client, Slot, Wait};
-use super::run::Outcome;
-use super::{Damage, FrameParams, LabError, Pace};
+use super::{Damage, FrameParams, LabError, Outcome, Pace};
 use crate::doc::lab_wayland::PresentationDoc;
 use crate::ingest::Cancel;
 use crate::lab::ipc::clock::monotonic_ns;

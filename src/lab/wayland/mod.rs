@@ -22,7 +22,8 @@
 //! Modules: [`compositor`] finds or starts the compositor (a private weston headless), [`client`]
 //! is the connection and its event loop, [`frames`], [`roundtrip`] and [`outputs`] are the
 //! patterns, [`run`] runs one configuration and [`report`] builds the `lab-wayland` document
-//! and renders it.
+//! and renders it. What a configuration measured, the [`Outcome`] that the patterns fill, `run`
+//! returns and `report` reads, is here, so that none of them imports another for it.
 
 pub mod client;
 pub mod compositor;
@@ -33,6 +34,9 @@ pub mod roundtrip;
 pub mod run;
 
 use std::fmt;
+
+use crate::doc::lab::StopDoc;
+use crate::doc::lab_wayland::{OutputDoc, PresentationDoc};
 
 /// Why the lab could not run, or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -226,6 +230,77 @@ impl Config {
 
 /// The pattern names, in the order of the issue.
 pub const PATTERNS: [&str; 3] = ["round-trip", "frames", "outputs"];
+
+/// What one configuration measured (every time in ns).
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// the configuration
+    pub config: Config,
+    /// each latency's samples, by name, in the order first measured
+    pub metrics: Vec<(&'static str, Vec<u64>)>,
+    /// each sample's start (`CLOCK_MONOTONIC`), beside `metrics`
+    pub starts: Vec<Vec<u64>>,
+    /// frames: commit times
+    pub commits: Vec<u64>,
+    /// frames: buffers held right after each commit
+    pub in_flight: Vec<u64>,
+    /// frames: what wp_presentation said
+    pub presentation: Option<PresentationDoc>,
+    /// outputs: the description returned
+    pub outputs: Option<Vec<OutputDoc>>,
+    /// what was skipped or worth knowing
+    pub notes: Vec<String>,
+    /// wall time
+    pub elapsed_ns: u64,
+    /// why it stopped
+    pub stop: StopDoc,
+    /// what failed
+    pub error: Option<String>,
+    /// the connection broke: later configurations cannot run
+    pub compositor_gone: bool,
+}
+
+impl Outcome {
+    fn new(config: Config) -> Outcome {
+        Outcome {
+            config,
+            metrics: Vec::new(),
+            starts: Vec::new(),
+            commits: Vec::new(),
+            in_flight: Vec::new(),
+            presentation: None,
+            outputs: None,
+            notes: Vec::new(),
+            elapsed_ns: 0,
+            stop: StopDoc::Done,
+            error: None,
+            compositor_gone: false,
+        }
+    }
+
+    /// The index of metric `name`, added empty when new.
+    pub fn metric(&mut self, name: &'static str) -> usize {
+        match self.metrics.iter().position(|(n, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                self.metrics.push((name, Vec::new()));
+                self.starts.push(Vec::new());
+                self.metrics.len() - 1
+            }
+        }
+    }
+
+    /// One sample of metric `metric` (an index from [`Outcome::metric`]).
+    pub fn sample(&mut self, metric: usize, start_ns: u64, latency_ns: u64) {
+        self.metrics[metric].1.push(latency_ns);
+        self.starts[metric].push(start_ns);
+    }
+
+    /// The failure, if it failed.
+    pub fn failed(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+}
 
 #[cfg(test)]
 mod tests {

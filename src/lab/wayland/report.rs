@@ -3,8 +3,7 @@
 
 use std::fmt::Write;
 
-use super::Config;
-use super::run::Outcome;
+use super::{Config, Outcome};
 use crate::doc::lab::{Skipped, StopDoc};
 use crate::doc::lab_wayland::{
     CompositorDoc, LabWaylandDoc, Metric, OutputDoc, WaylandParams, WaylandResult,

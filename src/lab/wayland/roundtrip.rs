@@ -1,9 +1,8 @@
 //! `round-trip`: `wl_display.sync` → `wl_callback.done`, the protocol floor: the least a
 //! request that needs an answer can cost on this compositor.
 
-use super::LabError;
 use super::client::Client;
-use super::run::Outcome;
+use super::{LabError, Outcome};
 use crate::ingest::Cancel;
 
 /// Round trips before measuring.
