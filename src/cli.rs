@@ -38,6 +38,10 @@ pub enum Command {
     /// Latency distributions from WAYLAND_DEBUG logs (commit→release, frame→done, ...).
     #[command(long_about = WAYLAND_ABOUT, after_help = WAYLAND_EXAMPLES)]
     Wayland(WaylandArgs),
+    /// A frame's whole path: the client's WAYLAND_DEBUG log joined to its compositor's, stage by
+    /// stage from the commit to the screen.
+    #[command(long_about = FRAMES_ABOUT, after_help = FRAMES_EXAMPLES)]
+    Frames(FramesArgs),
     /// Latency from any trace: perf script, ftrace/trace-cmd, babeltrace2 (LTTng), Chrome
     /// JSON, JSON lines, CSV: a start event and an end event paired by a key.
     #[command(long_about = SPANS_ABOUT, after_help = format!("{SPANS_EXAMPLES}\n\n{}", latscope::rule::GRAMMAR_HELP))]
@@ -1061,6 +1065,39 @@ Client and server views are kept apart, so the stderr of a nested compositor (wh
 is analysed correctly. Object ids are reused after wl_display.delete_id; every object is
 tracked as (id, generation).";
 
+const FRAMES_ABOUT: &str = "\
+A frame's whole path, from the client's commit to the screen, across processes.
+
+Both sides of a Wayland connection print what they send and dispatch (WAYLAND_DEBUG) with the
+same CLOCK_REALTIME stamps. latscope finds each of the client's messages in the compositor's
+log (which interleaves every client: by what a message says and when), then follows each frame
+(a wl_surface.commit) stage by stage:
+
+  commit_to_compositor      the client sends the commit -> the compositor dispatches it
+  compositor_to_frame_done  -> the compositor sends the frame callback's done
+  compositor_to_presented   -> the compositor sends wp_presentation_feedback.presented
+  presented_to_client       -> the client dispatches presented
+  commit_to_presented       the client's whole (the three stages on its path, summed)
+  commit_to_display         the commit -> the display time inside presented
+
+The display time is on the compositor's presentation clock; latscope maps it onto the logs'
+clock from the data (each display lies between its commit and its presented) and says the
+interval and its error bound. Then the pacing: display intervals in refresh periods, the frames
+shown later than usual, and in each the stage that ran longest against its median.
+
+Stamps are where each side printed a message: a request's when its sender marshalled it (not
+flushed) and when its receiver dispatched it, so a stage includes waits in sockets and queues.
+Formatting every message costs both sides time: see docs/guide/frames.md.";
+
+const FRAMES_EXAMPLES: &str = "\
+Examples:
+  WAYLAND_DEBUG=server weston --backend=headless 2> server.log &
+  WAYLAND_DEBUG=1 weston-presentation-shm -f 2> client.log
+  latscope frames client.log server.log
+  latscope frames -f json client.log server.log > frames.json
+
+Exit status: 0 success, 1 error (logs of different runs, no frame, unreadable input), 2 usage.";
+
 const WAYLAND_EXAMPLES: &str = "\
 Examples:
   WAYLAND_DEBUG=1 glmark2-es2-wayland 2> client.log
@@ -1194,6 +1231,27 @@ pub struct WaylandArgs {
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).
     #[arg(long, hide = true, default_value_t = 0)]
     pub chunk_bytes: usize,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `latscope frames`
+#[derive(Debug, Args)]
+pub struct FramesArgs {
+    /// The client's WAYLAND_DEBUG log (`WAYLAND_DEBUG=1`); `-` reads standard input.
+    #[arg(value_name = "CLIENT_LOG")]
+    pub client: PathBuf,
+    /// The compositor's log of the same run (`WAYLAND_DEBUG=server`).
+    #[arg(value_name = "SERVER_LOG")]
+    pub server: PathBuf,
+    /// The furthest a message may lie from its counterpart in the other log (a unit: 500ms,
+    /// 2s; bare numbers are µs). Beyond it, a message is not found.
+    #[arg(long, value_name = "TIME", default_value = "1s", value_parser = crate::values::duration_us)]
+    pub window: u64,
+    /// Frames kept one by one in the JSON document (`records`: for `export` and the report's
+    /// timeline); the stages' distributions count every frame.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_frames: usize,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -13,6 +13,7 @@ pub mod doc;
 pub mod error;
 pub mod files;
 pub mod fleet;
+pub mod frames;
 pub mod ingest;
 pub mod lab;
 pub mod live;

@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         cli::Command::Export(args) => commands::plot::export(args),
         cli::Command::Merge(args) => commands::fleet::merge(args),
         cli::Command::Spans(args) => commands::spans::run(args),
+        cli::Command::Frames(args) => commands::frames::run(args),
         cli::Command::Lab(cli::LabCommand::Queue(args)) => commands::lab::queue(args),
         cli::Command::Lab(cli::LabCommand::Ipc(args)) => commands::ipc::run(args),
         cli::Command::Lab(cli::LabCommand::IpcPeer(args)) => commands::ipc::peer(args),

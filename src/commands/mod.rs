@@ -4,6 +4,7 @@ pub mod bench;
 pub mod compare;
 pub mod demo;
 pub mod fleet;
+pub mod frames;
 pub mod ipc;
 pub mod lab;
 pub mod live;
@@ -70,6 +71,10 @@ pub fn save_run(output: &Output, bytes: &[u8], measured: bool) -> anyhow::Result
 pub const WRITES: &[(&str, &[Format])] = &[
     (
         "wayland",
+        &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
+    ),
+    (
+        "frames",
         &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
     ),
     (

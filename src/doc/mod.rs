@@ -17,6 +17,7 @@
 pub mod bench;
 pub mod compare;
 pub mod dist;
+pub mod frames;
 mod import;
 mod items;
 pub mod lab;

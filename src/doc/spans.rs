@@ -143,6 +143,9 @@ pub struct SpansDoc {
     /// the results this one was merged from (`latscope merge`), in order
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<MergedInput>,
+    /// a frame's whole path (`latscope frames`): the join, the presentation clock, the pacing
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<Box<super::frames::FramesSummary>>,
 }
 
 /// One input of a merged result: where it came from.
@@ -197,6 +200,7 @@ impl SpansDoc {
             records: Vec::new(),
             records_dropped: 0,
             merged_from: Vec::new(),
+            frames: None,
         }
     }
 

@@ -1,0 +1,210 @@
+//! `latscope frames`: a frame's whole path, from the client's commit to the screen.
+
+use std::fmt::Write as _;
+use std::io;
+
+use anyhow::{Context, Result};
+
+use super::output::{ReportTo, render, write_html};
+use crate::cli::{Format, FramesArgs};
+use crate::signals;
+use latscope::frames::pacing::Pacing;
+use latscope::frames::{self, Analysis, Options};
+use latscope::ingest::Source;
+use latscope::report::SpansReport;
+use latscope::report::csv::CsvSink;
+use latscope::span::Aggregator;
+use latscope::stats::Unit;
+
+/// Runs `latscope frames`.
+pub fn run(args: &FramesArgs) -> Result<()> {
+    let report_to = super::output_opt("--report", args.output.report.as_deref())?;
+    let cancel = signals::cancel_on_interrupt();
+    let read = |path| -> Result<frames::log::Log> {
+        let source = Source::from_path(path);
+        let stream = source.open(Some(&cancel))?;
+        Ok(frames::log::read(stream, &source.name(), Some(&cancel))?)
+    };
+    let client = read(&args.client)?;
+    let server = read(&args.server)?;
+    let (client_bytes, server_bytes) = (client.bytes, server.bytes);
+    let options = Options {
+        window_us: i64::try_from(args.window).unwrap_or(i64::MAX),
+    };
+    let analysis = frames::analyse(client, server, options)?;
+    let names = Analysis::stage_names();
+    let files = vec![
+        Source::from_path(&args.client).name(),
+        Source::from_path(&args.server).name(),
+    ];
+    if args.output.format == Format::Csv {
+        let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), names, files);
+        analysis.feed(&mut sink);
+        for note in &analysis.notes {
+            eprintln!("latscope: {note}");
+        }
+        return match sink.finish() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+            other => other.context("writing CSV to standard output"),
+        };
+    }
+    let mut aggregator = Aggregator::new(names, args.output.linear_spec()?);
+    analysis.feed(&mut aggregator);
+    if aggregator
+        .sorted()
+        .iter()
+        .all(|(_, s)| s.distribution.count() == 0)
+    {
+        // Nothing silent: no stage measured is an error that says why.
+        let mut why =
+            "no frame measured: the client log has no wl_surface.commit joined to the server log"
+                .to_string();
+        for note in &analysis.notes {
+            let _ = write!(why, "\n  {note}");
+        }
+        anyhow::bail!(why);
+    }
+    let unit = args.output.unit.unit();
+    let report = SpansReport {
+        aggregator: &aggregator,
+        input: vec![
+            ("frames", analysis.frames.len() as u64),
+            ("client_bytes", client_bytes),
+            ("server_bytes", server_bytes),
+            (
+                "client_messages_found",
+                analysis.joined.requests_found + analysis.joined.events_found,
+            ),
+            (
+                "client_messages",
+                analysis.joined.requests + analysis.joined.events,
+            ),
+        ],
+        warnings: analysis.notes.clone(),
+        files,
+        labels: Vec::new(),
+        unit,
+    };
+    let mut doc = latscope::report::json::document(&report);
+    doc.frames = Some(Box::new(analysis.summary()));
+    (doc.records, doc.records_dropped) = analysis.records(args.max_frames);
+    let text = match args.output.format {
+        Format::Json => latscope::doc::to_json(&doc, args.output.pretty),
+        Format::Markdown => render(&report, &args.output) + &summary_markdown(&analysis, unit),
+        _ => render(&report, &args.output) + &summary_text(&analysis, unit),
+    };
+    crate::commands::print(&text)?;
+    if let Some(out) = report_to {
+        write_html(&doc, ReportTo::Output(out), unit)?;
+    }
+    Ok(())
+}
+
+/// The join, the presentation clock and the pacing, as text after the stage table.
+fn summary_text(a: &Analysis, unit: Unit) -> String {
+    let mut out = String::new();
+    let j = &a.joined;
+    let _ = writeln!(
+        out,
+        "\njoined: {} of {} client requests and {} of {} client events found in the server log",
+        j.requests_found, j.requests, j.events_found, j.events
+    );
+    match (a.offset, a.clock_id) {
+        (Some(o), clock) => {
+            let _ = writeln!(
+                out,
+                "presentation clock{}: log time = display time + {} ns, within [{}, {}] ns (error bound {}, from {} frames)",
+                clock.map_or(String::new(), |c| format!(" {c}")),
+                o.estimate_ns,
+                o.low_ns,
+                o.high_ns,
+                human_i128(o.bound_ns(), unit),
+                o.frames
+            );
+        }
+        (None, _) => out.push_str("presentation clock: no frame was presented\n"),
+    }
+    out.push_str(&pacing_text(&a.pacing, unit));
+    out
+}
+
+fn pacing_text(p: &Pacing, unit: Unit) -> String {
+    let mut out = String::new();
+    let refresh = match p.refresh_ns {
+        0 => "not given".to_string(),
+        r => human_i128(i128::from(r), unit),
+    };
+    let _ = writeln!(
+        out,
+        "\npacing: {} presented, {} discarded, {} never answered; refresh {refresh}",
+        p.presented, p.discarded, p.pending
+    );
+    let intervals: Vec<String> = p
+        .intervals
+        .iter()
+        .map(|(n, c)| format!("{n}: {c}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  display intervals (refresh periods: frames): {}",
+        intervals.join(", ")
+    );
+    let causes: Vec<String> = p
+        .causes
+        .iter()
+        .map(|(c, n)| format!("{} {n}", c.name()))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  late (later than the surface's usual interval): {}{}",
+        p.late,
+        if causes.is_empty() {
+            String::new()
+        } else {
+            format!("; longest against its median: {}", causes.join(", "))
+        }
+    );
+    if !p.worst.is_empty() {
+        out.push_str(
+            "\nlatest frames (commit line, periods, what ran long, by how much, stages):\n",
+        );
+        for l in &p.worst {
+            let stages: Vec<String> = l
+                .stages
+                .iter()
+                .filter_map(|(name, v)| {
+                    v.map(|v| format!("{name} {}", human_i128(i128::from(v), unit)))
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  line {:>6}  {} periods  {} +{}  {}",
+                l.line,
+                l.periods,
+                l.cause.name(),
+                human_i128(i128::from(l.excess_ns), unit),
+                stages.join("  ")
+            );
+        }
+    }
+    out
+}
+
+fn summary_markdown(a: &Analysis, unit: Unit) -> String {
+    let text = summary_text(a, unit);
+    format!("\n```\n{}\n```\n", text.trim())
+}
+
+/// `ns` in `unit`, with the unit.
+fn human_i128(ns: i128, unit: Unit) -> String {
+    let (div, name) = match unit {
+        Unit::Ns => (1.0, "ns"),
+        Unit::Us => (1e3, "µs"),
+        Unit::Ms => (1e6, "ms"),
+        Unit::S => (1e9, "s"),
+    };
+    match unit {
+        Unit::Ns => format!("{ns} ns"),
+        _ => format!("{:.3} {name}", ns as f64 / div),
+    }
+}

@@ -1,0 +1,399 @@
+//! Where each frame's time goes, from the client's commit to the screen, across processes.
+//!
+//! Each side of a Wayland connection can print what it sends and dispatches (`WAYLAND_DEBUG`),
+//! and each compositor logs only its own half. Both sides stamp with the same
+//! `CLOCK_REALTIME`, so a client's log and its compositor's log can be joined message by
+//! message ([`join`]), and a frame (a `wl_surface.commit`) followed from the client's commit to
+//! the compositor's dispatch of it, its frame callback, its `presented`, the client's dispatch
+//! of that, and the display time `presented` carries ([`stages`]), on the presentation clock
+//! mapped onto the logs' clock from the data ([`stages::clock_offset`]). [`pacing`] says which
+//! frames were shown late, and which stage ran long in each.
+//!
+//! The logs are read through the same reading engine as every other input
+//! ([`crate::ingest::drive`]): compressed, mapped, from standard input, with Ctrl-C.
+
+pub mod join;
+pub mod log;
+pub mod pacing;
+pub mod stages;
+
+use serde::Serialize;
+
+use crate::doc::frames as doc;
+use crate::doc::spans::SpanRecord;
+use crate::ingest::Location;
+use crate::span::{Group, Outcome, SeriesKey, SpanSink};
+use log::Log;
+use stages::{ClockOffset, Feedback, Frame, Stage};
+
+/// How the two logs are joined.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// the furthest a message is from its counterpart in the other log, µs
+    pub window_us: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            window_us: DEFAULT_WINDOW_US,
+        }
+    }
+}
+
+/// [`Options::window_us`] by default: a second, past any dispatch delay of a client or a
+/// compositor that is still running, and short against what repeats (a client's commits).
+pub const DEFAULT_WINDOW_US: i64 = 1_000_000;
+
+/// The two logs joined: the frames and what could be said of them.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// every frame of the client log, in the order of its commits
+    pub frames: Vec<Frame>,
+    /// the presentation clock the compositor named (`wp_presentation.clock_id`)
+    pub clock_id: Option<u32>,
+    /// where the presentation clock lies against the logs' clock
+    pub offset: Option<ClockOffset>,
+    /// the pacing
+    pub pacing: pacing::Pacing,
+    /// how the logs joined
+    pub joined: Joined,
+    /// what the reader should know, one sentence each
+    pub notes: Vec<String>,
+}
+
+/// How the client's messages were found in the server log.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Joined {
+    /// client requests found in the server log, of all
+    pub requests_found: u64,
+    /// (all)
+    pub requests: u64,
+    /// client events found in the server log, of all
+    pub events_found: u64,
+    /// (all)
+    pub events: u64,
+    /// the stretches of the client log not found, longest first: `file:first-last`
+    pub gaps: Vec<String>,
+    /// the whole periods the client's stamps were moved by to lie on the server's (µs)
+    pub shift_us: i64,
+}
+
+/// The logs cannot be joined.
+#[derive(Debug, thiserror::Error)]
+pub enum FramesError {
+    /// a log could not be read
+    #[error(transparent)]
+    Read(#[from] log::ReadError),
+    /// a log has no protocol message
+    #[error(
+        "{file}: no WAYLAND_DEBUG message in it (was WAYLAND_DEBUG=1, or =server for a compositor, set?)"
+    )]
+    Empty {
+        /// the log
+        file: String,
+    },
+    /// the logs' stamps are of two dialects
+    #[error(
+        "the logs stamp in two ways ({client}: {client_dialect}; {server}: {server_dialect}): both sides must run one libwayland's stamps to be joined"
+    )]
+    Dialects {
+        /// the client log
+        client: String,
+        /// its dialect
+        client_dialect: &'static str,
+        /// the server log
+        server: String,
+        /// its dialect
+        server_dialect: &'static str,
+    },
+    /// a log mixes two dialects
+    #[error("{location}: stamped in another way than the lines before it: is it two logs in one?")]
+    Mixed {
+        /// the first line of the other dialect
+        location: Location,
+    },
+    /// the logs are not of one run
+    #[error(
+        "{client} and {server} are not logs of one run: {found} of the client's {total} messages are in the server log; the first that is not, {location}: {text}"
+    )]
+    NotOneRun {
+        /// the client log
+        client: String,
+        /// the server log
+        server: String,
+        /// client messages found
+        found: u64,
+        /// of all
+        total: u64,
+        /// the first not found
+        location: Location,
+        /// what it says
+        text: String,
+    },
+    /// the frames leave no offset for the presentation clock
+    #[error(
+        "{location}: this frame's display time cannot lie between its commit and its `presented` as the frames' before it do: the presentation clock is not one steady clock in these logs"
+    )]
+    NoOffset {
+        /// the frame's commit
+        location: Location,
+    },
+}
+
+/// Joins `client` and `server` and follows every frame.
+pub fn analyse(mut client: Log, server: Log, options: Options) -> Result<Analysis, FramesError> {
+    for log in [&client, &server] {
+        if let Some(location) = &log.mixed {
+            return Err(FramesError::Mixed {
+                location: location.clone(),
+            });
+        }
+    }
+    let (Some(cd), Some(sd)) = (client.dialect, server.dialect) else {
+        let empty = if client.dialect.is_none() {
+            &client
+        } else {
+            &server
+        };
+        return Err(FramesError::Empty {
+            file: empty.file.clone(),
+        });
+    };
+    if cd != sd {
+        return Err(FramesError::Dialects {
+            client: client.file.clone(),
+            client_dialect: cd.name(),
+            server: server.file.clone(),
+            server_dialect: sd.name(),
+        });
+    }
+    let shift_us = scale_shift(&client, &server, cd.period_us());
+    client.shift(shift_us);
+    let join = join::join(&client, &server, options.window_us);
+    let (found, total) = join.found();
+    if found * 2 < total {
+        let first = join.first_unmatched.unwrap_or(0);
+        return Err(FramesError::NotOneRun {
+            client: client.file.clone(),
+            server: server.file.clone(),
+            found,
+            total,
+            location: client.location(first),
+            text: client.messages[first].text.to_string(),
+        });
+    }
+    let (frames, clock_id) = stages::frames(&client, &server, &join);
+    let offset = stages::clock_offset(&frames).map_err(|k| FramesError::NoOffset {
+        location: Location {
+            file: client.file.clone(),
+            line: frames[k].line,
+        },
+    })?;
+    let pacing = pacing::pacing(&frames, offset.map(|o| o.estimate_ns));
+    let joined = Joined {
+        requests_found: join.requests.0,
+        requests: join.requests.1,
+        events_found: join.events.0,
+        events: join.events.1,
+        gaps: join
+            .gaps
+            .iter()
+            .map(|g| {
+                let (a, b) = (client.messages[g.first].line, client.messages[g.last].line);
+                format!("{}:{a}-{b}", client.file)
+            })
+            .collect(),
+        shift_us,
+    };
+    let notes = notes(&client, &server, &frames, &joined, clock_id);
+    Ok(Analysis {
+        frames,
+        clock_id,
+        offset,
+        pacing,
+        joined,
+        notes,
+    })
+}
+
+/// The whole wrap periods that put the client's first stamp within half a period of the
+/// server's (each log's stamps are unwrapped from its own first one).
+fn scale_shift(client: &Log, server: &Log, period: i64) -> i64 {
+    let (c, s) = (client.messages[0].at_us, server.messages[0].at_us);
+    let mut d = (s - c).rem_euclid(period);
+    if d > period / 2 {
+        d -= period;
+    }
+    s - d - c
+}
+
+fn notes(
+    client: &Log,
+    server: &Log,
+    frames: &[Frame],
+    joined: &Joined,
+    clock: Option<u32>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let (found, total) = (
+        joined.requests_found + joined.events_found,
+        joined.requests + joined.events,
+    );
+    if found < total {
+        notes.push(format!(
+            "{} of the client's {total} messages are not in {} (stretches: {})",
+            total - found,
+            server.file,
+            joined.gaps.join(", ")
+        ));
+    }
+    if frames.is_empty() {
+        notes.push(format!("{}: the client committed no surface", client.file));
+    } else if clock.is_none() {
+        notes.push(
+            "the client never bound wp_presentation: the stages to `presented` and the display are not measured"
+                .to_string(),
+        );
+    }
+    for log in [client, server] {
+        if log.backwards > 0 {
+            notes.push(format!(
+                "{}: {} stamps went back (kept in place)",
+                log.file, log.backwards
+            ));
+        }
+        if log.malformed > 0 {
+            notes.push(format!(
+                "{}: {} malformed lines skipped",
+                log.file, log.malformed
+            ));
+        }
+        if log.interrupted {
+            notes.push(format!(
+                "{}: interrupted: the frames read so far are reported",
+                log.file
+            ));
+        }
+    }
+    notes
+}
+
+impl Analysis {
+    /// Hands every frame's stages to `sink` (one series per stage, named as [`Stage::name`];
+    /// a discarded frame is a [`Outcome::Discarded`] of each stage to the screen, one whose
+    /// feedback never came [`Outcome::Unmatched`]).
+    pub fn feed(&self, sink: &mut impl SpanSink) {
+        let offset = self.offset.map(|o| o.estimate_ns);
+        for f in &self.frames {
+            let start_ns = (f.commit.client_us.max(0) as u64) * 1_000;
+            for stage in Stage::ALL {
+                let key = SeriesKey {
+                    span: stage.index(),
+                    side: None,
+                    group: Group::All,
+                };
+                match (f.stage_ns(stage, offset), f.feedback, to_screen(stage)) {
+                    (Some(ns), _, _) if ns >= 0 => sink.sample(&key, start_ns, ns as u64),
+                    (Some(_), _, _) => sink.outcome(&key, Outcome::Backwards),
+                    (None, Feedback::Discarded, true) => sink.outcome(&key, Outcome::Discarded),
+                    (None, Feedback::Pending, true) => sink.outcome(&key, Outcome::Unmatched),
+                    (None, ..) => {}
+                }
+            }
+        }
+    }
+
+    /// What the document says besides the stages.
+    pub fn summary(&self) -> doc::FramesSummary {
+        let p = &self.pacing;
+        let ns = |v: i128| i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
+        doc::FramesSummary {
+            frames: self.frames.len() as u64,
+            joined: doc::Joined {
+                requests_found: self.joined.requests_found,
+                requests: self.joined.requests,
+                events_found: self.joined.events_found,
+                events: self.joined.events,
+                gaps: self.joined.gaps.clone(),
+                shift_us: self.joined.shift_us,
+            },
+            clock_id: self.clock_id,
+            clock_offset: self.offset.map(|o| doc::ClockOffset {
+                estimate_ns: ns(o.estimate_ns),
+                low_ns: ns(o.low_ns),
+                high_ns: ns(o.high_ns),
+                bound_ns: ns(o.bound_ns()),
+                frames: o.frames,
+            }),
+            pacing: doc::Pacing {
+                presented: p.presented,
+                discarded: p.discarded,
+                pending: p.pending,
+                refresh_ns: p.refresh_ns,
+                intervals: p.intervals.iter().copied().collect(),
+                late: p.late,
+                causes: p
+                    .causes
+                    .iter()
+                    .map(|(c, n)| (c.name().to_string(), *n))
+                    .collect(),
+                worst: p
+                    .worst
+                    .iter()
+                    .map(|l| doc::LateFrame {
+                        surface: l.surface,
+                        line: l.line,
+                        periods: l.periods,
+                        cause: l.cause.name().to_string(),
+                        excess_ns: l.excess_ns,
+                        stages: l
+                            .stages
+                            .iter()
+                            .filter_map(|(name, v)| Some((name.to_string(), (*v)?)))
+                            .collect(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    /// Every measured stage of the first `most` frames, as records in the logs' clock (each
+    /// starting where its stage starts: the client's commit, the compositor's dispatch of it,
+    /// its sending of `presented`), their group the surface (`wl_surface@N`); and how many
+    /// frames were left out.
+    pub fn records(&self, most: usize) -> (Vec<SpanRecord>, u64) {
+        let offset = self.offset.map(|o| o.estimate_ns);
+        let mut records = Vec::new();
+        for f in self.frames.iter().take(most) {
+            for stage in Stage::ALL {
+                let (Some(latency), Some(start)) =
+                    (f.stage_ns(stage, offset), f.stage_start_us(stage))
+                else {
+                    continue;
+                };
+                records.push(SpanRecord {
+                    span: stage.name().to_string(),
+                    group: Some(format!("wl_surface@{}", f.surface)),
+                    start_ns: (start.max(0) as u64) * 1_000,
+                    latency_ns: latency.max(0) as u64,
+                });
+            }
+        }
+        (records, self.frames.len().saturating_sub(most) as u64)
+    }
+
+    /// The stage names, in the order of their series ([`Analysis::feed`]).
+    pub fn stage_names() -> Vec<String> {
+        Stage::ALL.iter().map(|s| s.name().to_string()).collect()
+    }
+}
+
+/// Whether `stage` ends with the frame on the screen (and so is never measured for a frame
+/// that was discarded).
+fn to_screen(stage: Stage) -> bool {
+    !matches!(
+        stage,
+        Stage::CommitToCompositor | Stage::CompositorToFrameDone
+    )
+}

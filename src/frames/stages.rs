@@ -1,0 +1,434 @@
+//! A frame's stages, from the client's commit to the screen, out of the joined logs.
+//!
+//! A frame is a `wl_surface.commit` the client sent. The frame callbacks (`wl_surface.frame`) and
+//! presentation feedbacks (`wp_presentation.feedback`) requested for a surface since its last
+//! commit belong to this commit (wayland.xml: they are double-buffered state); their `done` and
+//! `presented` events end its stages. Each stamp is the one its log printed: a request's where
+//! its sender marshalled it and where its receiver dispatched it, an event's likewise, so a
+//! stage includes the time a message waited in a socket or a queue.
+
+use super::join::Join;
+use super::log::{Log, Msg};
+
+/// The stages, in their order along a frame's path, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stage {
+    /// the client sends the commit → the compositor dispatches it
+    CommitToCompositor,
+    /// → the compositor sends the commit's frame callback `done`
+    CompositorToFrameDone,
+    /// → the compositor sends `wp_presentation_feedback.presented`
+    CompositorToPresented,
+    /// → the client dispatches `presented`
+    PresentedToClient,
+    /// the client's whole: its commit → its dispatch of `presented`
+    CommitToPresented,
+    /// the client's commit → the display time inside `presented`, on the logs' clock
+    CommitToDisplay,
+}
+
+impl Stage {
+    /// Every stage, in order.
+    pub const ALL: [Stage; 6] = [
+        Stage::CommitToCompositor,
+        Stage::CompositorToFrameDone,
+        Stage::CompositorToPresented,
+        Stage::PresentedToClient,
+        Stage::CommitToPresented,
+        Stage::CommitToDisplay,
+    ];
+
+    /// Its name in every output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::CommitToCompositor => "commit_to_compositor",
+            Stage::CompositorToFrameDone => "compositor_to_frame_done",
+            Stage::CompositorToPresented => "compositor_to_presented",
+            Stage::PresentedToClient => "presented_to_client",
+            Stage::CommitToPresented => "commit_to_presented",
+            Stage::CommitToDisplay => "commit_to_display",
+        }
+    }
+
+    /// Its index in [`Stage::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::str::FromStr for Stage {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Stage, String> {
+        Stage::ALL
+            .into_iter()
+            .find(|stage| stage.name() == s)
+            .ok_or_else(|| format!("no stage '{s}'"))
+    }
+}
+
+/// A stamp on both sides: where the client printed a message, and where the compositor did
+/// (`None`: the message was not found in the server log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Seen {
+    /// the client log's stamp, µs
+    pub client_us: i64,
+    /// the server log's stamp, µs
+    pub server_us: Option<i64>,
+}
+
+/// What `presented` said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Presented {
+    /// the event, on both sides
+    pub seen: Seen,
+    /// the display time, ns on the presentation clock
+    pub display_ns: i128,
+    /// the output's refresh period, ns (0: unknown)
+    pub refresh_ns: u64,
+    /// the output's vblank counter (0 where the compositor gives none)
+    pub seq: u64,
+}
+
+/// How a frame's presentation feedback ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feedback {
+    /// none was requested for it
+    None,
+    /// requested; no `presented` or `discarded` in the client log
+    Pending,
+    /// `discarded`: the frame was never shown
+    Discarded,
+    /// `presented`
+    Presented(Presented),
+}
+
+/// One frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// the surface committed
+    pub surface: u32,
+    /// the commit's line in the client log
+    pub line: u64,
+    /// the commit
+    pub commit: Seen,
+    /// the `done` of the frame callback requested for it
+    pub done: Option<Seen>,
+    /// its presentation feedback
+    pub feedback: Feedback,
+}
+
+impl Frame {
+    /// The frame's value of `stage`, ns (`None`: not measured for this frame), the display
+    /// time mapped onto the logs' clock with `offset_ns` (display time + offset = log time).
+    pub fn stage_ns(&self, stage: Stage, offset_ns: Option<i128>) -> Option<i64> {
+        let us = |a: i64, b: i64| (b - a) * 1_000;
+        let presented = match self.feedback {
+            Feedback::Presented(p) => Some(p),
+            _ => None,
+        };
+        match stage {
+            Stage::CommitToCompositor => Some(us(self.commit.client_us, self.commit.server_us?)),
+            Stage::CompositorToFrameDone => Some(us(self.commit.server_us?, self.done?.server_us?)),
+            Stage::CompositorToPresented => {
+                Some(us(self.commit.server_us?, presented?.seen.server_us?))
+            }
+            Stage::PresentedToClient => {
+                let p = presented?;
+                Some(us(p.seen.server_us?, p.seen.client_us))
+            }
+            Stage::CommitToPresented => Some(us(self.commit.client_us, presented?.seen.client_us)),
+            Stage::CommitToDisplay => {
+                let display = presented?.display_ns + offset_ns?;
+                i64::try_from(display - i128::from(self.commit.client_us) * 1_000).ok()
+            }
+        }
+    }
+}
+
+impl Frame {
+    /// Where `stage` starts, µs on the logs' clock (`None`: not measured for this frame).
+    pub fn stage_start_us(&self, stage: Stage) -> Option<i64> {
+        match stage {
+            Stage::CommitToCompositor | Stage::CommitToPresented | Stage::CommitToDisplay => {
+                Some(self.commit.client_us)
+            }
+            Stage::CompositorToFrameDone | Stage::CompositorToPresented => self.commit.server_us,
+            Stage::PresentedToClient => match self.feedback {
+                Feedback::Presented(p) => p.seen.server_us,
+                _ => None,
+            },
+        }
+    }
+}
+
+/// The frames of the client log, in the order of their commits, and the presentation clock the
+/// client was told (`wp_presentation.clock_id`).
+pub fn frames(client: &Log, server: &Log, join: &Join) -> (Vec<Frame>, Option<u32>) {
+    let seen = |i: usize| Seen {
+        client_us: client.messages[i].at_us,
+        server_us: join.matched[i].map(|p| server.messages[p as usize].at_us),
+    };
+    let mut frames: Vec<Frame> = Vec::new();
+    // per surface, the callbacks and feedbacks asked for since its last commit
+    let mut pending: rustc_hash::FxHashMap<u32, (Vec<u32>, Vec<u32>)> = Default::default();
+    // the frame each live callback and feedback id belongs to
+    let mut callbacks: rustc_hash::FxHashMap<u32, usize> = Default::default();
+    let mut feedbacks: rustc_hash::FxHashMap<u32, usize> = Default::default();
+    let mut clock_id = None;
+    for (i, m) in client.messages.iter().enumerate() {
+        match (m.sent, m.interface(), m.name()) {
+            (true, "wl_surface", "frame") => {
+                if let Some(cb) = new_id(m.args()) {
+                    pending.entry(m.id()).or_default().0.push(cb);
+                }
+            }
+            (true, "wp_presentation", "feedback") => {
+                if let Some((surface, fb)) = feedback_args(m) {
+                    pending.entry(surface).or_default().1.push(fb);
+                }
+            }
+            (true, "wl_surface", "commit") => {
+                let (cbs, fbs) = pending.remove(&m.id()).unwrap_or_default();
+                let k = frames.len();
+                for cb in cbs {
+                    callbacks.insert(cb, k);
+                }
+                for fb in &fbs {
+                    feedbacks.insert(*fb, k);
+                }
+                frames.push(Frame {
+                    surface: m.id(),
+                    line: m.line,
+                    commit: seen(i),
+                    done: None,
+                    feedback: if fbs.is_empty() {
+                        Feedback::None
+                    } else {
+                        Feedback::Pending
+                    },
+                });
+            }
+            (false, "wl_callback", "done") => {
+                if let Some(k) = callbacks.remove(&m.id()) {
+                    frames[k].done.get_or_insert(seen(i));
+                }
+            }
+            (false, "wp_presentation_feedback", "presented") => {
+                if let (Some(k), Some(p)) = (feedbacks.remove(&m.id()), presented(m, seen(i))) {
+                    frames[k].feedback = Feedback::Presented(p);
+                }
+            }
+            (false, "wp_presentation_feedback", "discarded") => {
+                if let Some(k) = feedbacks.remove(&m.id()) {
+                    frames[k].feedback = Feedback::Discarded;
+                }
+            }
+            (false, "wp_presentation", "clock_id") => {
+                clock_id = m.args().trim().parse().ok();
+            }
+            _ => {}
+        }
+    }
+    (frames, clock_id)
+}
+
+/// The id of a lone `new id iface@N` argument.
+fn new_id(args: &str) -> Option<u32> {
+    let object = args.trim().strip_prefix("new id ")?;
+    object.rsplit_once('@')?.1.parse().ok()
+}
+
+/// `feedback(wl_surface@S, new id wp_presentation_feedback@F)`: S and F.
+fn feedback_args(m: &Msg) -> Option<(u32, u32)> {
+    let (surface, fb) = m.args().split_once(", ")?;
+    let surface = surface.rsplit_once('@')?.1.parse().ok()?;
+    Some((surface, new_id(fb)?))
+}
+
+/// `presented(tv_sec_hi, tv_sec_lo, tv_nsec, refresh, seq_hi, seq_lo, flags)`.
+fn presented(m: &Msg, seen: Seen) -> Option<Presented> {
+    let n: Vec<u64> = m
+        .args()
+        .split(", ")
+        .map(|a| a.trim().parse::<u64>())
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let [sec_hi, sec_lo, nsec, refresh, seq_hi, seq_lo, _flags] = n[..] else {
+        return None;
+    };
+    if sec_hi > u64::from(u32::MAX) || sec_lo > u64::from(u32::MAX) || nsec >= 1_000_000_000 {
+        return None;
+    }
+    let secs = (sec_hi << 32) | sec_lo;
+    Some(Presented {
+        seen,
+        display_ns: i128::from(secs) * 1_000_000_000 + i128::from(nsec),
+        refresh_ns: refresh,
+        seq: (seq_hi << 32) | (seq_lo & 0xffff_ffff),
+    })
+}
+
+/// Where the presentation clock lies against the logs' clock: every display time lies after
+/// its frame's commit (client log) and before its `presented` was sent (server log; the
+/// client's dispatch of it where the server log lacks it), so `log time = display time +
+/// offset` holds for an offset in `[low_ns, high_ns]`, which every frame narrows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ClockOffset {
+    /// the offset used: the interval's upper edge (a compositor sends `presented` right after
+    /// the flip, so the display time lies just before it)
+    pub estimate_ns: i128,
+    /// the interval's edges
+    pub low_ns: i128,
+    /// (inclusive)
+    pub high_ns: i128,
+    /// frames that narrowed it
+    pub frames: u64,
+}
+
+impl ClockOffset {
+    /// How far the estimate can be from the true offset: the interval's width.
+    pub fn bound_ns(&self) -> i128 {
+        self.high_ns - self.low_ns
+    }
+}
+
+/// The presentation clock's offset from the frames that were presented; `Err` with the index of
+/// the first frame that leaves no offset (its display time cannot lie between its commit and its
+/// `presented` together with the frames before it), `Ok(None)` where no frame was presented.
+pub fn clock_offset(frames: &[Frame]) -> Result<Option<ClockOffset>, usize> {
+    let mut offset: Option<ClockOffset> = None;
+    for (k, f) in frames.iter().enumerate() {
+        let Feedback::Presented(p) = f.feedback else {
+            continue;
+        };
+        let commit = i128::from(f.commit.client_us) * 1_000;
+        let sent = i128::from(p.seen.server_us.unwrap_or(p.seen.client_us)) * 1_000;
+        let (low, high) = (commit - p.display_ns, sent - p.display_ns);
+        let o = offset.get_or_insert(ClockOffset {
+            estimate_ns: high,
+            low_ns: low,
+            high_ns: high,
+            frames: 0,
+        });
+        o.low_ns = o.low_ns.max(low);
+        o.high_ns = o.high_ns.min(high);
+        o.frames += 1;
+        if o.low_ns > o.high_ns {
+            return Err(k);
+        }
+        o.estimate_ns = o.high_ns;
+    }
+    Ok(offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frames::join::join;
+    use crate::frames::log::read;
+    use crate::ingest::source::Stream;
+
+    fn of(client: &str, server: &str) -> Vec<Frame> {
+        let c = read(Stream::of(client.as_bytes()), "c", None).unwrap();
+        let s = read(Stream::of(server.as_bytes()), "s", None).unwrap();
+        let j = join(&c, &s, 1_000_000);
+        frames(&c, &s, &j).0
+    }
+
+    const CLIENT: &str = "\
+[1000.000] wp_presentation@5.clock_id(1)
+[1010.000]  -> wl_surface@3.frame(new id wl_callback@7)
+[1010.010]  -> wp_presentation@5.feedback(wl_surface@3, new id wp_presentation_feedback@9)
+[1010.020]  -> wl_surface@3.commit()
+[1026.500] wl_callback@7.done(26)
+[1027.000] wp_presentation_feedback@9.presented(0, 5, 1000000, 16666666, 0, 42, 1)
+";
+    const SERVER: &str = "\
+[999.900]  -> wp_presentation@5.clock_id(1)
+[1010.100] wl_surface@3.frame(new id wl_callback@7)
+[1010.110] wp_presentation@5.feedback(wl_surface@3, new id wp_presentation_feedback@9)
+[1010.120] wl_surface@3.commit()
+[1026.400]  -> wl_callback@7.done(26)
+[1026.800]  -> wp_presentation_feedback@9.presented(0, 5, 1000000, 16666666, 0, 42, 1)
+";
+
+    #[test]
+    fn a_frames_stages_are_the_differences_of_its_stamps_on_both_sides() {
+        let f = of(CLIENT, SERVER);
+        assert_eq!(f.len(), 1);
+        let at = |stage| f[0].stage_ns(stage, Some(0));
+        // by hand: 1010.120 - 1010.020 ms, 1026.400 - 1010.120, 1026.800 - 1010.120, ...
+        assert_eq!(at(Stage::CommitToCompositor), Some(100_000));
+        assert_eq!(at(Stage::CompositorToFrameDone), Some(16_280_000));
+        assert_eq!(at(Stage::CompositorToPresented), Some(16_680_000));
+        assert_eq!(at(Stage::PresentedToClient), Some(200_000));
+        assert_eq!(at(Stage::CommitToPresented), Some(16_980_000));
+        let parts: i64 = [
+            Stage::CommitToCompositor,
+            Stage::CompositorToPresented,
+            Stage::PresentedToClient,
+        ]
+        .into_iter()
+        .map(|s| at(s).unwrap())
+        .sum();
+        assert_eq!(parts, at(Stage::CommitToPresented).unwrap());
+        let Feedback::Presented(p) = f[0].feedback else {
+            panic!("presented")
+        };
+        assert_eq!(
+            (p.display_ns, p.refresh_ns, p.seq),
+            (5_001_000_000, 16_666_666, 42)
+        );
+    }
+
+    #[test]
+    fn the_clock_offset_lies_between_every_commit_and_its_presented() {
+        let f = of(CLIENT, SERVER);
+        let o = clock_offset(&f).unwrap().unwrap();
+        // display 5.001 s; commit 1010.020 ms; presented sent 1026.800 ms
+        assert_eq!(o.low_ns, 1_010_020_000 - 5_001_000_000);
+        assert_eq!(o.high_ns, 1_026_800_000 - 5_001_000_000);
+        assert_eq!(o.estimate_ns, o.high_ns);
+        assert_eq!(o.bound_ns(), 16_780_000);
+        let display = f[0].stage_ns(Stage::CommitToDisplay, Some(o.estimate_ns));
+        assert_eq!(display, Some(16_780_000));
+    }
+
+    #[test]
+    fn frames_whose_display_times_leave_no_offset_are_an_error() {
+        let mut f = of(CLIENT, SERVER);
+        let mut later = f[0];
+        // a second frame shown 1 s later on the presentation clock but committed 20 ms later
+        later.commit.client_us += 20_000;
+        if let Feedback::Presented(p) = &mut later.feedback {
+            p.display_ns += 1_000_000_000;
+            p.seen.server_us = p.seen.server_us.map(|s| s + 20_000);
+        }
+        f.push(later);
+        assert_eq!(clock_offset(&f), Err(1));
+    }
+
+    #[test]
+    fn callbacks_and_feedbacks_belong_to_the_next_commit_of_their_surface() {
+        let client = "\
+[1.000]  -> wl_surface@3.frame(new id wl_callback@7)
+[1.001]  -> wl_surface@4.commit()
+[1.002]  -> wl_surface@3.commit()
+[2.000] wl_callback@7.done(2)
+";
+        let f = of(client, "");
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].done, None);
+        assert_eq!(f[1].done.map(|d| d.client_us), Some(2_000));
+        assert_eq!(f[1].feedback, Feedback::None);
+        assert_eq!(f[1].stage_ns(Stage::CommitToCompositor, None), None);
+    }
+
+    #[test]
+    fn stage_names_are_read_back() {
+        for stage in Stage::ALL {
+            assert_eq!(stage.name().parse::<Stage>(), Ok(stage));
+        }
+    }
+}
