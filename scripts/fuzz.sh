@@ -50,6 +50,14 @@ printf '%s\n' '{"type": "hist", "data": {"@ns": [{"min": 0, "max": 1, "count": 1
 printf '#\nTag=t,0.0,1.0,1.0,HISTEwAAAAkAAAAAAAAAAwAAAAAAAAABAAAAAAAAAAI/8AAAAAAAAP///////////w==\n' \
     > fuzz/corpus/doc_reader/hlog-negated-varint
 
+# The join of two logs: the head of each committed pair, split by a 0xff byte.
+mkdir -p fuzz/corpus/frames_join
+for c in tests/data/frames/*.client.log; do
+    name=$(basename "$c" .client.log)
+    server=tests/data/frames/${name%%-*}.server.log   # weston-..., mir-..., sway-...
+    { head -c 8192 "$c"; printf '\xff'; head -c 8192 "$server"; } > "fuzz/corpus/frames_join/$name"
+done
+
 # The trace reader: every committed trace (first 4 KiB), behind each format's selector byte,
 # with the two rules split by pid (0x0N) and with one rule alone (0x4N: the workers pair it).
 mkdir -p fuzz/corpus/trace_reader
@@ -125,7 +133,7 @@ printf '%s\n' 'w=uprobe:/bin/x:work..uretprobe:/bin/x:work' 'tid' 'usdt:/bin/x:p
 # wayland_line ran 70,000 inputs a second where it ran 104,000, fleet 3,100 where 3,700
 # (20-second runs); opt-level 1 built in 281 s, its runs not measured.
 build=(--sanitizer none)
-targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec mapped_reader)
+targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec mapped_reader frames_join)
 echo "fuzz: building ${#targets[@]} targets" >&2
 cargo "${toolchain[@]}" fuzz build "${build[@]}"
 scratch=$(mktemp -d)

@@ -9,6 +9,7 @@ mod compare;
 mod docs;
 mod e2e;
 mod fleet;
+mod frames;
 mod golden;
 mod ipc;
 mod lab;

@@ -5,10 +5,12 @@
 //! the same `CLOCK_REALTIME`, a request is dispatched by the compositor after the client sent
 //! it, and an event is dispatched by the client after the compositor sent it.
 //!
-//! Identical messages repeat (every frame commits `wl_surface@3`; every client's registry gets
-//! the same `global` events), so each server message is taken by one client message at most,
-//! and each client message takes the untaken one closest to it in time: an event the latest
-//! sent before it was dispatched, a request the earliest dispatched after it was sent. Events
+//! Identical messages repeat (every frame commits `wl_surface@3`, and so does another client's
+//! first surface; every client's registry gets the same `global` events), so each server message
+//! is taken by one client message at most, and each client message takes the untaken one whose
+//! neighbours agree with its own (a compositor reads a client's batch of requests and dispatches
+//! it whole, and sends a client's events together), the closest in time of those: an event the
+//! latest sent before it was dispatched, a request the earliest dispatched after it was sent. Events
 //! are taken in the client's order and requests from the end of its log, which keeps a stretch
 //! missing from either log from shifting the rest: every server event before a stretch is
 //! taken by its own client event before the stretch's events look for one, and every server
@@ -21,7 +23,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::log::{Log, Msg};
+use super::log::Log;
 
 /// How the client's messages were found in the server log.
 #[derive(Debug, Clone, Default)]
@@ -65,36 +67,26 @@ impl Join {
 /// Finds the messages of `client` in `server` (both on one time scale), each no further than
 /// `window_us` from its counterpart.
 pub fn join(client: &Log, server: &Log, window_us: i64) -> Join {
-    let received = positions(server, false);
-    let sent = positions(server, true);
     let mut taken = vec![false; server.messages.len()];
     let mut matched = vec![None; client.messages.len()];
     let mut join = Join::default();
-    for (i, m) in client.messages.iter().enumerate().filter(|(_, m)| !m.sent) {
+    // events: in the client's order, each the untaken server event best placed before it
+    let events = Direction::of(client, server, false);
+    for r in 0..events.client.len() {
         join.events.1 += 1;
-        let found = sent
-            .get(&m.key)
-            .and_then(|list| latest_before(list, &taken, server, m, window_us));
-        if let Some(p) = found {
+        if let Some(p) = events.find(r, &taken, window_us) {
             taken[p] = true;
-            matched[i] = Some(p as u32);
+            matched[events.client[r]] = Some(p as u32);
             join.events.0 += 1;
         }
     }
-    for (i, m) in client
-        .messages
-        .iter()
-        .enumerate()
-        .rev()
-        .filter(|(_, m)| m.sent)
-    {
+    // requests: from the end, each the untaken server request best placed after it
+    let requests = Direction::of(client, server, true);
+    for r in (0..requests.client.len()).rev() {
         join.requests.1 += 1;
-        let found = received
-            .get(&m.key)
-            .and_then(|list| earliest_after(list, &taken, server, m, window_us));
-        if let Some(p) = found {
+        if let Some(p) = requests.find(r, &taken, window_us) {
             taken[p] = true;
-            matched[i] = Some(p as u32);
+            matched[requests.client[r]] = Some(p as u32);
             join.requests.0 += 1;
         }
     }
@@ -105,56 +97,116 @@ pub fn join(client: &Log, server: &Log, window_us: i64) -> Join {
     join
 }
 
-/// The server's messages sent (`true`: its events) or received (its requests), by key, in
-/// order.
-fn positions(server: &Log, sent: bool) -> FxHashMap<u64, Vec<u32>> {
-    let mut by_key: FxHashMap<u64, Vec<u32>> = FxHashMap::default();
-    for (p, m) in server
-        .messages
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.sent == sent)
-    {
-        by_key.entry(m.key).or_default().push(p as u32);
+/// Candidates looked at for one message, at most: the closest in time first.
+const MOST_CANDIDATES: usize = 64;
+
+/// Messages on each side a candidate's neighbours are compared over, before it and after it.
+const CONTEXT: usize = 3;
+
+/// One direction of the connection (the client's requests, or the server's events): its
+/// messages on each side, in order.
+struct Direction<'l> {
+    client_log: &'l Log,
+    server_log: &'l Log,
+    /// requests (the client sends them) or events
+    requests: bool,
+    /// the client's messages of this direction (indices into its log), in order
+    client: Vec<usize>,
+    /// the server's (indices into its log), in order
+    server: Vec<usize>,
+    /// ranks in `server`, by key
+    by_key: FxHashMap<u64, Vec<u32>>,
+}
+
+impl<'l> Direction<'l> {
+    fn of(client_log: &'l Log, server_log: &'l Log, requests: bool) -> Direction<'l> {
+        let client = (0..client_log.messages.len())
+            .filter(|&i| client_log.messages[i].sent == requests)
+            .collect();
+        let server: Vec<usize> = (0..server_log.messages.len())
+            .filter(|&p| server_log.messages[p].sent != requests)
+            .collect();
+        let mut by_key: FxHashMap<u64, Vec<u32>> = FxHashMap::default();
+        for (q, &p) in server.iter().enumerate() {
+            by_key
+                .entry(server_log.messages[p].key)
+                .or_default()
+                .push(q as u32);
+        }
+        Direction {
+            client_log,
+            server_log,
+            requests,
+            client,
+            server,
+            by_key,
+        }
     }
-    by_key
-}
 
-/// The latest untaken server event of `list` sent no later than `m` was dispatched, and no
-/// more than `window_us` before.
-fn latest_before(
-    list: &[u32],
-    taken: &[bool],
-    server: &Log,
-    m: &Msg,
-    window_us: i64,
-) -> Option<usize> {
-    let at = |p: &u32| server.messages[*p as usize].at_us;
-    let end = list.partition_point(|p| at(p) <= m.at_us);
-    list[..end]
-        .iter()
-        .rev()
-        .take_while(|p| m.at_us - at(p) <= window_us)
-        .map(|&p| p as usize)
-        .find(|&p| !taken[p] && server.messages[p].text == m.text)
-}
+    /// The server message (an index into its log) that the client's `r`-th message of this
+    /// direction is: among the untaken ones that say the same on the right side of it in time
+    /// (no further than `window_us`), the one whose neighbours in the server's stream say what
+    /// its neighbours in the client's say (a connection's messages of one batch are read and
+    /// dispatched together, not interleaved with another client's), the closest in time of
+    /// those that agree as far.
+    fn find(&self, r: usize, taken: &[bool], window_us: i64) -> Option<usize> {
+        let m = &self.client_log.messages[self.client[r]];
+        let list = self.by_key.get(&m.key)?;
+        let at = |q: u32| self.server_log.messages[self.server[q as usize]].at_us;
+        let usable = |q: &u32| {
+            let p = self.server[*q as usize];
+            !taken[p] && self.server_log.messages[p].text == m.text
+        };
+        let candidates: Vec<u32> = if self.requests {
+            let start = list.partition_point(|&q| at(q) < m.at_us);
+            list[start..]
+                .iter()
+                .take_while(|&&q| at(q) - m.at_us <= window_us)
+                .filter(|q| usable(q))
+                .take(MOST_CANDIDATES)
+                .copied()
+                .collect()
+        } else {
+            let end = list.partition_point(|&q| at(q) <= m.at_us);
+            list[..end]
+                .iter()
+                .rev()
+                .take_while(|&&q| m.at_us - at(q) <= window_us)
+                .filter(|q| usable(q))
+                .take(MOST_CANDIDATES)
+                .copied()
+                .collect()
+        };
+        let mut best: Option<(usize, u32)> = None;
+        for q in candidates {
+            let score = self.agreement(r, q as usize);
+            if best.is_none_or(|(s, _)| score > s) {
+                best = Some((score, q));
+            }
+        }
+        best.map(|(_, q)| self.server[q as usize])
+    }
 
-/// The earliest untaken server request of `list` dispatched no earlier than `m` was sent, and
-/// no more than `window_us` after.
-fn earliest_after(
-    list: &[u32],
-    taken: &[bool],
-    server: &Log,
-    m: &Msg,
-    window_us: i64,
-) -> Option<usize> {
-    let at = |p: &u32| server.messages[*p as usize].at_us;
-    let start = list.partition_point(|p| at(p) < m.at_us);
-    list[start..]
-        .iter()
-        .take_while(|p| at(p) - m.at_us <= window_us)
-        .map(|&p| p as usize)
-        .find(|&p| !taken[p] && server.messages[p].text == m.text)
+    /// How many of the client's `r`-th message's neighbours (up to [`CONTEXT`] before it, and
+    /// as many after) say what the server's `q`-th message's neighbours say, in a row from it.
+    fn agreement(&self, r: usize, q: usize) -> usize {
+        let same = |a: usize, b: usize| {
+            let (c, s) = (
+                &self.client_log.messages[self.client[a]],
+                &self.server_log.messages[self.server[b]],
+            );
+            c.key == s.key && c.text == s.text
+        };
+        let before = (1..=CONTEXT)
+            .take_while(|&d| d <= r && d <= q && same(r - d, q - d))
+            .count();
+        let after = (1..=CONTEXT)
+            .take_while(|&d| {
+                r + d < self.client.len() && q + d < self.server.len() && same(r + d, q + d)
+            })
+            .count();
+        before + after
+    }
 }
 
 /// The longest stretches of consecutive client messages not found.
@@ -213,9 +265,33 @@ mod tests {
     #[test]
     fn an_event_is_the_server_line_that_sent_it_last_before_it_was_dispatched() {
         let client = "[11.000] wl_callback@7.done(5)\n[21.000] wl_display@1.delete_id(7)\n";
-        // line 2: another connection's delete_id(7), sent before ours (line 3)
-        let server = "[10.900]  -> wl_callback@7.done(5)\n[10.950]  -> wl_display@1.delete_id(7)\n[20.950]  -> wl_display@1.delete_id(7)\n";
-        assert_eq!(joined(client, server), [1, 3]);
+        // line 1: another connection's delete_id(7), sent before ours (line 3)
+        let server = "[10.500]  -> wl_display@1.delete_id(7)\n[10.900]  -> wl_callback@7.done(5)\n[20.950]  -> wl_display@1.delete_id(7)\n";
+        assert_eq!(joined(client, server), [2, 3]);
+    }
+
+    #[test]
+    fn of_two_clients_committing_the_same_surface_id_at_once_each_commit_is_found_by_its_batch() {
+        // as captured: weston-simple-shm's batch (ours) dispatched right after
+        // weston-presentation-shm's, whose commit is the closer in time
+        let client = "\
+[200.251]  -> wl_surface@3.attach(wl_buffer@12, 0, 0)
+[200.255]  -> wl_surface@3.damage(20, 20, 210, 210)
+[200.258]  -> wl_surface@3.frame(new id wl_callback@11)
+[200.261]  -> wl_surface@3.commit()
+";
+        let server = "\
+[200.276] wl_surface@3.frame(new id wl_callback@72)
+[200.286] wl_surface@3.attach(wl_buffer@24, 0, 0)
+[200.290] wl_surface@3.damage(0, 0, 250, 250)
+[200.292] wl_surface@3.commit()
+[200.295]  -> wl_buffer@23.release()
+[200.308] wl_surface@3.attach(wl_buffer@12, 0, 0)
+[200.311] wl_surface@3.damage(20, 20, 210, 210)
+[200.313] wl_surface@3.frame(new id wl_callback@11)
+[200.315] wl_surface@3.commit()
+";
+        assert_eq!(joined(client, server), [6, 7, 8, 9]);
     }
 
     #[test]

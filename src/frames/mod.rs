@@ -255,6 +255,20 @@ fn notes(
             "the client never bound wp_presentation: the stages to `presented` and the display are not measured"
                 .to_string(),
         );
+    } else {
+        let asked = frames
+            .iter()
+            .filter(|f| f.feedback != Feedback::None)
+            .count();
+        let answered = frames
+            .iter()
+            .filter(|f| matches!(f.feedback, Feedback::Presented(_) | Feedback::Discarded))
+            .count();
+        if asked > 0 && answered * 2 < asked {
+            notes.push(format!(
+                "the compositor answered {answered} of the client's {asked} presentation feedbacks: the stages to the screen are measured for those alone (a headless backend may present nothing)"
+            ));
+        }
     }
     for log in [client, server] {
         if log.backwards > 0 {

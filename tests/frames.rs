@@ -1,0 +1,509 @@
+//! `latscope frames` on both sides of real runs (tests/data/frames, and weston, Mir and sway
+//! started here): against an independent join, the client log's own series, presentation-shm's
+//! own figures, and logs cut, mixed up, rewritten in other dialects or of two runs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::util::{commands_available, python, root, run, stack_available, stderr, write};
+
+fn frames_data(name: &str) -> PathBuf {
+    root().join("tests/data/frames").join(name)
+}
+
+/// The committed pairs: (client log, server log).
+fn pairs() -> Vec<(PathBuf, PathBuf)> {
+    [
+        ("weston-presentation-shm.client.log", "weston.server.log"),
+        ("weston-simple-shm.client.log", "weston.server.log"),
+        ("mir-presentation-shm.client.log", "mir.server.log"),
+        ("sway-presentation-shm.client.log", "sway.server.log"),
+    ]
+    .into_iter()
+    .map(|(c, s)| (frames_data(c), frames_data(s)))
+    .collect()
+}
+
+/// `latscope frames -f json CLIENT SERVER`, asserting success.
+fn frames_json(client: &Path, server: &Path) -> Value {
+    let out = run(&[
+        "frames",
+        "-f",
+        "json",
+        client.to_str().unwrap(),
+        server.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "latscope frames {client:?} {server:?}: {}",
+        stderr(&out)
+    );
+    serde_json::from_slice(&out.stdout).expect("a frames document")
+}
+
+/// Each stage's values in frame order, from the document's per-frame records.
+fn stages(doc: &Value) -> BTreeMap<String, Vec<i64>> {
+    let mut stages: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for r in doc["records"].as_array().unwrap() {
+        stages
+            .entry(r["span"].as_str().unwrap().to_string())
+            .or_default()
+            .push(r["latency_ns"].as_i64().unwrap());
+    }
+    stages
+}
+
+/// The independent join's stages (only those it measured) and offset interval.
+fn reference(client: &Path, server: &Path) -> (BTreeMap<String, Vec<i64>>, Value) {
+    let out = python(
+        "frames_join.py",
+        &[client.to_str().unwrap(), server.to_str().unwrap()],
+    );
+    let r: Value = serde_json::from_slice(&out).unwrap();
+    let stages = r["stages"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| !v.as_array().unwrap().is_empty())
+        .map(|(k, v)| {
+            let values = v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap());
+            (k.clone(), values.collect())
+        })
+        .collect();
+    (stages, r["offset"].clone())
+}
+
+fn assert_agrees_with_the_independent_join(client: &Path, server: &Path) -> Value {
+    let doc = frames_json(client, server);
+    let (want, offset) = reference(client, server);
+    assert!(
+        !want.is_empty(),
+        "{client:?}: the reference measured nothing"
+    );
+    assert_eq!(
+        stages(&doc),
+        want,
+        "{client:?} + {server:?}: stages frame by frame"
+    );
+    let ours = &doc["frames"]["clock_offset"];
+    match offset.as_array() {
+        Some(lh) => {
+            assert_eq!(ours["low_ns"], lh[0], "{client:?}: offset's lower edge");
+            assert_eq!(ours["high_ns"], lh[1], "{client:?}: offset's upper edge");
+        }
+        None => assert!(ours.is_null(), "{client:?}: no frame presented, no offset"),
+    }
+    doc
+}
+
+#[test]
+fn every_committed_pair_gives_the_independent_joins_stages_frame_by_frame() {
+    for (client, server) in pairs() {
+        assert_agrees_with_the_independent_join(&client, &server);
+    }
+}
+
+#[test]
+fn commit_to_presented_is_the_client_logs_own_series_bit_for_bit() {
+    let client = frames_data("weston-presentation-shm.client.log");
+    let doc = frames_json(&client, &frames_data("weston.server.log"));
+    let ours = crate::util::spans_by_name(&doc)["commit_to_presented/-"].clone();
+    let theirs = crate::util::wayland_json(&client, &["--span", "presented"]);
+    let theirs = crate::util::spans_by_name(&theirs)["commit_to_presented/client"].clone();
+    for field in [
+        "count",
+        "min",
+        "p50",
+        "p90",
+        "p99",
+        "p999",
+        "max",
+        "mean",
+        "stddev",
+        "histogram",
+        "unmatched",
+        "discarded",
+    ] {
+        assert_eq!(ours[field], theirs[field], "{field}");
+    }
+    assert_eq!(ours["count"], 76);
+}
+
+#[test]
+fn each_frames_whole_is_the_sum_of_the_stages_on_its_path_on_every_log() {
+    use latscope::frames::stages::Stage;
+    for (client, server) in pairs() {
+        let read = |p: &Path| {
+            let source = latscope::ingest::Source::from_path(p);
+            latscope::frames::log::read(source.open(None).unwrap(), &source.name(), None).unwrap()
+        };
+        let a =
+            latscope::frames::analyse(read(&client), read(&server), Default::default()).unwrap();
+        let mut summed = 0;
+        for f in &a.frames {
+            let at = |s| f.stage_ns(s, a.offset.map(|o| o.estimate_ns));
+            let parts = [
+                Stage::CommitToCompositor,
+                Stage::CompositorToPresented,
+                Stage::PresentedToClient,
+            ]
+            .map(at);
+            if let [Some(a), Some(b), Some(c)] = parts {
+                assert_eq!(Some(a + b + c), at(Stage::CommitToPresented), "{client:?}");
+                summed += 1;
+            }
+        }
+        let presented = a.pacing.presented;
+        assert_eq!(
+            summed, presented,
+            "{client:?}: every presented frame summed"
+        );
+    }
+}
+
+#[test]
+fn commit_to_display_is_within_its_bound_of_presentation_shms_own_commit_to_present() {
+    let doc = frames_json(
+        &frames_data("weston-presentation-shm.client.log"),
+        &frames_data("weston.server.log"),
+    );
+    let ours = stages(&doc)["commit_to_display"].clone();
+    let stdout =
+        std::fs::read_to_string(frames_data("weston-presentation-shm.client.stdout")).unwrap();
+    // "     2: f2c 10 ms, c2p 42 ms, ...": whole milliseconds, cut
+    let c2p: Vec<i64> = stdout
+        .lines()
+        .filter_map(|l| l.split("c2p ").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(ours.len(), c2p.len());
+    let bound = doc["frames"]["clock_offset"]["bound_ns"].as_i64().unwrap();
+    for (k, (ns, ms)) in ours.iter().zip(&c2p).enumerate() {
+        // its own clock read at its commit lies within a millisecond of the log's stamp
+        let off = ns - ms * 1_000_000;
+        assert!(
+            (-1_000_000..=2_000_000).contains(&off) && off.abs() <= bound,
+            "frame {k}: ours {ns} ns, presentation-shm's {ms} ms"
+        );
+    }
+}
+
+#[test]
+fn logs_of_two_runs_are_refused_naming_the_first_client_message_not_found() {
+    let out = run(&[
+        "frames",
+        frames_data("weston-presentation-shm.client.log")
+            .to_str()
+            .unwrap(),
+        frames_data("mir.server.log").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("are not logs of one run"), "{err}");
+    // the same program ran on Mir seconds later: a few of its messages coincide in time and
+    // text, far fewer than half
+    assert!(
+        err.contains("of the client's 1023 messages are in the server log"),
+        "{err}"
+    );
+    assert!(
+        err.contains("weston-presentation-shm.client.log:3: wl_display@1.delete_id(3)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_stretch_cut_from_the_server_log_is_named_and_the_frames_around_it_keep_their_stages() {
+    let (client, server) = (
+        frames_data("weston-presentation-shm.client.log"),
+        frames_data("weston.server.log"),
+    );
+    let whole = frames_json(&client, &server);
+    let text = std::fs::read_to_string(&server).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let (from, to) = (lines.len() / 2, lines.len() / 2 + 300);
+    let cut: String = lines[..from]
+        .iter()
+        .chain(&lines[to..])
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let cut_server = write(dir.path(), "cut.server.log", cut);
+    let doc = frames_json(&client, &cut_server);
+    let gaps = doc["frames"]["joined"]["gaps"].as_array().unwrap();
+    assert!(!gaps.is_empty(), "the gap is named");
+    assert!(
+        doc["warnings"].to_string().contains("not in"),
+        "{}",
+        doc["warnings"]
+    );
+    // the frames whose commit is outside the cut keep their commit_to_compositor, exactly
+    let cut_start = lines[from..].iter().find_map(|l| stamp(l)).unwrap();
+    let cut_end = lines[..to].iter().rev().find_map(|l| stamp(l)).unwrap();
+    let outside = |doc: &Value| -> Vec<(i64, i64)> {
+        doc["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["span"] == "commit_to_compositor")
+            .map(|r| {
+                (
+                    r["start_ns"].as_i64().unwrap() / 1_000,
+                    r["latency_ns"].as_i64().unwrap(),
+                )
+            })
+            .filter(|&(start, _)| start < cut_start - 1_000_000 || start > cut_end)
+            .collect()
+    };
+    let (before, after) = (outside(&whole), outside(&doc));
+    assert!(before.len() > 20, "frames on both sides of the cut");
+    assert_eq!(before, after);
+}
+
+/// The stamp of a `[1234567.890]` protocol line, µs (`None`: another line, such as weston's
+/// own `[16:24:56.123]` logging).
+fn stamp(line: &str) -> Option<i64> {
+    let inner = line.strip_prefix('[')?.split(']').next()?.trim();
+    let (ms, us) = inner.split_once('.')?;
+    Some(ms.parse::<i64>().ok()? * 1_000 + us.parse::<i64>().ok()?)
+}
+
+#[test]
+fn a_client_that_never_binds_wp_presentation_gets_the_stages_that_exist_and_is_told_why() {
+    let doc = frames_json(
+        &frames_data("mir-presentation-shm.client.log"),
+        &frames_data("mir.server.log"),
+    );
+    let s = stages(&doc);
+    assert!(s["commit_to_compositor"].len() > 50);
+    assert!(!s.contains_key("commit_to_presented"));
+    assert!(
+        doc["warnings"]
+            .to_string()
+            .contains("never bound wp_presentation"),
+        "{}",
+        doc["warnings"]
+    );
+}
+
+#[test]
+fn a_compositor_that_answers_no_presentation_feedback_is_said_and_counted() {
+    let doc = frames_json(
+        &frames_data("sway-presentation-shm.client.log"),
+        &frames_data("sway.server.log"),
+    );
+    assert!(
+        doc["warnings"]
+            .to_string()
+            .contains("presentation feedbacks"),
+        "{}",
+        doc["warnings"]
+    );
+    let pacing = &doc["frames"]["pacing"];
+    assert_eq!(pacing["presented"], 0);
+    assert!(pacing["pending"].as_u64().unwrap() > 100);
+}
+
+/// `log` rewritten by tests/independent/dialect.py into `dialect`.
+fn in_dialect(dir: &Path, log: &Path, dialect: &str) -> PathBuf {
+    let text = python("dialect.py", &[dialect, log.to_str().unwrap()]);
+    let name = format!("{dialect}.{}", log.file_name().unwrap().to_str().unwrap());
+    write(dir, &name, text)
+}
+
+#[test]
+fn both_logs_in_another_libwayland_dialect_give_the_same_frames() {
+    let (client, server) = (
+        frames_data("weston-presentation-shm.client.log"),
+        frames_data("weston.server.log"),
+    );
+    let want = stages(&frames_json(&client, &server));
+    let dir = tempfile::tempdir().unwrap();
+    for dialect in ["1.23", "1.25-color", "1.26"] {
+        let (c, s) = (
+            in_dialect(dir.path(), &client, dialect),
+            in_dialect(dir.path(), &server, dialect),
+        );
+        assert_eq!(stages(&frames_json(&c, &s)), want, "dialect {dialect}");
+    }
+}
+
+#[test]
+fn logs_whose_stamps_wrap_together_give_the_same_frames() {
+    let (client, server) = (
+        frames_data("weston-presentation-shm.client.log"),
+        frames_data("weston.server.log"),
+    );
+    let want = stages(&frames_json(&client, &server));
+    // both moved by one constant so that the 2^32 µs counter wraps a second into the server log
+    let server_text = std::fs::read_to_string(&server).unwrap();
+    let first = server_text.lines().find_map(stamp).unwrap();
+    let shift = (1i64 << 32) - first - 1_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let moved = |p: &Path| {
+        let text: String = std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| match stamp(l) {
+                Some(t) => {
+                    let t = (t + shift).rem_euclid(1 << 32);
+                    let rest = l.split_once("] ").unwrap().1;
+                    format!("[{:7}.{:03}] {rest}\n", t / 1_000, t % 1_000)
+                }
+                None => format!("{l}\n"),
+            })
+            .collect();
+        write(dir.path(), p.file_name().unwrap().to_str().unwrap(), text)
+    };
+    let doc = frames_json(&moved(&client), &moved(&server));
+    assert_eq!(stages(&doc), want);
+}
+
+#[test]
+fn logs_stamped_in_two_dialects_are_refused_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = in_dialect(dir.path(), &frames_data("weston.server.log"), "1.26");
+    let out = run(&[
+        "frames",
+        frames_data("weston-presentation-shm.client.log")
+            .to_str()
+            .unwrap(),
+        server.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("stamp in two ways"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_clock_that_goes_back_is_counted_and_an_empty_log_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = write(
+        dir.path(),
+        "c.log",
+        "[1000.000]  -> wl_surface@3.commit()\n[999.000]  -> wl_surface@3.commit()\n",
+    );
+    let server = write(
+        dir.path(),
+        "s.log",
+        "[1000.100] wl_surface@3.commit()\n[1000.200] wl_surface@3.commit()\n",
+    );
+    let doc = frames_json(&client, &server);
+    assert!(
+        doc["warnings"].to_string().contains("1 stamps went back"),
+        "{}",
+        doc["warnings"]
+    );
+    let empty = write(dir.path(), "empty.log", "");
+    let out = run(&["frames", client.to_str().unwrap(), empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("empty.log: no WAYLAND_DEBUG message"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_frames_document_exports_a_slice_per_stage_and_makes_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "frames",
+        "-f",
+        "json",
+        "--report",
+        dir.path().join("r.html").to_str().unwrap(),
+        frames_data("weston-presentation-shm.client.log")
+            .to_str()
+            .unwrap(),
+        frames_data("weston.server.log").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let saved = write(dir.path(), "frames.json", &out.stdout);
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert!(html.contains("commit_to_display"));
+    let trace = dir.path().join("t.json");
+    crate::util::export(&saved, "chrome-json", &trace);
+    let t: Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let events = t["traceEvents"].as_array().unwrap();
+    let named = |n: &str| events.iter().filter(|e| e["name"] == n).count();
+    assert_eq!(named("commit_to_display"), 76);
+    assert_eq!(named("commit_to_compositor"), 78);
+}
+
+/// Captures a run with `script ARGS`, then checks it against the independent join.
+fn live_run_agrees(script: &str, args: &[&str], client: &str, server: &str, dir: &Path) {
+    let out = std::process::Command::new("bash")
+        .arg(root().join("scripts/capture").join(script))
+        .args(args)
+        .output()
+        .expect("run the capture script");
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_agrees_with_the_independent_join(&dir.join(client), &dir.join(server));
+}
+
+#[test]
+fn two_clients_at_once_on_weston_each_join_as_the_independent_join_says() {
+    if !stack_available() {
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    live_run_agrees(
+        "frames.sh",
+        &[d, "2", "--second-client"],
+        "client.log",
+        "server.log",
+        dir.path(),
+    );
+    assert_agrees_with_the_independent_join(
+        &dir.path().join("second.log"),
+        &dir.path().join("server.log"),
+    );
+}
+
+#[test]
+fn a_client_on_mir_nested_in_weston_joins_as_the_independent_join_says() {
+    if !stack_available() {
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let (c, s) = (dir.path().join("c.log"), dir.path().join("s.log"));
+    let args = [
+        c.to_str().unwrap(),
+        s.to_str().unwrap(),
+        "2",
+        "presentation-shm",
+    ];
+    live_run_agrees("mir-client.sh", &args, "c.log", "s.log", dir.path());
+}
+
+#[test]
+fn a_client_on_sway_joins_as_the_independent_join_says() {
+    if !commands_available(
+        &["sway", "weston-presentation-shm"],
+        "sway and weston's clients",
+    ) {
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    live_run_agrees(
+        "sway-client.sh",
+        &[d, "2"],
+        "client.log",
+        "server.log",
+        dir.path(),
+    );
+}
