@@ -139,6 +139,9 @@ pub fn with_time_views(page: String, doc: &crate::doc::spans::SpansDoc) -> Strin
         );
     }
     out.push_str("<div class=\"plots\">");
+    if doc.frames.is_some() {
+        out.push_str(&frames_stacked(doc));
+    }
     for (label, points) in &series {
         out.push_str(&super::plot::scatter_svg(label, points));
     }
@@ -147,6 +150,43 @@ pub fn with_time_views(page: String, doc: &crate::doc::spans::SpansDoc) -> Strin
         Some(at) => format!("{}{out}{}", &page[..at], &page[at..]),
         None => page + &out,
     }
+}
+
+/// The stages on each frame's path to `presented` (`latscope frames`), stacked per frame: they
+/// sum to its `commit_to_presented`. A frame's records are found by where each stage starts: the
+/// next one starts where the one before it ends.
+fn frames_stacked(doc: &crate::doc::spans::SpansDoc) -> String {
+    const PATH: [&str; 3] = [
+        "commit_to_compositor",
+        "compositor_to_presented",
+        "presented_to_client",
+    ];
+    let of = |name: &str| -> std::collections::HashMap<(Option<&str>, u64), u64> {
+        doc.records
+            .iter()
+            .filter(|r| r.span == name)
+            .map(|r| ((r.group.as_deref(), r.start_ns), r.latency_ns))
+            .collect()
+    };
+    let (to_compositor, to_presented, to_client) = (of(PATH[0]), of(PATH[1]), of(PATH[2]));
+    let mut frames = Vec::new();
+    for r in doc.records.iter().filter(|r| r.span == PATH[0]) {
+        let group = r.group.as_deref();
+        let Some(&a) = to_compositor.get(&(group, r.start_ns)) else {
+            continue;
+        };
+        let Some(&b) = to_presented.get(&(group, r.start_ns + a)) else {
+            continue;
+        };
+        let Some(&c) = to_client.get(&(group, r.start_ns + a + b)) else {
+            continue;
+        };
+        frames.push((r.start_ns, vec![a, b, c]));
+    }
+    if frames.is_empty() {
+        return String::new();
+    }
+    super::plot::stacked_svg("each frame's path to presented", &PATH, &frames)
 }
 
 /// What a section of a [`page`] shows.

@@ -474,9 +474,104 @@ pub fn scatter_svg(title: &str, points: &[(u64, u64)]) -> String {
     svg
 }
 
+/// Frames shown in a stacked chart, at most (every n-th past it).
+pub const STACK_MAX: usize = 600;
+
+/// One bar per frame, its stages stacked in their order along the frame's path (`names`, one
+/// colour each), at the frame's commit (`frames`: commit ns, then each stage's ns).
+pub fn stacked_svg(title: &str, names: &[&str], frames: &[(u64, Vec<u64>)]) -> String {
+    let step = frames.len().div_ceil(STACK_MAX).max(1);
+    let t0 = frames.iter().map(|f| f.0).min().unwrap_or(0);
+    let shown: Vec<&(u64, Vec<u64>)> = frames.iter().step_by(step).collect();
+    let x = |t: u64| (t - t0) as f64 / 1e9;
+    let xmax = shown.iter().map(|f| x(f.0)).fold(1e-6, f64::max) * 1.02;
+    let ymax = shown
+        .iter()
+        .map(|f| f.1.iter().sum::<u64>() as f64)
+        .fold(1.0, f64::max)
+        * 1.1;
+    // a bar's width: the usual distance between frames, less a gap
+    let width = if shown.len() > 1 {
+        xmax / shown.len() as f64 * 0.8
+    } else {
+        xmax * 0.01
+    };
+    let caption = match step {
+        1 => format!("{title} ({} frames)", frames.len()),
+        _ => format!("{title} (every {step}th of {} frames)", frames.len()),
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let chart = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
+            .margin(10)
+            .margin_right(RIGHT_MARGIN)
+            .x_label_area_size(44)
+            .y_label_area_size(72)
+            .build_cartesian_2d(0.0..xmax + width, 0.0..ymax);
+        let Ok(mut chart) = chart else {
+            return String::new();
+        };
+        let _ = chart
+            .configure_mesh()
+            .x_desc("commit (s from the first frame)")
+            .y_desc("time in each stage")
+            .y_label_formatter(&|y| tick(*y))
+            .draw();
+        for (k, name) in names.iter().enumerate() {
+            let colour = COLOURS[k % COLOURS.len()];
+            let bars = shown.iter().map(|f| {
+                let below: u64 = f.1[..k].iter().sum();
+                let top = below + f.1[k];
+                Rectangle::new(
+                    [(x(f.0), below as f64), (x(f.0) + width, top as f64)],
+                    colour.filled(),
+                )
+            });
+            if let Ok(series) = chart.draw_series(bars) {
+                series.label(*name).legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
+                });
+            }
+        }
+        let _ = chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw();
+        let _ = root.present();
+    }
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stacked_chart_has_a_bar_per_frame_and_stage_and_names_its_stages() {
+        let frames: Vec<(u64, Vec<u64>)> = (0..20)
+            .map(|i| {
+                (
+                    1_000_000_000 + i * 16_000_000,
+                    vec![50_000, 40_000_000, 80_000],
+                )
+            })
+            .collect();
+        let svg = stacked_svg("frames", &["a_stage", "b_stage", "c_stage"], &frames);
+        let labels: Vec<String> = texts(&svg).into_iter().map(|t| t.3).collect();
+        for name in ["a_stage", "b_stage", "c_stage"] {
+            assert!(labels.contains(&name.to_string()), "{labels:?}");
+        }
+        // 20 frames x 3 stages, 3 legend marks, the chart's background
+        assert!(
+            svg.matches("<rect").count() >= 63,
+            "{}",
+            svg.matches("<rect").count()
+        );
+    }
 
     #[test]
     fn the_scatter_has_one_dot_per_span_and_its_axes() {
