@@ -1095,6 +1095,7 @@ Examples:
   WAYLAND_DEBUG=1 weston-presentation-shm -f 2> client.log
   latscope frames client.log server.log
   latscope frames -f json client.log server.log > frames.json
+  weston --logger-scopes=timeline,log --log=timeline.log ...; latscope frames client.log server.log timeline.log
 
 Exit status: 0 success, 1 error (logs of different runs, no frame, unreadable input), 2 usage.";
 
@@ -1244,6 +1245,10 @@ pub struct FramesArgs {
     /// The compositor's log of the same run (`WAYLAND_DEBUG=server`).
     #[arg(value_name = "SERVER_LOG")]
     pub server: PathBuf,
+    /// Weston's timeline of the same run (`--logger-scopes=timeline,log --log=FILE`): the
+    /// compositor's own stages of each frame, and the presentation clock pinned closer.
+    #[arg(value_name = "TIMELINE")]
+    pub timeline: Option<PathBuf>,
     /// The furthest a message may lie from its counterpart in the other log (a unit: 500ms,
     /// 2s; bare numbers are µs). Beyond it, a message is not found.
     #[arg(long, value_name = "TIME", default_value = "1s", value_parser = crate::values::duration_us)]

@@ -507,3 +507,142 @@ fn a_client_on_sway_joins_as_the_independent_join_says() {
         dir.path(),
     );
 }
+
+/// The weston run captured with its timeline.
+fn timeline_run() -> [PathBuf; 3] {
+    ["client", "server", "timeline"].map(|k| frames_data(&format!("weston-timeline.{k}.log")))
+}
+
+/// `(repaint, repaint_to_vblank)` of every repaint in a timeline, read here from its text: the
+/// `core_repaint_begin` and `core_repaint_posted` before each `core_repaint_finished`, ns.
+fn repaints_in(text: &str) -> (Vec<i64>, Vec<i64>) {
+    let time = |line: &str, key: &str| -> Option<i64> {
+        let rest = line.split(&format!("\"{key}\":[")).nth(1)?;
+        let (sec, rest) = rest.split_once(',')?;
+        let nsec = rest.split(']').next()?.trim();
+        Some(sec.trim().parse::<i64>().ok()? * 1_000_000_000 + nsec.parse::<i64>().ok()?)
+    };
+    let (mut begin, mut posted) = (None, None);
+    let (mut repaint, mut to_vblank) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        if line.contains("\"core_repaint_begin\"") {
+            (begin, posted) = (time(line, "T"), None);
+        } else if line.contains("\"core_repaint_posted\"") {
+            posted = time(line, "T");
+        } else if line.contains("\"core_repaint_finished\"") {
+            if let (Some(b), Some(p), Some(v)) = (begin, posted, time(line, "vblank_monotonic")) {
+                repaint.push(p - b);
+                to_vblank.push(v - p);
+            }
+            (begin, posted) = (None, None);
+        }
+    }
+    (repaint, to_vblank)
+}
+
+#[test]
+fn weston_s_timeline_splits_the_compositor_s_part_and_pins_the_clock_to_microseconds() {
+    let [client, server, timeline] = timeline_run();
+    let out = run(&[
+        "frames",
+        "-f",
+        "json",
+        client.to_str().unwrap(),
+        server.to_str().unwrap(),
+        timeline.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let with: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let without = frames_json(&client, &server);
+    // the same frames, a far narrower clock
+    for stage in [
+        "commit_to_compositor",
+        "compositor_to_presented",
+        "commit_to_presented",
+    ] {
+        assert_eq!(stages(&with)[stage], stages(&without)[stage], "{stage}");
+    }
+    let (o, o_logs) = (
+        &with["frames"]["clock_offset"],
+        &without["frames"]["clock_offset"],
+    );
+    let edge = |o: &Value, k: &str| o[k].as_i64().unwrap();
+    assert!(
+        edge(o, "low_ns") >= edge(o_logs, "low_ns")
+            && edge(o, "high_ns") <= edge(o_logs, "high_ns")
+    );
+    assert!(
+        edge(o, "bound_ns") < 100_000,
+        "bound {} ns",
+        edge(o, "bound_ns")
+    );
+    // every repaint and repaint_to_vblank is one of the timeline's own, read here from its text
+    let (repaint, to_vblank) = repaints_in(&std::fs::read_to_string(&timeline).unwrap());
+    let s = stages(&with);
+    assert_eq!(s["repaint"].len(), s["commit_to_display"].len());
+    for v in &s["repaint"] {
+        assert!(repaint.contains(v), "repaint {v}");
+    }
+    for v in &s["repaint_to_vblank"] {
+        assert!(to_vblank.contains(v), "repaint_to_vblank {v}");
+    }
+    // the compositor's part, from the commit's damage to the vblank, is the frame's
+    // commit_to_display less its commit_to_compositor, within the clock's bound and the wait
+    // from the commit's print to its damage (each frame's records come together, in order)
+    let mut frames: Vec<BTreeMap<String, i64>> = Vec::new();
+    for r in with["records"].as_array().unwrap() {
+        let (name, ns) = (
+            r["span"].as_str().unwrap(),
+            r["latency_ns"].as_i64().unwrap(),
+        );
+        if name == "commit_to_compositor" || frames.is_empty() {
+            frames.push(BTreeMap::new());
+        }
+        frames
+            .last_mut()
+            .unwrap()
+            .entry(name.to_string())
+            .or_insert(ns);
+    }
+    let mut checked = 0;
+    for f in &frames {
+        let get = |k: &str| f.get(k).copied();
+        if let (Some(c2c), Some(c2r), Some(r), Some(r2v), Some(c2d)) = (
+            get("commit_to_compositor"),
+            get("compositor_to_repaint"),
+            get("repaint"),
+            get("repaint_to_vblank"),
+            get("commit_to_display"),
+        ) {
+            let gap = (c2d - c2c) - (c2r + r + r2v);
+            assert!(
+                (-100_000..=1_000_000).contains(&gap),
+                "{f:?}: {gap} ns apart"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 40,
+        "{checked} frames with the compositor's stages"
+    );
+}
+
+#[test]
+fn a_timeline_of_another_run_is_refused() {
+    let [_, _, timeline] = timeline_run();
+    let out = run(&[
+        "frames",
+        frames_data("weston-presentation-shm.client.log")
+            .to_str()
+            .unwrap(),
+        frames_data("weston.server.log").to_str().unwrap(),
+        timeline.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("is not a timeline of this run"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Usage: frames.sh DIR [SECONDS] [--second-client]
+# (FRAMES_TIMELINE=1: weston also writes its `timeline` log scope, with its other logging, to
+# DIR/timeline.log: `--logger-scopes=timeline,log --log=DIR/timeline.log`)
 # Captures the two sides of one run for `latscope frames`: weston headless (pixman) with
 # WAYLAND_DEBUG=server, and weston-presentation-shm -f with WAYLAND_DEBUG=1, for SECONDS
 # (default 2). Writes DIR/client.log (the client's stderr), DIR/client.stdout (its own per-frame
@@ -23,6 +25,9 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 lc_setup
 sock=latscope-frames-$$
+if [[ ${FRAMES_TIMELINE:-} == 1 ]]; then
+    export WESTON_EXTRA_ARGS="--logger-scopes=timeline,log --log=$dir/timeline.log"
+fi
 lc_start_weston "$sock" "$dir/server.log"
 second_pid=
 if [[ -n $second ]]; then

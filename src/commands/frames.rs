@@ -27,11 +27,23 @@ pub fn run(args: &FramesArgs) -> Result<()> {
     };
     let client = read(&args.client)?;
     let server = read(&args.server)?;
+    let timeline = match &args.timeline {
+        Some(path) => {
+            let source = Source::from_path(path);
+            let stream = source.open(Some(&cancel))?;
+            Some(frames::timeline::read(
+                stream,
+                &source.name(),
+                Some(&cancel),
+            )?)
+        }
+        None => None,
+    };
     let (client_bytes, server_bytes) = (client.bytes, server.bytes);
     let options = Options {
         window_us: i64::try_from(args.window).unwrap_or(i64::MAX),
     };
-    let analysis = frames::analyse(client, server, options)?;
+    let analysis = frames::analyse_with(client, server, timeline.as_ref(), options)?;
     let names = Analysis::stage_names();
     let files = vec![
         Source::from_path(&args.client).name(),

@@ -16,6 +16,7 @@ pub mod join;
 pub mod log;
 pub mod pacing;
 pub mod stages;
+pub mod timeline;
 
 use serde::Serialize;
 
@@ -131,6 +132,22 @@ pub enum FramesError {
         /// what it says
         text: String,
     },
+    /// the timeline is not of the logs' run
+    #[error(
+        "{timeline} is not a timeline of this run: none of its repaints' vblanks is the display time of a frame the client was told was presented"
+    )]
+    TimelineOfAnotherRun {
+        /// the timeline
+        timeline: String,
+    },
+    /// the timeline and the logs leave no offset
+    #[error(
+        "{timeline} and the logs leave no offset for the presentation clock: the compositor's events cannot all lie where the logs put them (is it the timeline of this run?)"
+    )]
+    TimelineDisagrees {
+        /// the timeline
+        timeline: String,
+    },
     /// the frames leave no offset for the presentation clock
     #[error(
         "{location}: this frame's display time cannot lie between its commit and its `presented` as the frames' before it do: the presentation clock is not one steady clock in these logs"
@@ -142,7 +159,18 @@ pub enum FramesError {
 }
 
 /// Joins `client` and `server` and follows every frame.
-pub fn analyse(mut client: Log, server: Log, options: Options) -> Result<Analysis, FramesError> {
+pub fn analyse(client: Log, server: Log, options: Options) -> Result<Analysis, FramesError> {
+    analyse_with(client, server, None, options)
+}
+
+/// [`analyse`], with the compositor's own timeline of the same run (weston's `timeline` scope):
+/// the compositor's stages of each frame, and the presentation clock pinned closer.
+pub fn analyse_with(
+    mut client: Log,
+    server: Log,
+    timeline: Option<&timeline::Timeline>,
+    options: Options,
+) -> Result<Analysis, FramesError> {
     for log in [&client, &server] {
         if let Some(location) = &log.mixed {
             return Err(FramesError::Mixed {
@@ -183,13 +211,17 @@ pub fn analyse(mut client: Log, server: Log, options: Options) -> Result<Analysi
             text: client.messages[first].text.to_string(),
         });
     }
-    let (frames, clock_id) = stages::frames(&client, &server, &join);
-    let offset = stages::clock_offset(&frames).map_err(|k| FramesError::NoOffset {
+    let (mut frames, clock_id) = stages::frames(&client, &server, &join);
+    let mut offset = stages::clock_offset(&frames).map_err(|k| FramesError::NoOffset {
         location: Location {
             file: client.file.clone(),
             line: frames[k].line,
         },
     })?;
+    let mut timeline_note = None;
+    if let Some(t) = timeline {
+        (offset, timeline_note) = with_timeline(&client, &mut frames, offset, t)?;
+    }
     let pacing = pacing::pacing(&frames, offset.map(|o| o.estimate_ns));
     let joined = Joined {
         requests_found: join.requests.0,
@@ -206,7 +238,8 @@ pub fn analyse(mut client: Log, server: Log, options: Options) -> Result<Analysi
             .collect(),
         shift_us,
     };
-    let notes = notes(&client, &server, &frames, &joined, clock_id);
+    let mut notes = notes(&client, &server, &frames, &joined, clock_id);
+    notes.extend(timeline_note);
     Ok(Analysis {
         frames,
         clock_id,
@@ -215,6 +248,132 @@ pub fn analyse(mut client: Log, server: Log, options: Options) -> Result<Analysi
         joined,
         notes,
     })
+}
+
+/// Each presented frame's repaint from the timeline (the `core_repaint_finished` whose vblank is
+/// its display time, the clocks' constant taken out), its commit's `core_commit_damage` where its
+/// surface is the window the client titled, and the presentation clock's offset narrowed by
+/// them: a repaint finished before the compositor sent `presented` (`offset <= sent -
+/// finished`), and a commit's damage was taken after the compositor printed the commit
+/// (`offset >= dispatched - damage`). A note where the timeline cannot be used.
+fn with_timeline(
+    client: &Log,
+    frames: &mut [Frame],
+    offset: Option<ClockOffset>,
+    t: &timeline::Timeline,
+) -> Result<(Option<ClockOffset>, Option<String>), FramesError> {
+    let vblanks = timeline::vblanks(t);
+    let displays: Vec<i128> = frames
+        .iter()
+        .filter_map(|f| match f.feedback {
+            Feedback::Presented(p) => Some(p.display_ns),
+            _ => None,
+        })
+        .collect();
+    let Some(mut o) = offset.filter(|_| !displays.is_empty()) else {
+        let note = format!(
+            "{}: no frame was presented, so the timeline is not used",
+            t.file
+        );
+        return Ok((offset, Some(note)));
+    };
+    let c = match timeline::mono_minus_presentation(&displays, &vblanks) {
+        timeline::LinedUp::By(c) => c,
+        timeline::LinedUp::Not => {
+            return Err(FramesError::TimelineOfAnotherRun {
+                timeline: t.file.clone(),
+            });
+        }
+        timeline::LinedUp::Tied => {
+            let note = format!(
+                "{}: its vblanks come at so steady a rate that which one showed a frame cannot be told: the timeline is not used",
+                t.file
+            );
+            return Ok((offset, Some(note)));
+        }
+    };
+    for f in frames.iter_mut() {
+        let Feedback::Presented(p) = f.feedback else {
+            continue;
+        };
+        f.repaint = timeline::nearest(&vblanks, p.display_ns + c)
+            .and_then(|(_, at)| timeline::repaint_at(t, at, c));
+        if let (Some(r), Some(sent)) = (f.repaint, p.seen.server_us) {
+            o.high_ns = o.high_ns.min(i128::from(sent) * 1_000 - r.finished_ns);
+        }
+    }
+    // the titled window's commits with damage, on the presentation clock, in order
+    let surface = window_title(client)
+        .and_then(|(wl_surface, title)| Some((wl_surface, t.surface_titled(&title)?)));
+    if let Some((wl_surface, ws)) = surface {
+        let damage: Vec<i128> = t
+            .events
+            .iter()
+            .filter(|e| e.kind == timeline::Kind::CommitDamage && e.surface == Some(ws))
+            .map(|e| e.t_ns - c)
+            .collect();
+        for f in frames.iter_mut().filter(|f| f.surface == wl_surface) {
+            let Some(dispatched) = f.commit.server_us.map(|us| i128::from(us) * 1_000) else {
+                continue;
+            };
+            // the first damage at or after the dispatch on the upper edge's clock, close to it
+            let at = damage.partition_point(|&d| d + o.high_ns < dispatched);
+            let near = |d: &&i128| **d + o.high_ns - dispatched <= DAMAGE_WITHIN_NS;
+            if let Some(&d) = damage.get(at).filter(near) {
+                o.low_ns = o.low_ns.max(dispatched - d);
+                if let Some(r) = &mut f.repaint {
+                    r.commit_ns = Some(d);
+                }
+            }
+        }
+    }
+    if o.low_ns > o.high_ns {
+        return Err(FramesError::TimelineDisagrees {
+            timeline: t.file.clone(),
+        });
+    }
+    o.estimate_ns = o.high_ns;
+    Ok((Some(o), None))
+}
+
+/// How far after its dispatch a commit's damage is looked for.
+const DAMAGE_WITHIN_NS: i128 = 2_000_000;
+
+/// The surface of the client's titled toplevel and its title (`xdg_wm_base.get_xdg_surface`,
+/// `xdg_surface.get_toplevel`, `xdg_toplevel.set_title`; the last title set).
+fn window_title(client: &Log) -> Option<(u32, String)> {
+    let mut xdg_surfaces: rustc_hash::FxHashMap<u32, u32> = Default::default();
+    let mut toplevels: rustc_hash::FxHashMap<u32, u32> = Default::default();
+    let mut titled = None;
+    let id_after = |arg: &str| {
+        arg.rsplit_once('@')
+            .and_then(|(_, id)| id.parse::<u32>().ok())
+    };
+    for m in client.messages.iter().filter(|m| m.sent) {
+        match (m.interface(), m.name()) {
+            ("xdg_wm_base", "get_xdg_surface") => {
+                if let Some((xdg, surface)) = m.args().split_once(", ")
+                    && let (Some(x), Some(s)) = (id_after(xdg), id_after(surface))
+                {
+                    xdg_surfaces.insert(x, s);
+                }
+            }
+            ("xdg_surface", "get_toplevel") => {
+                if let Some(t) = id_after(m.args()) {
+                    toplevels.insert(t, m.id());
+                }
+            }
+            ("xdg_toplevel", "set_title") => {
+                let title = m.args().strip_prefix('"').and_then(|a| a.strip_suffix('"'));
+                let surface = toplevels.get(&m.id()).and_then(|x| xdg_surfaces.get(x));
+                if let (Some(title), Some(&surface)) = (title, surface) {
+                    titled = Some((surface, title.to_string()));
+                }
+            }
+            _ => {}
+        }
+    }
+    titled
 }
 
 /// The whole wrap periods that put the client's first stamp within half a period of the
@@ -382,7 +541,7 @@ impl Analysis {
         for f in self.frames.iter().take(most) {
             for stage in Stage::ALL {
                 let (Some(latency), Some(start)) =
-                    (f.stage_ns(stage, offset), f.stage_start_us(stage))
+                    (f.stage_ns(stage, offset), f.stage_start_us(stage, offset))
                 else {
                     continue;
                 };

@@ -260,6 +260,7 @@ mod tests {
                 server_us: Some(dispatch_us),
             },
             done: None,
+            repaint: None,
             feedback: Feedback::Presented(Presented {
                 seen: Seen {
                     client_us: display_ms * 1_000 + 200,

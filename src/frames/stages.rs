@@ -25,17 +25,26 @@ pub enum Stage {
     CommitToPresented,
     /// the client's commit → the display time inside `presented`, on the logs' clock
     CommitToDisplay,
+    /// with a compositor timeline: the compositor's commit → the repaint that showed it begins
+    CompositorToRepaint,
+    /// the repaint: its beginning → handed to the display
+    Repaint,
+    /// handed to the display → its vblank
+    RepaintToVblank,
 }
 
 impl Stage {
     /// Every stage, in order.
-    pub const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 9] = [
         Stage::CommitToCompositor,
         Stage::CompositorToFrameDone,
         Stage::CompositorToPresented,
         Stage::PresentedToClient,
         Stage::CommitToPresented,
         Stage::CommitToDisplay,
+        Stage::CompositorToRepaint,
+        Stage::Repaint,
+        Stage::RepaintToVblank,
     ];
 
     /// Its name in every output.
@@ -47,6 +56,9 @@ impl Stage {
             Stage::PresentedToClient => "presented_to_client",
             Stage::CommitToPresented => "commit_to_presented",
             Stage::CommitToDisplay => "commit_to_display",
+            Stage::CompositorToRepaint => "compositor_to_repaint",
+            Stage::Repaint => "repaint",
+            Stage::RepaintToVblank => "repaint_to_vblank",
         }
     }
 
@@ -116,6 +128,8 @@ pub struct Frame {
     pub done: Option<Seen>,
     /// its presentation feedback
     pub feedback: Feedback,
+    /// the repaint that showed it, from a compositor timeline
+    pub repaint: Option<super::timeline::Repaint>,
 }
 
 impl Frame {
@@ -142,14 +156,33 @@ impl Frame {
                 let display = presented?.display_ns + offset_ns?;
                 i64::try_from(display - i128::from(self.commit.client_us) * 1_000).ok()
             }
+            Stage::CompositorToRepaint => {
+                let r = self.repaint?;
+                let commit = match r.commit_ns {
+                    Some(commit) => commit,
+                    None => i128::from(self.commit.server_us?) * 1_000 - offset_ns?,
+                };
+                i64::try_from(r.begin_ns - commit).ok()
+            }
+            Stage::Repaint => self
+                .repaint
+                .and_then(|r| i64::try_from(r.posted_ns - r.begin_ns).ok()),
+            Stage::RepaintToVblank => self
+                .repaint
+                .and_then(|r| i64::try_from(r.vblank_ns - r.posted_ns).ok()),
         }
     }
 }
 
 impl Frame {
-    /// Where `stage` starts, µs on the logs' clock (`None`: not measured for this frame).
-    pub fn stage_start_us(&self, stage: Stage) -> Option<i64> {
+    /// Where `stage` starts, µs on the logs' clock (`None`: not measured for this frame), the
+    /// presentation clock mapped onto it with `offset_ns`.
+    pub fn stage_start_us(&self, stage: Stage, offset_ns: Option<i128>) -> Option<i64> {
+        let on_logs = |ns: i128| i64::try_from((ns + offset_ns?).div_euclid(1_000)).ok();
         match stage {
+            Stage::CompositorToRepaint => self.commit.server_us,
+            Stage::Repaint => on_logs(self.repaint?.begin_ns),
+            Stage::RepaintToVblank => on_logs(self.repaint?.posted_ns),
             Stage::CommitToCompositor | Stage::CommitToPresented | Stage::CommitToDisplay => {
                 Some(self.commit.client_us)
             }
@@ -207,6 +240,7 @@ pub fn frames(client: &Log, server: &Log, join: &Join) -> (Vec<Frame>, Option<u3
                     } else {
                         Feedback::Pending
                     },
+                    repaint: None,
                 });
             }
             (false, "wl_callback", "done") => {
