@@ -18,6 +18,7 @@ mod live;
 mod live_record;
 mod live_system;
 mod mir_lttng;
+mod nothing_lost;
 mod perfetto;
 mod report;
 mod safety;

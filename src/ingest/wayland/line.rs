@@ -104,6 +104,24 @@ impl fmt::Display for Malformed {
 
 /// Parses one line (without its newline). `scratch` is used only for lines with ANSI colour.
 pub fn parse_line<'a>(line: &'a [u8], scratch: &'a mut Vec<u8>) -> Parsed<'a> {
+    // A line as a terminal shows it: a program's status line written over with a carriage
+    // return (mpv's `\r\e[K AV: ...\r` before a protocol line) leaves the text after the last
+    // `\r` on the screen. That text is the line where it is a message; the whole line is read
+    // otherwise (a `\r` inside a string argument).
+    if let Some(at) = memchr::memrchr(b'\r', line) {
+        let shown = &line[at + 1..];
+        if matches!(
+            parse_unescaped(shown, scratch),
+            Parsed::Message(_) | Parsed::Zombie(_)
+        ) {
+            return parse_unescaped(shown, scratch);
+        }
+    }
+    parse_unescaped(line, scratch)
+}
+
+/// [`parse_plain`] of `line` without its escape sequences when it begins with one.
+fn parse_unescaped<'a>(line: &'a [u8], scratch: &'a mut Vec<u8>) -> Parsed<'a> {
     if line.first() == Some(&0x1b) {
         strip_ansi(line, scratch);
         return parse_plain(scratch);
@@ -527,6 +545,26 @@ fn parse_body(s: &[u8]) -> Result<Body<'_>, Malformed> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_line_written_over_with_a_carriage_return_leaves_the_message_a_terminal_shows() {
+        let mut scratch = Vec::new();
+        let torn = b"\x1b[K AV: 00:00:01 / 00:00:10 (10%) A-V:  0.000\r[1234567.890]  -> wl_surface@3.commit()";
+        let Parsed::Message(m) = parse_line(torn, &mut scratch) else {
+            panic!("the message after the status line")
+        };
+        assert_eq!(
+            (m.interface, m.id, m.name, m.sent),
+            (&b"wl_surface"[..], 3, &b"commit"[..], true)
+        );
+        // a carriage return inside a string argument: the whole line
+        let mut scratch = Vec::new();
+        let quoted = b"[1234567.890]  -> xdg_toplevel@9.set_title(\"a\rb\")";
+        let Parsed::Message(m) = parse_line(quoted, &mut scratch) else {
+            panic!("the whole line")
+        };
+        assert_eq!(m.args, &b"\"a\rb\""[..]);
+    }
 
     #[test]
     fn a_leading_number_is_read_as_digit_by_digit_up_to_nineteen_digits() {
