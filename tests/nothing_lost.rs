@@ -10,7 +10,9 @@ fn protocol_lines_behind_a_status_line_written_over_are_read_as_a_terminal_shows
         let t = 1_000_000 + k * 16;
         let status = format!("\x1b[K AV: 00:00:{k:02} / 00:00:50 ({k}%) A-V:  0.000\r");
         let torn = if k % 2 == 0 { status.as_str() } else { "" };
-        log.push_str(&format!("{torn}[{t:7}.000]  -> wl_surface@3.attach(wl_buffer@5, 0, 0)\n"));
+        log.push_str(&format!(
+            "{torn}[{t:7}.000]  -> wl_surface@3.attach(wl_buffer@5, 0, 0)\n"
+        ));
         log.push_str(&format!("{torn}[{t:7}.100]  -> wl_surface@3.commit()\n"));
         log.push_str(&format!("[{t:7}.900] wl_buffer@5.release()\n"));
     }
@@ -24,4 +26,41 @@ fn protocol_lines_behind_a_status_line_written_over_are_read_as_a_terminal_shows
     assert_eq!(c2r["count"], 50, "every commit paired: {c2r}");
     assert_eq!(c2r["orphan_ends"], 0);
     assert_eq!(doc["input"]["messages"], 150);
+}
+
+#[test]
+fn markdown_says_what_json_says_of_the_unpaired_and_the_input() {
+    let log = "\
+[1000.000]  -> wl_surface@3.attach(wl_buffer@5, 0, 0)
+[1000.001]  -> wp_presentation@6.feedback(wl_surface@3, new id wp_presentation_feedback@9)
+[1000.002]  -> wl_surface@3.commit()
+[1000.500] wl_buffer@7.release()
+[1016.000] wp_presentation_feedback@9.discarded()
+[1017.000] wl_buffer@5.release()
+";
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "c.log", log);
+    let md = crate::util::stdout(&run(&["wayland", "-f", "markdown", path.to_str().unwrap()]));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&run(&["wayland", "-f", "json", path.to_str().unwrap()]).stdout)
+            .unwrap();
+    let spans = crate::util::spans_by_name(&doc);
+    assert_eq!(spans["commit_to_release/client"]["orphan_ends"], 1);
+    assert_eq!(spans["commit_to_presented/client"]["discarded"], 1);
+    // | name | side | group | count | 8 figures | unmatched | superseded | orphan ends | discarded | backwards |
+    let row = |name: &str| -> Vec<String> {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("{name} in {md}"))
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    assert_eq!(row("commit_to_release")[15], "1", "orphan ends: {md}");
+    assert_eq!(row("commit_to_presented")[16], "1", "discarded: {md}");
+    assert!(md.contains("Input: files 1, bytes "), "{md}");
+    assert!(
+        md.contains(&format!("messages {}", doc["input"]["messages"])),
+        "{md}"
+    );
 }

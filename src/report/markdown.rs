@@ -1,4 +1,6 @@
-//! A Markdown table, one row per series, ready for a merge request or a wiki page.
+//! A Markdown table, one row per series, ready for a merge request or a wiki page, with every
+//! count the other formats give: what did not pair (per series), what the input held, and the
+//! warnings.
 
 use std::fmt::Write;
 
@@ -18,11 +20,11 @@ impl Renderer for Markdown {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "| span | side | group | count | min [{u}] | p50 [{u}] | p90 [{u}] | p99 [{u}] | p99.9 [{u}] | max [{u}] | mean [{u}] | sd [{u}] | unmatched | superseded |"
+            "| span | side | group | count | min [{u}] | p50 [{u}] | p90 [{u}] | p99 [{u}] | p99.9 [{u}] | max [{u}] | mean [{u}] | sd [{u}] | unmatched | superseded | orphan ends | discarded | backwards |"
         );
         let _ = writeln!(
             out,
-            "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+            "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
         );
         for row in report.rows() {
             let d = row.distribution;
@@ -30,7 +32,7 @@ impl Renderer for Markdown {
             let p = d.percentiles();
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 row.name,
                 row.side.map_or("–", |s| s.name()),
                 super::format::markdown_cell(row.group.as_deref().unwrap_or("all")),
@@ -45,7 +47,24 @@ impl Renderer for Markdown {
                 fmtf(s.stddev()),
                 row.counters.unmatched,
                 row.counters.superseded,
+                row.counters.orphan_ends,
+                row.counters.discarded,
+                row.counters.backwards,
             );
+        }
+        if !report.input.is_empty() {
+            let counts: Vec<String> = report
+                .input
+                .iter()
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect();
+            let _ = writeln!(out, "\nInput: {}.", counts.join(", "));
+        }
+        if !report.warnings.is_empty() {
+            out.push('\n');
+        }
+        for w in &report.warnings {
+            let _ = writeln!(out, "- warning: {}", super::format::markdown_cell(w));
         }
         out
     }
