@@ -64,3 +64,62 @@ fn markdown_says_what_json_says_of_the_unpaired_and_the_input() {
         "{md}"
     );
 }
+
+#[test]
+fn lab_wayland_on_a_compositor_that_presents_nothing_says_so() {
+    if !crate::util::commands_available(&["sway", "setpriv"], "sway") {
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    // sway refuses root: it runs as nobody, in a private runtime directory
+    let rt = tempfile::tempdir().unwrap();
+    let dir = rt.path();
+    let chown = std::process::Command::new("chown")
+        .args(["nobody", dir.to_str().unwrap()])
+        .status();
+    assert!(chown.unwrap().success());
+    std::fs::write(dir.join("config"), "output HEADLESS-1 resolution 640x480\n").unwrap();
+    let mut sway = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "env",
+            "-i",
+            "PATH=/usr/bin:/bin",
+        ])
+        .arg(format!("XDG_RUNTIME_DIR={}", dir.display()))
+        .args([
+            "WLR_BACKENDS=headless",
+            "WLR_RENDERER=pixman",
+            "WLR_LIBINPUT_NO_DEVICES=1",
+            "sway",
+            "-c",
+        ])
+        .arg(dir.join("config"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = (0..100).find_map(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::fs::read_dir(dir).unwrap().flatten().find_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            (name.starts_with("wayland-") && !name.ends_with(".lock")).then_some(name)
+        })
+    });
+    let out = crate::util::latscope()
+        .env("XDG_RUNTIME_DIR", dir)
+        .args(["lab", "wayland", "frames", "--frames", "20", "--display"])
+        .arg(socket.expect("sway's socket"))
+        .output()
+        .unwrap();
+    let _ = sway.kill();
+    let _ = sway.wait();
+    let text = crate::util::stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("the compositor answered none of 20 presentation feedbacks"),
+        "{text}"
+    );
+}

@@ -66,6 +66,8 @@ pub struct FrameEvents {
     pub frame_to_done: Vec<(u64, u64)>,
     /// commit → presented (received): (commit time, latency)
     pub commit_to_presented: Vec<(u64, u64)>,
+    /// feedbacks asked for
+    pub feedbacks: u64,
     /// feedbacks answered `discarded`
     pub discarded: u64,
     /// union of the `presented` flags seen

@@ -288,6 +288,7 @@ fn frames(
         let committed = Arc::new(AtomicU64::new(0));
         if let Some(pres) = &win.presentation {
             pres.feedback(&win.surface, &qh, Arc::clone(&committed));
+            client.state.frames.feedbacks += 1;
         }
         win.surface.attach(Some(&win.buffers[index]), 0, 0);
         let (y, h) = (rows.0 as i32, rows.1 as i32);
@@ -321,6 +322,17 @@ const FLAGS: [(u32, &str); 4] = [
 /// Moves what the events recorded into `out`.
 fn collect(client: &mut Client, presentation: bool, out: &mut Outcome) {
     let f = std::mem::take(&mut client.state.frames);
+    if presentation {
+        let (asked, presented) = (f.feedbacks, f.commit_to_presented.len() as u64);
+        if asked > 0 && presented == 0 {
+            // nothing silent: an empty commit_to_presented says why
+            out.notes.push(format!(
+                "the compositor answered none of {asked} presentation feedbacks with presented ({} discarded, {} never answered): commit_to_presented has no sample (a headless output may present nothing)",
+                f.discarded,
+                asked - f.discarded.min(asked)
+            ));
+        }
+    }
     let mut push = |name: &'static str, v: Vec<(u64, u64)>| {
         let i = out.metric(name);
         for (start, latency) in v {
