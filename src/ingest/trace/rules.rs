@@ -128,6 +128,28 @@ pub enum Repeat {
     KeepFirst,
 }
 
+impl Repeat {
+    /// Both, the default first.
+    pub const ALL: [Repeat; 2] = [Repeat::KeepLast, Repeat::KeepFirst];
+
+    /// The name on the command line (`--keep first`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Repeat::KeepLast => "last",
+            Repeat::KeepFirst => "first",
+        }
+    }
+}
+
+impl std::str::FromStr for Repeat {
+    type Err = crate::error::UnknownName;
+
+    /// By [`Repeat::name`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::error::UnknownName::find(&Self::ALL, Self::name, "start to keep", s)
+    }
+}
+
 /// Writes span `span` and the values of `fields` of `ev` into `buf` (separated by U+001F), the
 /// key of an open span; `false` when the event lacks one.
 ///

@@ -72,6 +72,15 @@ impl SpanKind {
     }
 }
 
+impl std::str::FromStr for SpanKind {
+    type Err = crate::error::UnknownName;
+
+    /// By [`SpanKind::cli_name`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::error::UnknownName::find(&Self::ALL, Self::cli_name, "span", s)
+    }
+}
+
 /// How series are split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GroupBy {
@@ -84,6 +93,35 @@ pub enum GroupBy {
     Object,
     /// per input file
     File,
+}
+
+impl GroupBy {
+    /// Every grouping.
+    pub const ALL: [GroupBy; 4] = [
+        GroupBy::None,
+        GroupBy::Surface,
+        GroupBy::Object,
+        GroupBy::File,
+    ];
+
+    /// The name on the command line (`--group surface`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            GroupBy::None => "none",
+            GroupBy::Surface => "surface",
+            GroupBy::Object => "object",
+            GroupBy::File => "file",
+        }
+    }
+}
+
+impl std::str::FromStr for GroupBy {
+    type Err = crate::error::UnknownName;
+
+    /// By [`GroupBy::name`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::error::UnknownName::find(&Self::ALL, Self::name, "grouping", s)
+    }
 }
 
 /// Which spans to compute and how to group them.
