@@ -6,6 +6,10 @@
 //! Values named by a library enum ([`Unit`], [`SpanKind`], [`GroupBy`], [`Repeat`],
 //! [`TraceFormat`], [`Clock`]) are parsed by its own names ([`Named`]); the enums here
 //! ([`Format`], [`ExportFormat`], [`PlotKind`], [`CounterSet`]) are the command line's own.
+//!
+//! Help comes in two lengths, as clap makes them: an argument's doc comment starts with one short
+//! line, all `-h` shows (one screen per command); the paragraphs after it, each command's
+//! `long_about` and its examples (`after_long_help`) are for `--help`, which teaches.
 
 use std::path::{Path, PathBuf};
 
@@ -46,36 +50,36 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Latency distributions from WAYLAND_DEBUG logs (commit→release, frame→done, ...).
-    #[command(long_about = WAYLAND_ABOUT, after_help = WAYLAND_EXAMPLES)]
+    #[command(long_about = WAYLAND_ABOUT, after_long_help = WAYLAND_EXAMPLES)]
     Wayland(WaylandArgs),
     /// A frame's whole path: the client's WAYLAND_DEBUG log joined to its compositor's, stage by
     /// stage from the commit to the screen.
-    #[command(long_about = FRAMES_ABOUT, after_help = FRAMES_EXAMPLES)]
+    #[command(long_about = FRAMES_ABOUT, after_long_help = FRAMES_EXAMPLES)]
     Frames(FramesArgs),
     /// Latency from any trace: perf script, ftrace/trace-cmd, babeltrace2 (LTTng), Chrome
     /// JSON, JSON lines, CSV: a start event and an end event paired by a key.
-    #[command(long_about = SPANS_ABOUT, after_help = format!("{SPANS_EXAMPLES}\n\n{}", latscope::rule::GRAMMAR_HELP))]
+    #[command(long_about = SPANS_ABOUT, after_long_help = format!("{SPANS_EXAMPLES}\n\n{}", latscope::rule::GRAMMAR_HELP))]
     Spans(SpansArgs),
     /// A first look, no setup: an IPC matrix measured here, X11 uploads and the screen
     /// query (on Xvfb), a native Wayland client (on weston) and a bundled WAYLAND_DEBUG log, in
     /// one HTML report, each part with the command for your own system.
     Demo(DemoArgs),
     /// List the USDT probes of executables and libraries, or of everything a process has mapped.
-    #[command(after_help = PROBES_EXAMPLES)]
+    #[command(after_long_help = PROBES_EXAMPLES)]
     Probes(ProbesArgs),
     /// Trace kernel tracepoints, kprobes, USDT probes and uprobes live, over whole process
     /// trees: latency spans, rates and values, aggregated in the kernel by bpftrace.
-    #[command(long_about = LIVE_ABOUT, after_help = format!("{LIVE_EXAMPLES}{}", latscope::rule::GRAMMAR_HELP))]
+    #[command(long_about = LIVE_ABOUT, after_long_help = format!("{LIVE_EXAMPLES}{}", latscope::rule::GRAMMAR_HELP))]
     Live(LiveArgs),
     /// Labs: controlled experiments that make a performance lesson measurable.
     #[command(subcommand)]
     Lab(LabCommand),
     /// A/B benchmark: run commands interleaved, with CPU counters and a verdict you can trust.
-    #[command(long_about = BENCH_ABOUT, after_help = BENCH_EXAMPLES)]
+    #[command(long_about = BENCH_ABOUT, after_long_help = BENCH_EXAMPLES)]
     Bench(BenchArgs),
     /// Compare two saved results of any kind: what got faster, slower, or moved in opposite
     /// directions in the body and the tail, with a verdict.
-    #[command(after_help = COMPARE_EXAMPLES)]
+    #[command(after_long_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
     /// Plot saved results as SVG: a histogram on a log latency axis, or percentiles (latency
     /// against percentile, 50 to 99.99).
@@ -85,11 +89,11 @@ pub enum Command {
     Report(ReportArgs),
     /// Export a saved result for other tools: hlog (HdrHistogram interval log), bpftrace JSON,
     /// chrome-json and perfetto (kept spans on a timeline), parquet (rows for SQL).
-    #[command(after_help = EXPORT_EXAMPLES)]
+    #[command(after_long_help = EXPORT_EXAMPLES)]
     Export(ExportArgs),
     /// Merge spans results of many machines or runs into one (exactly: kernel log-linear
     /// buckets and HdrHistograms add); `compare`, `report` and `export` take the result.
-    #[command(after_help = MERGE_EXAMPLES)]
+    #[command(after_long_help = MERGE_EXAMPLES)]
     Merge(MergeArgs),
 }
 
@@ -204,7 +208,9 @@ impl SaveArg {
 /// `--unit`: the unit of the times a table shows (documents are always in ns).
 #[derive(Debug, Clone, Args)]
 pub struct UnitOpt {
-    /// Unit of the times in tables (JSON and CSV are always in ns).
+    /// Unit of the tables
+    ///
+    /// JSON and CSV are always in ns.
     #[arg(long, default_value = "us", value_parser = named::<Unit>())]
     unit: Unit,
 }
@@ -220,9 +226,11 @@ impl UnitOpt {
 /// its document, for a timeline; the distributions count every one.
 #[derive(Debug, Clone, Args)]
 pub struct MaxSpans {
-    /// Keep the first N spans themselves (start in the run's clock, latency), and for labs
-    /// always the slowest, in the JSON document, for `latscope export --to chrome-json|perfetto`
-    /// and the report's latency-against-time view.
+    /// Spans kept one by one in the JSON document
+    ///
+    /// The first N, each with its start (in the run's clock) and latency, and for labs always the
+    /// slowest too: for `latscope export --to chrome-json|perfetto` and the report's
+    /// latency-against-time view. The distributions count every span.
     #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::values::max_spans)]
     max_spans: usize,
 }
@@ -237,6 +245,8 @@ impl MaxSpans {
 /// `--noise` of the commands that judge saved results (`bench` has its own default).
 #[derive(Debug, Clone, Args)]
 pub struct NoiseArg {
+    /// Changes within this band count as none
+    ///
     /// The band within which a change counts as no change: 1%, 0.5% or 0.01.
     #[arg(long, default_value = "1%", value_parser = percent)]
     noise: f64,
@@ -252,33 +262,38 @@ impl NoiseArg {
 /// The inputs of the commands that read logs and traces (`wayland`, `spans`), and how.
 #[derive(Debug, Clone, Args)]
 pub struct InputArgs {
-    /// Logs or traces; `-` reads standard input. A gzip, zstd or xz file (or stream) is
-    /// decompressed as it is read, known by its first bytes, on a thread of its own (at most
-    /// 5 MiB decompressed ahead).
+    /// Logs or traces; `-` reads standard input
+    ///
+    /// A gzip, zstd or xz file (or stream) is decompressed as it is read, known by its first bytes,
+    /// on a thread of its own (at most 5 MiB decompressed ahead).
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
-    /// Fail at the first malformed line (one that should be an event or a protocol message and
-    /// is not), naming it, instead of counting it; nothing after it is read (the spans measured
-    /// before it, if any, are shown with the counts up to it).
-    /// Lines that are no event at all (headers, comments, blank lines, a program's own output)
-    /// are skipped as ever; a line that is not UTF-8 (`not_utf8`) is counted in the summary,
-    /// not fatal.
+    /// Fail at the first malformed line instead of counting it
+    ///
+    /// A malformed line is one that should be an event or a protocol message and is not; the error
+    /// names it, and nothing after it is read (the spans measured before it, if any, are shown with
+    /// the counts up to it). Lines that are no event at all (headers, comments, blank lines, a
+    /// program's own output) are skipped as ever; a line that is not UTF-8 (`not_utf8`) is counted
+    /// in the summary, not fatal.
     #[arg(long)]
     pub strict: bool,
-    /// Threads reading each input, in all (default: the available cores; 1 reads on one
-    /// thread). Lines are cut into chunks of 256 KiB, each read and parsed by one thread; what
-    /// depends on order (a WAYLAND_DEBUG log's clock, objects and spans; a trace's pairing)
-    /// follows them in the input's order on the calling thread, which reads and parses too when
-    /// it would wait: the result is one thread's. With one rule and no --by, each chunk's thread
-    /// pairs its own events, and the calling thread takes their spans in order. Chrome JSON is
-    /// read in parallel where it has one element a line (what Chromium writes), serially
-    /// elsewhere (a minified file, elements over several lines, elements under 96 bytes on
-    /// average); CSV, strace and perf trace are read on one thread. Memory: at most 4 chunks
-    /// per thread in flight, 16 in all, each its input (up to 2 MiB around a longer line) and
-    /// what was parsed from it. A file of 1 MiB or more (not Chrome JSON) is read in place
-    /// through a memory map, its pages given back 4 MiB at a time as they are read
+    /// Threads reading each input (default: the available cores)
+    ///
+    /// 1 reads on one thread. Lines are cut into chunks of 256 KiB, each read and parsed by one
+    /// thread; what depends on order (a WAYLAND_DEBUG log's clock, objects and spans; a trace's
+    /// pairing) follows them in the input's order on the calling thread, which reads and parses too
+    /// when it would wait: the result is one thread's. With one rule and no --by, each chunk's
+    /// thread pairs its own events, and the calling thread takes their spans in order.
+    ///
+    /// Chrome JSON is read in parallel where it has one element a line (what Chromium writes),
+    /// serially elsewhere (a minified file, elements over several lines, elements under 96 bytes on
+    /// average); CSV, strace and perf trace are read on one thread.
+    ///
+    /// Memory: at most 4 chunks per thread in flight, 16 in all, each its input (up to 2 MiB around
+    /// a longer line) and what was parsed from it. A file of 1 MiB or more (not Chrome JSON) is
+    /// read in place through a memory map, its pages given back 4 MiB at a time as they are read
     /// (docs/performance.md has the memory measured).
-    #[arg(long, value_name = "N", default_value_t = crate::values::cores(), value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, value_name = "N", default_value_t = crate::values::cores(), hide_default_value = true, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).
     #[arg(long, hide = true, default_value_t = 0)]
@@ -303,9 +318,11 @@ pub struct OutputArgs {
     pub format: Format,
     #[command(flatten)]
     pub unit: UnitOpt,
-    /// Also print a linear histogram of buckets [MIN, MIN+STEP), ... up to MAX, with a header
-    /// of count, min, max, values outside the range, mean, variance, SD and median. Values take
-    /// a unit (250us, 1.5ms); bare numbers are in --unit.
+    /// Also print a linear histogram: MIN,MAX,STEP
+    ///
+    /// Buckets [MIN, MIN+STEP), ... up to MAX, with a header of count, min, max, values outside the
+    /// range, mean, variance, SD and median. Values take a unit (250us, 1.5ms); bare numbers are in
+    /// --unit.
     #[arg(long, value_name = "MIN,MAX,STEP")]
     pub linear: Option<String>,
     /// Leave out the log2 histogram (text format).
@@ -460,10 +477,12 @@ Exit status: 0 success, 1 error (unreadable input; malformed line with --strict)
 pub struct WaylandArgs {
     #[command(flatten)]
     pub input: InputArgs,
-    /// Spans to compute (comma-separated or repeated; default: all that occur).
+    /// Spans to compute (default: all that occur)
+    ///
+    /// Comma-separated or repeated.
     #[arg(long, short = 's', value_delimiter = ',', value_parser = named::<SpanKind>())]
     pub span: Vec<SpanKind>,
-    /// Split each span into one series per group.
+    /// One series per span and group
     #[arg(long, short = 'g', default_value = "none", value_parser = named::<GroupBy>())]
     pub group: GroupBy,
     #[command(flatten)]
@@ -520,18 +539,22 @@ Exit status: 0 success, 1 error (logs of different runs, no frame, unreadable in
 /// `latscope frames`
 #[derive(Debug, Args)]
 pub struct FramesArgs {
-    /// The client's WAYLAND_DEBUG log (`WAYLAND_DEBUG=1`); `-` reads standard input.
+    /// The client's WAYLAND_DEBUG log (`WAYLAND_DEBUG=1`; `-`: stdin)
     #[arg(value_name = "CLIENT_LOG")]
     pub client: PathBuf,
     /// The compositor's log of the same run (`WAYLAND_DEBUG=server`).
     #[arg(value_name = "SERVER_LOG")]
     pub server: PathBuf,
-    /// The furthest a message may lie from its counterpart in the other log (a unit: 500ms,
-    /// 2s; bare numbers are µs). Beyond it, a message is not found.
+    /// Farthest a message lies from its counterpart
+    ///
+    /// The farthest a message may lie from its counterpart in the other log; a unit: 500ms, 2s;
+    /// bare numbers are µs. Beyond it, a message is not found.
     #[arg(long, value_name = "TIME", default_value = "1s", value_parser = crate::values::duration_us)]
     pub window: u64,
-    /// Frames kept one by one in the JSON document (`records`: for `export` and the report's
-    /// timeline); the stages' distributions count every frame.
+    /// Frames kept one by one in the JSON document
+    ///
+    /// `records`: for `export` and the report's timeline; the stages' distributions count every
+    /// frame.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_frames: usize,
     #[command(flatten)]
@@ -598,16 +621,21 @@ pub struct SpansArgs {
     /// The name of the --start/--end span (default: START_to_END).
     #[arg(long, value_name = "NAME")]
     pub span_name: Option<String>,
-    /// Fields pairing starts and ends: FIELD, START_FIELD=END_FIELD, comma lists; one for all
-    /// rules or one per --span in order (default: none, every start pairs with the next end).
+    /// Fields pairing starts and ends (FIELD, START=END, a,b)
+    ///
+    /// FIELD pairs equal fields, START_FIELD=END_FIELD the start's field with the end's, a comma
+    /// list several. One --key for all rules, or one per --span in order (default: none, every
+    /// start pairs with the next end).
     #[arg(long, value_name = "FIELD[=FIELD],...")]
     pub key: Vec<String>,
-    /// Split each span into one series per value of this field of the start event.
+    /// One series per value of this field of the start event
     #[arg(long, value_name = "FIELD")]
     pub by: Option<String>,
-    /// At most this many --by values get a series of their own (each costs about 3 KiB, 20 to 40
-    /// bytes a distinct latency of its spans, and 40 to 170 KiB of histograms past 256 of them);
-    /// spans of further values are folded into one '(other)' series, with a warning.
+    /// Most --by values with a series of their own
+    ///
+    /// Spans of further values are folded into one '(other)' series, with a warning. Each series
+    /// costs about 3 KiB, 20 to 40 bytes a distinct latency of its spans, and 40 to 170 KiB of
+    /// histograms past 256 of them.
     #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_series: u32,
     /// Two starts with one key: keep the last (default) or the first.
@@ -625,8 +653,9 @@ pub struct SpansArgs {
     /// jsonl/csv: the column holding the event's name.
     #[arg(long = "name", default_value = "name", value_name = "FIELD")]
     pub name_field: String,
-    /// List this many slowest spans of each series, with their start time in the trace (of
-    /// spans that took as long, the earliest).
+    /// List this many slowest spans of each series
+    ///
+    /// With their start time in the trace (of spans that took as long, the earliest).
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub slowest: usize,
     #[command(flatten)]
@@ -742,9 +771,12 @@ Examples:
 /// `latscope live`
 #[derive(Debug, Args)]
 #[command(
-    mut_arg("save", |a| a.help("Write the final totals as JSON (the `spans` document, plus rates and values)")),
+    mut_arg("save", |a| a
+        .help("Write the final totals as JSON to FILE")
+        .long_help("Write the final totals as JSON: the `spans` document, plus rates and values.")),
     mut_arg("max_spans", |a| a
-        .help("With --record-spans: keep the first N spans (and always the slowest of each series)")
+        .help("With --record-spans: keep the first N spans")
+        .long_help("With --record-spans: keep the first N spans (and always the slowest of each series).")
         .default_value("100000")
         .requires("record_spans")),
 )]
@@ -752,38 +784,49 @@ pub struct LiveArgs {
     /// A latency span: NAME=START..END (repeatable).
     #[arg(long, value_name = "NAME=START..END")]
     pub span: Vec<String>,
-    /// What pairs an end with its start: FIELD or START_FIELD=END_FIELD, or a comma list of
-    /// them (default: arg0 for two USDT probes, else tid). Once for every span, or once per span
-    /// in order.
+    /// What pairs an end with its start (FIELD, START=END, a,b)
+    ///
+    /// FIELD pairs equal fields, START_FIELD=END_FIELD the start's field with the end's, a comma
+    /// list several. Default: arg0 for two USDT probes, else tid. Once for every span, or once per
+    /// span in order.
     #[arg(long, value_name = "FIELD[=FIELD],...")]
     pub key: Vec<String>,
-    /// One histogram per value of a field (tid, pid, comm, cpu, argN, retval, a tracepoint
-    /// field), taken at each span's end probe and at each rate's and value's probe.
+    /// One histogram per value of this field
+    ///
+    /// tid, pid, comm, cpu, argN, retval or a tracepoint field, taken at each span's end probe and
+    /// at each rate's and value's probe.
     #[arg(long, value_name = "FIELD")]
     pub by: Option<String>,
-    /// Count the events of a probe (with filters) per interval (repeatable).
+    /// Count a probe's events per interval (repeatable)
+    ///
+    /// PROBE with filters, as in a span's endpoint.
     #[arg(long, value_name = "PROBE[:FILTER...]")]
     pub rate: Vec<String>,
-    /// The distribution of an integer field: NAME=PROBE[:FILTER...]:FIELD, e.g.
-    /// size=tracepoint:syscalls:sys_exit_read:ret (repeatable).
+    /// The distribution of an integer field (repeatable)
+    ///
+    /// NAME=PROBE[:FILTER...]:FIELD, e.g. size=tracepoint:syscalls:sys_exit_read:ret.
     #[arg(long, value_name = "NAME=PROBE:FIELD")]
     pub value: Vec<String>,
-    /// Trace this running process (with --children: and every process it forks).
+    /// Trace this running process (with --children: and its children)
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
-    /// With --pid: also its children, and every process forked from then on.
+    /// With --pid: also every process it forks from then on
     #[arg(long, requires = "pid")]
     pub children: bool,
-    /// With a COMMAND: trace only the command's own process, not the processes it forks.
+    /// With a COMMAND: trace only its own process, not what it forks
     #[arg(long)]
     pub this_process_only: bool,
-    /// Time between reports, in whole seconds: 5, 5s, 1m is 60s (bare: s).
+    /// Time between reports, whole seconds (bare: s)
+    ///
+    /// 5, 5s, 1m is 60s.
     #[arg(long, default_value = "5", value_parser = whole_seconds)]
     pub interval: u64,
-    /// Stop after this long, in whole seconds: 14, 14s, 2m is 120s (bare: s).
+    /// Stop after this long, whole seconds (bare: s)
+    ///
+    /// 14, 14s, 2m is 120s.
     #[arg(long, value_parser = whole_seconds)]
     pub duration: Option<u64>,
-    /// Report everything since the start at each interval, not just the interval.
+    /// Report everything since the start at each interval
     #[arg(long)]
     pub cumulative: bool,
     /// Print the generated bpftrace program and exit (no root needed).
@@ -798,22 +841,26 @@ pub struct LiveArgs {
     /// Print only the final totals, not every interval.
     #[arg(long, short = 'q')]
     pub quiet: bool,
-    /// Also keep individual spans (start in the kernel's monotonic clock, latency, group) in
-    /// the --save document, for `latscope export --to chrome-json|perfetto` and the report's
-    /// latency-against-time view. The histograms stay exact; each kept span costs one line of
-    /// bpftrace output.
+    /// Also keep individual spans in the --save document
+    ///
+    /// Each with its start (in the kernel's monotonic clock), latency and group, for `latscope
+    /// export --to chrome-json|perfetto` and the report's latency-against-time view. The histograms
+    /// stay exact; each kept span costs one line of bpftrace output.
     #[arg(long, requires = "save")]
     pub record_spans: bool,
     #[command(flatten)]
     pub max_spans: MaxSpans,
-    /// Serve the snapshots on http://ADDR:PORT/metrics for Prometheus (native histograms over
-    /// protobuf, OpenMetrics text otherwise); a bare PORT binds 127.0.0.1.
+    /// Serve the snapshots to Prometheus on http://ADDR:PORT/metrics
+    ///
+    /// Native histograms over protobuf, OpenMetrics text otherwise; a bare PORT binds 127.0.0.1.
     #[arg(long, value_name = "ADDR:PORT")]
     pub serve: Option<String>,
-    /// A label on every served series, e.g. host=lab1 or build=1.4.2 (repeatable).
+    /// A label on every served series, e.g. host=lab1 (repeatable)
     #[arg(long, value_name = "KEY=VALUE", requires = "serve")]
     pub label: Vec<String>,
-    /// A command to start and trace from its first instruction, with every process it forks.
+    /// A command to start and trace, with every process it forks
+    ///
+    /// Traced from its first instruction: latscope holds it until every probe is attached.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
@@ -823,25 +870,25 @@ pub struct LiveArgs {
 pub enum LabCommand {
     /// A submission pipeline whose queue coalesces work: per-stage latency, and why
     /// "total time ÷ batches" misleads.
-    #[command(long_about = QUEUE_ABOUT, after_help = QUEUE_EXAMPLES)]
+    #[command(long_about = QUEUE_ABOUT, after_long_help = QUEUE_EXAMPLES)]
     Queue(QueueArgs),
     /// What each IPC transport costs per message, side by side, as distributions: in-process
     /// call, channel, pipe, Unix sockets, TCP, shared-memory rings, D-Bus.
-    #[command(long_about = IPC_ABOUT, after_help = IPC_EXAMPLES)]
+    #[command(long_about = IPC_ABOUT, after_long_help = IPC_EXAMPLES)]
     Ipc(IpcArgs),
     /// The peer program of a D-Bus process peer (started by `latscope lab ipc`).
     #[command(hide = true)]
     IpcPeer(IpcPeerArgs),
     /// Requests on a real X server, per request: image uploads over the socket vs MIT-SHM
     /// with K segments, and the RandR screen-configuration query in- vs out-of-process.
-    #[command(long_about = X11_ABOUT, after_help = X11_EXAMPLES)]
+    #[command(long_about = X11_ABOUT, after_long_help = X11_EXAMPLES)]
     X11(X11Args),
     /// The D-Bus backend of `latscope lab x11 config --via dbus` (started by the lab).
     #[command(hide = true)]
     X11Backend(X11BackendArgs),
     /// A native Wayland client that times its own round trips, frames (commit → release,
     /// frame → done, commit → presented, buffer waits) and output queries on a compositor.
-    #[command(long_about = WAYLAND_LAB_ABOUT, after_help = WAYLAND_LAB_EXAMPLES)]
+    #[command(long_about = WAYLAND_LAB_ABOUT, after_long_help = WAYLAND_LAB_EXAMPLES)]
     Wayland(WaylandLabArgs),
     /// The D-Bus helper of `lab wayland outputs --via dbus` (started by latscope).
     #[command(hide = true)]
@@ -898,7 +945,7 @@ pub struct QueueArgs {
     /// Number of requests (at least 1).
     #[arg(long, default_value_t = 10_000, value_parser = count)]
     pub batches: u64,
-    /// At most this many requests outstanding (default: unbounded; at least 1).
+    /// At most this many requests outstanding (default: unbounded)
     #[arg(long, value_parser = count)]
     pub ring: Option<u64>,
     /// Number of engines.
@@ -907,7 +954,9 @@ pub struct QueueArgs {
     /// Consecutive requests to one engine before switching.
     #[arg(long, default_value_t = 1, value_parser = count)]
     pub burst: u64,
-    /// Vary a parameter: NAME=v1,v2,... (repeat for a cross product; ring takes `none`).
+    /// Vary a parameter: NAME=v1,v2,... (repeat for a cross product)
+    ///
+    /// ring takes `none`.
     #[arg(long, value_name = "NAME=VALUES")]
     pub sweep: Vec<String>,
     /// Print the first N events as a timeline (model only).
@@ -980,44 +1029,58 @@ pub struct IpcArgs {
     /// Transports, comma-separated (default: all that can run here).
     #[arg(long, short = 't', value_delimiter = ',')]
     pub transport: Vec<String>,
-    /// Patterns, comma-separated: ping-pong, stream, burst, segments, open-loop, or all.
+    /// Patterns, a list or all: ping-pong, stream, burst, …
+    ///
+    /// ping-pong, stream, burst, segments, open-loop (comma-separated; each is described above), or
+    /// all.
     #[arg(long, short = 'p', value_delimiter = ',', default_value = "ping-pong")]
     pub pattern: Vec<String>,
-    /// Where the peer runs: thread, process (comma-separated).
+    /// Where the peer runs: thread, process (a list)
     #[arg(long, value_delimiter = ',', default_value = "thread,process")]
     pub peer: Vec<String>,
-    /// Message sizes, comma-separated (8 B, a 32×32 8-bit mask, 64 KiB by default; at most
-    /// 64 MiB).
+    /// Message sizes, a list (at most 64 MiB)
+    ///
+    /// The defaults: 8 B, a 32×32 8-bit mask (1 KiB), 64 KiB.
     #[arg(long, value_delimiter = ',', default_value = "8,1KiB,64KiB", value_parser = payload)]
     pub payload: Vec<usize>,
-    /// stream: the writer's buffer, flushed once this many bytes are buffered (a list).
+    /// stream: flush at this many bytes (a list)
+    ///
+    /// The writer buffers messages and writes them once this many bytes are buffered.
     #[arg(long, value_delimiter = ',', default_value = "4096", value_parser = size)]
     pub flush_bytes: Vec<usize>,
     /// burst: messages per acknowledgement (a list).
     #[arg(long, value_delimiter = ',', default_value = "8", value_parser = count)]
     pub burst: Vec<u64>,
-    /// segments: shared-memory segments used before each sync (a list).
+    /// segments: segments used before each sync (a list)
     #[arg(long, value_delimiter = ',', default_value = "4", value_parser = count)]
     pub segments: Vec<u64>,
     /// open-loop: messages per second (a list).
     #[arg(long, value_delimiter = ',', default_value = "10000", value_parser = count)]
     pub rate: Vec<u64>,
-    /// Measured messages per configuration (at most; at least 1).
+    /// Measured messages per configuration (at most)
+    ///
+    /// At least 1.
     #[arg(long, short = 'n', default_value_t = 10_000, value_parser = count)]
     pub count: u64,
     /// Messages before measuring.
     #[arg(long, default_value_t = 200)]
     pub warmup: u64,
-    /// Stop measuring a configuration after this long: 0.5s, 200ms (bare: s).
+    /// Most time measuring one configuration (bare: s)
+    ///
+    /// 0.5s, 200ms.
     #[arg(long, default_value = "0.5s", value_parser = duration_s)]
     pub max_time: std::time::Duration,
     /// Slots of a shared-memory ring.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub slots: u32,
-    /// Bytes of a shared-memory ring (all slots; a slot holds ring-bytes / slots).
+    /// Bytes of a shared-memory ring, all slots together
+    ///
+    /// A slot holds ring-bytes / slots.
     #[arg(long, default_value = "1MiB", value_parser = size)]
     pub ring_bytes: usize,
-    /// Compare every byte of every message (default: the stamped header and last byte).
+    /// Compare every byte of every message
+    ///
+    /// By default, the stamped header and the last byte are checked.
     #[arg(long)]
     pub verify: bool,
     #[command(flatten)]
@@ -1025,8 +1088,10 @@ pub struct IpcArgs {
     /// Also print each configuration's histogram.
     #[arg(long)]
     pub detail: bool,
-    /// Refuse, before running anything, more configurations than this (the product of the
-    /// lists; each configuration runs for up to --max-time).
+    /// Refuse a run of more configurations than this
+    ///
+    /// Before running anything: the product of the lists; each configuration runs for up to
+    /// --max-time.
     #[arg(long, default_value_t = 1000, value_parser = count)]
     pub max_configs: u64,
     #[command(flatten)]
@@ -1093,52 +1158,72 @@ pub struct X11Args {
     /// The X server (default: $DISPLAY, else a private Xvfb).
     #[arg(long)]
     pub display: Option<String>,
-    /// upload: put (PutImage over the socket), shm (MIT-SHM), comma-separated.
+    /// upload: put (over the socket), shm (MIT-SHM)
+    ///
+    /// A list: PutImage over the socket, ShmPutImage from MIT-SHM segments.
     #[arg(long, value_delimiter = ',', default_value = "put,shm")]
     pub method: Vec<String>,
-    /// upload: image sizes WxH, comma-separated (Java2D's mask tiles are 32x32).
+    /// upload: image sizes WxH, comma-separated
+    ///
+    /// Java2D's mask tiles are 32x32.
     #[arg(long, value_delimiter = ',', default_value = "32x32", value_parser = crate::values::wxh)]
     pub size: Vec<(u16, u16)>,
-    /// upload: the pixmap's depth: 8 (an alpha mask), 24 or 32 (comma-separated).
+    /// upload: the pixmap's depth: 8, 24 or 32 (a list)
+    ///
+    /// 8 is an alpha mask.
     #[arg(long, value_delimiter = ',', default_value = "8", value_parser = crate::values::depth)]
     pub depth: Vec<u8>,
-    /// upload with shm: segments rotated (comma-separated; at least 1).
+    /// upload with shm: segments rotated (a list)
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub segments: Vec<u32>,
-    /// upload: issue back to back with one sync at the end (x11perf's measure).
+    /// upload: issue back to back, one sync at the end (as x11perf)
     #[arg(long)]
     pub pipelined: bool,
     /// config: inproc, dbus (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "inproc,dbus")]
     pub via: Vec<String>,
-    /// config: off, on (comma-separated): answer from a cache refreshed on RandR events.
+    /// config: off, on (a list): answer from a cache
+    ///
+    /// on: answer from the last result until a RandR event says it changed.
     #[arg(long, value_delimiter = ',', default_value = "off")]
     pub cache: Vec<String>,
-    /// Measured operations per configuration (at most; at least 1).
+    /// Measured operations per configuration (at most)
+    ///
+    /// At least 1.
     #[arg(long, short = 'n', default_value_t = 10_000, value_parser = count)]
     pub count: u64,
     /// Operations before measuring.
     #[arg(long, default_value_t = 200)]
     pub warmup: u64,
-    /// Stop measuring a configuration after this long: 1s, 500ms (bare: s).
+    /// Most time measuring one configuration (bare: s)
+    ///
+    /// 1s, 500ms.
     #[arg(long, default_value = "1s", value_parser = duration_s)]
     pub max_time: std::time::Duration,
-    /// The longest wait for one reply, event or write: a server that stops answering fails
-    /// the configuration after it, the rows measured before are kept (bare: s).
+    /// Longest wait for a reply, event or write (bare: s)
+    ///
+    /// A server that stops answering fails the configuration after it; the rows measured before are
+    /// kept.
     #[arg(long, default_value = "10s", value_parser = duration_s)]
     pub timeout: std::time::Duration,
-    /// Run x11perf on the same server before and after, and print its rate beside every
-    /// pipelined upload it has a test for (-putimageN / -shmputN, N = 10, 100, 500, at the
-    /// root window's depth), with the ratio latscope/x11perf.
+    /// Also run x11perf on the same server and print its rates
+    ///
+    /// Before and after; its rate is printed beside every pipelined upload it has a test for
+    /// (-putimageN / -shmputN, N = 10, 100, 500, at the root window's depth), with the ratio
+    /// latscope/x11perf.
     #[arg(long)]
     pub compare_x11perf: bool,
     #[command(flatten)]
     pub max_spans: MaxSpans,
-    /// An argument for the private Xvfb (repeatable), e.g. `--xvfb-arg=-extension
-    /// --xvfb-arg=MIT-SHM`, or a screen: `--xvfb-arg=-screen --xvfb-arg=0 --xvfb-arg=640x480x24`.
+    /// An argument for the private Xvfb (repeatable)
+    ///
+    /// e.g. `--xvfb-arg=-extension --xvfb-arg=MIT-SHM`, or a screen: `--xvfb-arg=-screen
+    /// --xvfb-arg=0 --xvfb-arg=640x480x24`.
     #[arg(long, allow_hyphen_values = true)]
     pub xvfb_arg: Vec<String>,
-    /// Refuse, before running anything, more configurations than this.
+    /// Refuse a run of more configurations than this
+    ///
+    /// Before running anything.
     #[arg(long, default_value_t = 1000, value_parser = count)]
     pub max_configs: u64,
     #[command(flatten)]
@@ -1189,11 +1274,13 @@ Exit status: 0 success, 1 error (a configuration failed, the compositor died), 2
 /// `latscope lab wayland`
 #[derive(Debug, Args)]
 pub struct WaylandLabArgs {
-    /// Patterns: round-trip, frames, outputs (any of them, in this order of running).
+    /// Patterns: round-trip, frames, outputs (run in this order)
     #[arg(required = true, value_name = "PATTERN")]
     pub patterns: Vec<String>,
-    /// The compositor: a display name in $XDG_RUNTIME_DIR or a socket path (default:
-    /// $WAYLAND_DISPLAY, else a private weston headless).
+    /// The compositor: a display name or a socket path
+    ///
+    /// A name in $XDG_RUNTIME_DIR or a path; default: $WAYLAND_DISPLAY, else a private weston
+    /// headless.
     #[arg(long, value_name = "NAME")]
     pub display: Option<String>,
     /// frames: buffers in the pool, 1 to 16 (a list).
@@ -1205,7 +1292,9 @@ pub struct WaylandLabArgs {
     /// frames: frames per configuration.
     #[arg(long, default_value_t = 120, value_parser = count)]
     pub frames: u64,
-    /// frames: frame-callback, free-run or rate=HZ (a list).
+    /// frames: frame-callback, free-run or rate=HZ
+    ///
+    /// A list.
     #[arg(long, value_delimiter = ',', default_value = "frame-callback")]
     pub pace: Vec<String>,
     /// frames: full or partial (a list).
@@ -1214,7 +1303,7 @@ pub struct WaylandLabArgs {
     /// outputs: inproc or dbus (a list).
     #[arg(long, value_delimiter = ',', default_value = "inproc")]
     pub via: Vec<String>,
-    /// round-trip and outputs: measured exchanges per configuration.
+    /// round-trip, outputs: exchanges per configuration
     #[arg(long, short = 'n', default_value_t = 200, value_parser = count)]
     pub count: u64,
     #[command(flatten)]
@@ -1304,11 +1393,12 @@ pub struct BenchArgs {
     /// Commands; the first is the baseline.
     #[arg(value_name = "COMMAND", required_unless_present = "compare")]
     pub commands: Vec<String>,
-    /// A name for a command, used in every output (repeat: one per command, in order; may use
-    /// {PARAM} of -L), like hyperfine's --command-name.
+    /// A name for a command, used in every output (one per command)
+    ///
+    /// Repeat, one per command, in order; may use {PARAM} of -L. Like hyperfine's --command-name.
     #[arg(short = 'n', long = "name", value_name = "NAME")]
     pub names: Vec<String>,
-    /// Run the commands through `sh -c` (default: executed directly, split into words).
+    /// Run the commands through `sh -c` (default: split into words)
     #[arg(long)]
     pub shell: bool,
     /// Untimed runs of each command first.
@@ -1317,45 +1407,51 @@ pub struct BenchArgs {
     /// Exactly this many timed runs of each command (at least 1).
     #[arg(long, short = 'r', value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: Option<u32>,
-    /// At least this many runs of each command (without --runs).
+    /// At least this many runs of each (without --runs)
     #[arg(long, short = 'm', default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub min_runs: u32,
-    /// Keep running until this much time has passed (without --runs): 3s, 500ms (bare: s).
+    /// Run at least this long (without --runs; bare: s)
     #[arg(long, default_value = "3s", value_parser = duration_s)]
     pub min_time: std::time::Duration,
-    /// Stop by this time at the latest (without --runs): 10s, 1m is 60s (bare: s). Default
-    /// with two or more commands: 10s, reached only while a comparison is unclear, and never
-    /// before --min-runs.
+    /// Stop by this time at the latest (without --runs; bare: s)
+    ///
+    /// 10s, 1m is 60s. Default with two or more commands: 10s, reached only while a comparison is
+    /// unclear, and never before --min-runs.
     #[arg(long, value_parser = duration_s)]
     pub max_time: Option<std::time::Duration>,
     /// Run this before every timed run (untimed).
     #[arg(long, short = 'p', value_name = "CMD")]
     pub prepare: Option<String>,
-    /// Run this once before the first block (untimed). hyperfine runs it once per command before
-    /// that command's runs; interleaved blocks run every command in turn, so here it runs once.
+    /// Run this once before the first block (untimed)
+    ///
+    /// hyperfine runs it once per command before that command's runs; interleaved blocks run every
+    /// command in turn, so here it runs once.
     #[arg(long, short = 's', value_name = "CMD")]
     pub setup: Option<String>,
     /// Run this after every timed run (untimed), like hyperfine's.
     #[arg(long, short = 'C', value_name = "CMD")]
     pub conclude: Option<String>,
-    /// Run this once after the last block, also after a failed run or Ctrl-C once the setup
-    /// ran (untimed).
+    /// Run this once after the last block (untimed)
+    ///
+    /// Also after a failed run or Ctrl-C, once the setup ran.
     #[arg(long, short = 'c', value_name = "CMD")]
     pub cleanup: Option<String>,
     /// The commands' stdin: this file (default: /dev/null).
     #[arg(long, value_name = "FILE")]
     pub input: Option<PathBuf>,
-    /// Where the commands' output goes: null (default), pipe (read by latscope and discarded),
-    /// inherit (this terminal), or a FILE (stdout truncated into it before every run, stderr
-    /// to /dev/null).
+    /// Commands' output: null, pipe, inherit or FILE
+    ///
+    /// null (default): /dev/null; pipe: read by latscope and discarded; inherit: this terminal; a
+    /// FILE: stdout truncated into it before every run, stderr to /dev/null.
     #[arg(long, value_name = "WHERE", default_value = "null")]
     pub output: String,
-    /// Counters, read in separate counted runs: none, software, all.
+    /// CPU counters, read in separate runs
     #[arg(long, value_enum, default_value_t = CounterSet::All)]
     pub counters: CounterSet,
-    /// Also write hyperfine's JSON export to FILE (results[]: mean, stddev, median, user,
-    /// system, min, max, times, exit_codes, parameters; seconds), for hyperfine's scripts.
-    /// latscope's own document is --save.
+    /// Also write hyperfine's JSON export to FILE
+    ///
+    /// results[]: mean, stddev, median, user, system, min, max, times, exit_codes, parameters, in
+    /// seconds, for hyperfine's scripts. latscope's own document is --save.
     #[arg(long, value_name = "FILE")]
     pub export_json: Option<PathBuf>,
     /// Also write the Markdown table to FILE.
@@ -1370,55 +1466,72 @@ pub struct BenchArgs {
     /// Kill a run that takes longer: 10s, 500ms (bare: s).
     #[arg(long, value_parser = duration_s)]
     pub timeout: Option<std::time::Duration>,
-    /// A parameter list NAME=a,b,c substituted for {NAME} (repeat for a cross product).
+    /// A parameter list NAME=a,b,c substituted for {NAME}
+    ///
+    /// Repeat for a cross product.
     #[arg(short = 'L', long = "parameter-list", value_name = "NAME=VALUES")]
     pub parameter_list: Vec<String>,
-    /// Refuse, before running anything, a benchmark of more commands than this (commands ×
-    /// every -L list's length).
+    /// Refuse a benchmark of more commands than this
+    ///
+    /// Before running anything: commands × every -L list's length.
     #[arg(long, default_value_t = 1000, value_parser = count)]
     pub max_commands: u64,
-    /// More counters: perf generic names or raw rNNNN (comma-separated or repeated).
+    /// More counters: perf generic names or raw rNNNN
+    ///
+    /// Comma-separated or repeated.
     #[arg(short = 'e', long = "event", value_delimiter = ',')]
     pub events: Vec<String>,
-    /// Exact instruction counts by running each command once under valgrind's callgrind.
+    /// Exact instruction counts from one callgrind run
+    ///
+    /// Each command runs once more, under valgrind's callgrind.
     #[arg(long, value_name = "callgrind")]
     pub instructions: Option<String>,
     /// Go on when a run exits non-zero or times out.
     #[arg(long, short = 'i')]
     pub ignore_failure: bool,
-    /// The band within which a change counts as no change: 0.25% (default), 1% or 0.01. A
-    /// change is called only when its interval leaves the band, so the band must be smaller
-    /// than the changes you look for.
+    /// Changes within this band count as none
+    ///
+    /// 0.25% (default), 1% or 0.01. A change is called only when its interval leaves the band, so
+    /// the band must be smaller than the changes you look for.
     #[arg(long, default_value = "0.25%", value_parser = percent)]
     pub noise: f64,
-    /// Compare two saved JSON results (old, new) instead of running anything.
+    /// Compare two saved results instead of running
+    ///
+    /// Two JSON results of `latscope bench` (old, new); nothing runs.
     #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with = "commands")]
     pub compare: Option<Vec<PathBuf>>,
     #[command(flatten)]
     pub out: FormatArg,
     #[command(flatten)]
     pub save: SaveArg,
-    /// What the verdict is on: wall (spawn to exit, default) or cpu (user + system time of the
-    /// command and its children: leaves out the time it waited for a CPU, so on a busy or shared
-    /// machine it is steadier for CPU-bound commands; it does not see waits for I/O or sleeps).
+    /// What the verdict is on: wall or cpu time
+    ///
+    /// wall: spawn to exit (the default); cpu: user + system time of the command and its children.
+    /// CPU time leaves out the time a command waited for a CPU, so on a busy or shared machine it
+    /// is steadier for CPU-bound commands; it does not see waits for I/O or sleeps.
     #[arg(long, default_value = "wall", value_parser = named::<Clock>())]
     pub time: Clock,
-    /// Seed of the run order shuffle (and of the layouts: layout l has seed SEED + l).
+    /// Seed of the run order and of the layouts
+    ///
+    /// The run order is shuffled with it; layout l has seed SEED + l.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Run each command under K layouts (2 to 64; 1: off): each pads the environment with a
-    /// seeded 0-4095-byte LATSCOPE_LAYOUT_PAD (recorded per run), and with --relink uses its
-    /// own binaries. Blocks go through the layouts in shuffled rounds; the spread of a command's
-    /// per-layout medians (max/min, each layout with at least 3 runs) is what layout alone did to
-    /// it, the wider spread of the two commands compared is the layout-noise band, and a change
-    /// whose interval lies inside it is `within layout noise`. Without --runs, at least 5 runs
-    /// per layout (an explicit --max-time may stop sooner).
+    /// Run under K code and stack layouts (2-64)
+    ///
+    /// 1: off (the default). Each layout pads the environment with a seeded 0-4095-byte
+    /// LATSCOPE_LAYOUT_PAD (recorded per run), and with --relink uses its own binaries. Blocks go
+    /// through the layouts in shuffled rounds; the spread of a command's per-layout medians
+    /// (max/min, each layout with at least 3 runs) is what layout alone did to it, the wider spread
+    /// of the two commands compared is the layout-noise band, and a change whose interval lies
+    /// inside it is `within layout noise`. Without --runs, at least 5 runs per layout (an explicit
+    /// --max-time may stop sooner).
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub layouts: u32,
-    /// With --layouts: a build command run (by sh -c, untimed) once per layout before the
-    /// runs, {seed} replaced by the layout's seed, e.g. 'cc -O2 -ffunction-sections
-    /// -fuse-ld=lld -Wl,--shuffle-sections=*={seed} -o build/a-{seed} a.c'; the commands name
-    /// that layout's binaries with {seed} too ('build/a-{seed}').
+    /// With --layouts: a build command run once per layout
+    ///
+    /// Run by sh -c, untimed, before the runs, {seed} replaced by the layout's seed, e.g. 'cc -O2
+    /// -ffunction-sections -fuse-ld=lld -Wl,--shuffle-sections=*={seed} -o build/a-{seed} a.c'; the
+    /// commands name that layout's binaries with {seed} too ('build/a-{seed}').
     #[arg(long, value_name = "CMD")]
     pub relink: Option<String>,
 }
@@ -1451,7 +1564,7 @@ Examples:
 /// `latscope compare`
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    #[arg(help = concat!("The earlier result: ", reads!()))]
+    #[arg(help = "The earlier result", long_help = concat!("The earlier result: ", reads!()))]
     pub before: PathBuf,
     /// The later result, of the same kind.
     pub after: PathBuf,
@@ -1466,7 +1579,7 @@ pub struct CompareArgs {
 /// `latscope plot`
 #[derive(Debug, Args)]
 pub struct PlotArgs {
-    #[arg(required = true, value_name = "RESULT", help = concat!("Saved results, overlaid: ", reads!()))]
+    #[arg(required = true, value_name = "RESULT", help = "Saved results, overlaid", long_help = concat!("Saved results, overlaid: ", reads!()))]
     pub results: Vec<PathBuf>,
     /// The SVG file to write.
     #[arg(long, short = 'o')]
@@ -1491,7 +1604,7 @@ pub enum PlotKind {
 /// `latscope report`
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    #[arg(required = true, value_name = "RESULT", help = concat!("Saved results (two of one kind are also compared): ", reads!()))]
+    #[arg(required = true, value_name = "RESULT", help = "Saved results (two of one kind are also compared)", long_help = concat!("Saved results (two of one kind are also compared): ", reads!()))]
     pub results: Vec<PathBuf>,
     /// The HTML file to write.
     #[arg(long, short = 'o', default_value = "report.html")]
@@ -1515,7 +1628,7 @@ count) for kernel buckets (live); the schema is in the README.";
 /// `latscope export`
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    #[arg(help = concat!("A saved result: ", reads!()))]
+    #[arg(help = "A saved result", long_help = concat!("A saved result: ", reads!()))]
     pub result: PathBuf,
     /// The format to write.
     #[arg(long, value_enum)]
@@ -1529,9 +1642,10 @@ pub struct ExportArgs {
     /// Parquet: the `run_id` column (default: the result's file name).
     #[arg(long)]
     pub run_id: Option<String>,
-    /// Parquet: refuse a result that makes more rows than this (one per sample; the file is
-    /// written in row groups of 262,144 rows, so memory stays bounded, but time and size do
-    /// not).
+    /// Parquet: refuse a result of more rows than this
+    ///
+    /// One row per sample; the file is written in row groups of 262,144 rows, so memory stays
+    /// bounded, but time and size do not.
     #[arg(long, default_value_t = latscope::fleet::parquet::DEFAULT_MAX_ROWS, value_name = "N")]
     pub max_rows: u64,
 }
@@ -1566,7 +1680,9 @@ Examples:
 /// `latscope merge`
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// Saved `spans` results (of `latscope wayland`, `spans` or `live`) of one source.
+    /// Saved `spans` results of one source
+    ///
+    /// Of `latscope wayland`, `spans` or `live`.
     #[arg(required = true, num_args = 2.., value_name = "RESULT")]
     pub results: Vec<PathBuf>,
     /// The merged result (`-`: standard output).
