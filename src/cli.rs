@@ -1623,7 +1623,7 @@ Examples:
 
 --to parquet: one row per sample (value_ns) when the result knows its samples (kept spans, or
 its HdrHistogram expanded, within 0.1%), one row per bucket (bucket_min_ns, bucket_max_ns,
-count) for kernel buckets (live); the schema is in the README.";
+count) for kernel buckets (live); the schema is in docs/guide/fleet.md.";
 
 /// `latscope export`
 #[derive(Debug, Args)]
