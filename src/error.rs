@@ -30,3 +30,35 @@ pub enum Error {
         reason: String,
     },
 }
+
+/// A name that is none of a set's (`--group bogus`), with the names there are: what the
+/// `FromStr` of an enum that owns its names says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} '{name}' (expected {expected})")]
+pub struct UnknownName {
+    /// what the set is (`grouping`)
+    pub what: &'static str,
+    /// the name given
+    pub name: String,
+    /// the names there are, comma-separated
+    pub expected: String,
+}
+
+impl UnknownName {
+    /// The value of `all` whose `name` is `text`, else the error naming them all.
+    pub fn find<T: Copy>(
+        all: &[T],
+        name: impl Fn(T) -> &'static str,
+        what: &'static str,
+        text: &str,
+    ) -> Result<T, UnknownName> {
+        all.iter()
+            .copied()
+            .find(|v| name(*v) == text)
+            .ok_or_else(|| UnknownName {
+                what,
+                name: text.to_string(),
+                expected: all.iter().map(|v| name(*v)).collect::<Vec<_>>().join(", "),
+            })
+    }
+}

@@ -8,10 +8,8 @@ mod values;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = cli::parse();
     signals::end_on_interrupt();
     let result = match &cli.command {
         cli::Command::Wayland(args) => commands::wayland::run(args),

@@ -2,7 +2,10 @@
 //! edge, by clap. A mistake in any of them is a usage error (exit 2) with clap's message, the
 //! same way in every subcommand.
 
+use std::str::FromStr;
 use std::time::Duration;
+
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
 use latscope::stats::{Unit, parse_duration};
 
@@ -140,6 +143,41 @@ pub fn buffers(text: &str) -> Result<u32, String> {
         Ok(n @ 1..=16) => Ok(n),
         _ => Err(format!("'{text}' buffers: give 1 to 16")),
     }
+}
+
+/// A library enum that owns its command-line names: the library gives every value, each one's
+/// name and `FromStr`; the command line adds one line of help per value, for `--help`.
+pub trait Named:
+    Copy + FromStr<Err: std::error::Error + Send + Sync + 'static> + Send + Sync + 'static
+{
+    /// Every value, in the order `--help` lists them.
+    const ALL: &'static [Self];
+    /// The name as typed (the library's).
+    fn name(self) -> &'static str;
+    /// What the value means, for `--help`.
+    fn help(self) -> &'static str;
+}
+
+/// The value parser of a [`Named`] enum: its names are the possible values (listed by `-h`, with
+/// their help by `--help`, and in the error for any other), each read by the enum's `FromStr`.
+pub fn named<T: Named>() -> impl TypedValueParser<Value = T> {
+    let values = T::ALL
+        .iter()
+        .map(|v| PossibleValue::new(v.name()).help(v.help()));
+    PossibleValuesParser::new(values).try_map(|name| name.parse::<T>())
+}
+
+/// [`named`] with one value more, `auto` (`None`), the default: the library decides.
+pub fn named_or_auto<T: Named>(auto: &'static str) -> impl TypedValueParser<Value = Option<T>> {
+    let values = std::iter::once(PossibleValue::new("auto").help(auto)).chain(
+        T::ALL
+            .iter()
+            .map(|v| PossibleValue::new(v.name()).help(v.help())),
+    );
+    PossibleValuesParser::new(values).try_map(|name| match name.as_str() {
+        "auto" => Ok(None),
+        name => name.parse::<T>().map(Some),
+    })
 }
 
 /// The available cores (the default of `--threads`), at most 256; 1 when unknown.

@@ -1,7 +1,8 @@
 //! Exact instruction counts with valgrind's callgrind, for machines without a PMU.
 //!
 //! callgrind counts the instructions it executes, so the figure is the same on every run and
-//! whatever else the machine does; it is slow (20-50×), so each command runs under it once.
+//! whatever else the machine does; it is many times slower than a native run, so each command
+//! runs under it once.
 
 use std::process::Command;
 

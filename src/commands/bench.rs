@@ -3,7 +3,7 @@
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::{BenchArgs, CounterSet, Format, TimeBasis};
+use crate::cli::{BenchArgs, CounterSet, Format};
 use crate::signals;
 use latscope::bench::analysis::{Runs, analyse, clear};
 use latscope::bench::counters::{DEFAULT_EVENTS, parse_event};
@@ -55,7 +55,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         &commands,
         &schedule,
         |done| bar.set_position(done as u64),
-        |m| clear(&m.runs, m.looks, rule, clock(args)),
+        |m| clear(&m.runs, m.looks, rule, args.time),
     );
     bar.finish_and_clear();
     let measured = Measured {
@@ -97,14 +97,6 @@ fn busy_machine(clock: Clock) -> Option<String> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
     let cpus = std::thread::available_parallelism().ok()?.get();
     latscope::bench::analysis::busy_machine(&text, cpus, clock)
-}
-
-/// The time the verdict is on.
-fn clock(args: &BenchArgs) -> Clock {
-    match args.time {
-        TimeBasis::Wall => Clock::Wall,
-        TimeBasis::Cpu => Clock::Cpu,
-    }
 }
 
 /// `--relink` needs layouts to build and commands that run what it built.
@@ -175,7 +167,7 @@ impl Files {
     fn check(args: &BenchArgs) -> Result<Files> {
         let out = crate::commands::output_opt;
         Ok(Files {
-            json: out("--save", args.save.as_deref())?,
+            json: out("--save", args.save.path())?,
             hyperfine: out("--export-json", args.export_json.as_deref())?,
             markdown: out("--export-markdown", args.export_markdown.as_deref())?,
             csv: out("--export-csv", args.export_csv.as_deref())?,
@@ -196,7 +188,7 @@ fn output(
         counted: &m.counted,
         paired: true,
         looks: m.looks,
-        clock: clock(args),
+        clock: args.time,
         layouts: &m.layouts,
     };
     let mut a = analyse(commands, runs, callgrind, rule);
@@ -220,7 +212,7 @@ fn output(
     if let Some(file) = &files.csv {
         file.write(render::csv(commands, m).as_bytes())?;
     }
-    let text = match args.format {
+    let text = match args.out.get() {
         Format::Text => render::text(commands, m, &a, rule.noise),
         Format::Json => doc::to_json(&doc, false),
         Format::Markdown => render::markdown(commands, m, &a),
@@ -420,7 +412,7 @@ fn compare(
             counted: &m.counted,
             paired: false,
             looks: 0,
-            clock: clock(args),
+            clock: args.time,
             layouts: &[],
         };
         let a = analyse(&commands, runs, None, rule);
@@ -429,7 +421,7 @@ fn compare(
             alpha: rule.alpha,
             time: runs.clock,
         };
-        text.push_str(&match args.format {
+        text.push_str(&match args.out.get() {
             Format::Json => doc::to_json(&render::document(&commands, &m, &a, rule_doc), false),
             Format::Markdown => render::markdown(&commands, &m, &a),
             Format::Csv => render::csv(&commands, &m),

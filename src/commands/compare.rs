@@ -50,8 +50,8 @@ pub fn comparison(
 
 /// Runs `latscope compare`.
 pub fn run(args: &CompareArgs) -> Result<()> {
-    if args.format == Format::Csv {
-        crate::commands::unsupported("compare", args.format);
+    if args.out.get() == Format::Csv {
+        crate::commands::unsupported("compare", args.out.get());
     }
     let (b, a) = (
         args.before.display().to_string(),
@@ -60,17 +60,17 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     let c = comparison(
         (&b, &load(&args.before)?),
         (&a, &load(&args.after)?),
-        args.noise,
+        args.noise.get(),
     )?;
     for note in &c.notes {
         eprintln!("latscope: {note}");
     }
     let unit = args.unit.unit();
-    let text = match args.format {
+    let text = match args.out.get() {
         Format::Text => c.text(unit),
         Format::Json => doc::to_json(&c, false),
         Format::Markdown => c.markdown(unit),
-        Format::Csv => crate::commands::unsupported("compare", args.format),
+        Format::Csv => crate::commands::unsupported("compare", args.out.get()),
     };
     crate::commands::print(&text)
 }

@@ -97,7 +97,7 @@ fn settings(args: &IpcArgs) -> Settings {
         slots: args.slots as usize,
         ring_bytes: args.ring_bytes,
         verify: args.verify,
-        max_spans: args.max_spans,
+        max_spans: args.max_spans.get(),
     }
 }
 
@@ -249,10 +249,10 @@ pub fn document(ran: &Ran, settings: &Settings) -> latscope::doc::lab::LabIpcDoc
 /// Runs `latscope lab ipc`.
 pub fn run(args: &IpcArgs) -> Result<()> {
     let plan = plan(args);
-    let save = crate::commands::output_opt("--save", args.save.as_deref())?;
+    let save = crate::commands::output_opt("--save", args.save.path())?;
     let settings = plan.settings.clone();
     let ran = execute(plan)?;
-    crate::commands::print(&render(&ran, &settings, args.format, args.detail))?;
+    crate::commands::print(&render(&ran, &settings, args.out.get(), args.detail))?;
     if let Some(save) = &save {
         let text = render(&ran, &settings, Format::Json, false);
         crate::commands::save_run(save, text.as_bytes(), !ran.outcomes.is_empty())?;

@@ -20,7 +20,7 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
             format!("{e:#}"),
         )
     });
-    check_memory(&configs, args.max_spans);
+    check_memory(&configs, args.max_spans.get());
     let cancel = crate::signals::cancel_on_interrupt();
     let unit = args.unit.unit();
     let mode = if args.real {
@@ -51,7 +51,7 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
         );
     }
     let sweep = Sweep { rows: runs };
-    let text = match args.format {
+    let text = match args.out.get() {
         Format::Text if args.sweep.is_empty() => report::text(&sweep.rows[0].report, unit),
         Format::Text => sweep.text(unit),
         Format::Markdown => sweep.markdown(unit),
@@ -59,7 +59,7 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
             let doc = LabQueueDoc::new(mode, params_doc(&base), sweep.document_rows());
             latscope::doc::to_json(&doc, false)
         }
-        Format::Csv => crate::commands::unsupported("lab queue", args.format),
+        Format::Csv => crate::commands::unsupported("lab queue", args.out.get()),
     };
     crate::commands::print(&text)
 }
@@ -111,7 +111,7 @@ fn run_one(p: &Params, args: &QueueArgs, cancel: &latscope::ingest::Cancel) -> R
         let r = RunReport::new(&o.requests, &o.completion_to_next, o.timeline);
         (o.requests, r)
     };
-    report.keep(&requests, args.max_spans);
+    report.keep(&requests, args.max_spans.get());
     report
 }
 

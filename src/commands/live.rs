@@ -22,8 +22,8 @@ use latscope::report::live::{
 
 /// Runs `latscope live`.
 pub fn run(args: &LiveArgs) -> Result<()> {
-    if args.format == Format::Csv {
-        super::unsupported("live", args.format);
+    if args.out.get() == Format::Csv {
+        super::unsupported("live", args.out.get());
     }
     let mut request = request(args).unwrap_or_else(|e| usage(&e.to_string()));
     if request.spans.is_empty() && request.rates.is_empty() && request.values.is_empty() {
@@ -35,7 +35,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         let plan = compile(&request, &formats).unwrap_or_else(|e| usage(&e.to_string()));
         return crate::commands::print(&program(&plan));
     }
-    let save = crate::commands::output_opt("--save", args.save.as_deref())?;
+    let save = crate::commands::output_opt("--save", args.save.path())?;
     let bpftrace = check::bpftrace()?;
     check::privileges()?;
     for probe in request.probes() {
@@ -89,7 +89,9 @@ pub fn run(args: &LiveArgs) -> Result<()> {
             plan.grouped,
         ),
         cancel: signals::cancel_on_interrupt(),
-        record: args.record_spans.then(|| Recorder::new(args.max_spans)),
+        record: args
+            .record_spans
+            .then(|| Recorder::new(args.max_spans.get())),
     };
     let unit = args.unit.unit();
     let outcome = runner::run(options, |event| match publish(&shared, event) {
@@ -111,7 +113,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
                 unit,
             );
             // Standard output holds only the document in json and markdown.
-            match args.format {
+            match args.out.get() {
                 Format::Text => drop(crate::commands::print(&text)),
                 _ => eprint!("{text}"),
             }
@@ -158,7 +160,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         }
         doc
     });
-    match (args.format, &doc) {
+    match (args.out.get(), &doc) {
         (Format::Json, Some(doc)) => crate::commands::print(&latscope::doc::to_json(doc, false))?,
         (Format::Markdown, Some(doc)) => crate::commands::print(&markdown(doc, unit))?,
         (Format::Text | Format::Csv, _) => crate::commands::print(&totals_text(
@@ -182,7 +184,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     if !measured {
         bail!(
             "nothing was measured: no span ended, no probe counted{}",
-            match &args.save {
+            match args.save.path() {
                 Some(path) => format!("; {} not written", path.display()),
                 None => String::new(),
             }
@@ -270,7 +272,7 @@ fn request(args: &LiveArgs) -> Result<Request, SpecError> {
         target: Target::Everything,
         interval_s: args.interval.max(1),
         duration_s: args.duration,
-        record: args.record_spans.then_some(args.max_spans as u64),
+        record: args.record_spans.then_some(args.max_spans.get() as u64),
         marker: None,
         ends_anywhere: !args.key.is_empty(),
     })

@@ -65,41 +65,86 @@ pub fn save_run(output: &Output, bytes: &[u8], measured: bool) -> anyhow::Result
     Ok(())
 }
 
-/// The formats each command writes with `--format` (by the command's words after `latscope`);
-/// its `--format` help names exactly these (a test checks it), and asking for another is a
-/// usage error naming them.
-pub const WRITES: &[(&str, &[Format])] = &[
-    (
-        "wayland",
-        &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
-    ),
+/// A `spans` document and its samples: what `wayland`, `spans` and `demo` write.
+const SPANS_DOC: &[(Format, &str)] = &[
+    (Format::Text, ""),
+    (Format::Json, "the `spans` document, ns"),
+    (Format::Markdown, ""),
+    (Format::Csv, "one line per sample, ns"),
+];
+
+/// The formats each command writes with `--format` (by the command's words after `latscope`),
+/// each with what it holds there, if that needs saying. Its `--format` help is made from this
+/// ([`crate::cli::command`]; a test checks it), and asking for another is a usage error naming
+/// them.
+pub const WRITES: &[(&str, &[(Format, &str)])] = &[
+    ("wayland", SPANS_DOC),
     (
         "frames",
-        &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
+        &[
+            (Format::Text, ""),
+            (
+                Format::Json,
+                "the `spans` document with its `frames` part, ns",
+            ),
+            (Format::Markdown, ""),
+            (Format::Csv, "one line per sample, ns"),
+        ],
     ),
+    ("spans", SPANS_DOC),
+    ("demo", SPANS_DOC),
     (
-        "spans",
-        &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
+        "live",
+        &[
+            (Format::Text, "every interval, then the totals"),
+            (
+                Format::Json,
+                "the `spans` document --save writes; intervals go to stderr",
+            ),
+            (Format::Markdown, "a table per kind; intervals go to stderr"),
+        ],
     ),
-    (
-        "demo",
-        &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
-    ),
-    ("live", &[Format::Text, Format::Json, Format::Markdown]),
     (
         "bench",
-        &[Format::Text, Format::Json, Format::Markdown, Format::Csv],
+        &[
+            (Format::Text, ""),
+            (Format::Json, "the `bench` document: every run"),
+            (Format::Markdown, ""),
+            (Format::Csv, "one line per run"),
+        ],
     ),
-    ("compare", &[Format::Text, Format::Json, Format::Markdown]),
-    ("probes", &[Format::Text, Format::Json]),
-    ("lab queue", &[Format::Text, Format::Json, Format::Markdown]),
-    ("lab ipc", &[Format::Text, Format::Json, Format::Markdown]),
-    ("lab x11", &[Format::Text, Format::Json, Format::Markdown]),
     (
-        "lab wayland",
-        &[Format::Text, Format::Json, Format::Markdown],
+        "compare",
+        &[
+            (Format::Text, ""),
+            (Format::Json, "the `compare` document"),
+            (Format::Markdown, ""),
+        ],
     ),
+    (
+        "probes",
+        &[
+            (
+                Format::Text,
+                "one line per probe, as a `latscope live` spec",
+            ),
+            (Format::Json, "the `probes` document"),
+        ],
+    ),
+    ("lab queue", &lab("the `lab-queue` document, ns")),
+    ("lab ipc", &lab("the `lab-ipc` document, ns")),
+    ("lab x11", &lab("the `lab-x11` document, ns")),
+    ("lab wayland", &lab("the `lab-wayland` document, ns")),
 ];
+
+/// What a lab writes: text, its JSON document, Markdown.
+const fn lab(json: &'static str) -> [(Format, &'static str); 3] {
+    [
+        (Format::Text, ""),
+        (Format::Json, json),
+        (Format::Markdown, ""),
+    ]
+}
 
 /// A format this command does not write: a usage error (exit 2) naming what it does write.
 pub fn unsupported(command: &str, format: Format) -> ! {
@@ -107,7 +152,7 @@ pub fn unsupported(command: &str, format: Format) -> ! {
         .iter()
         .find(|(c, _)| *c == command)
         .map_or(&[][..], |(_, w)| w);
-    let names: Vec<&str> = writes.iter().map(|f| f.name()).collect();
+    let names: Vec<&str> = writes.iter().map(|(f, _)| f.name()).collect();
     usage_error(
         command,
         clap::error::ErrorKind::InvalidValue,
@@ -122,8 +167,7 @@ pub fn unsupported(command: &str, format: Format) -> ! {
 /// The `clap` command of `latscope COMMAND` (`"lab x11"`: its words), with its full name
 /// (`latscope lab x11`) for the usage line; the top-level command when there is none.
 pub fn subcommand(command: &str) -> clap::Command {
-    use clap::CommandFactory;
-    let mut cmd = crate::cli::Cli::command();
+    let mut cmd = crate::cli::command();
     cmd.build();
     let mut current = cmd;
     for word in command.split_whitespace() {

@@ -66,7 +66,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         [before, after] if before.kind == after.kind => Some(super::compare::comparison(
             (&names[0], before),
             (&names[1], after),
-            args.noise,
+            args.noise.get(),
         )?),
         // A saved comparison shows its own verdicts.
         [

@@ -39,10 +39,10 @@ pub fn run(args: &ProbesArgs) -> Result<()> {
             args.pid.unwrap_or(0)
         );
     }
-    let text = match args.format {
+    let text = match args.out.get() {
         Format::Text => render_text(&listing),
         Format::Json => render_json(listing),
-        Format::Markdown | Format::Csv => crate::commands::unsupported("probes", args.format),
+        Format::Markdown | Format::Csv => crate::commands::unsupported("probes", args.out.get()),
     };
     crate::commands::print(&text)
 }

@@ -5,12 +5,12 @@ use std::io;
 use anyhow::{Context, Result};
 
 use super::output::{ReportTo, progress_bar, render, write_html};
-use crate::cli::{Format, InputFormatArg, KeepArg, SpansArgs, UnitArg};
+use crate::cli::{Format, SpansArgs};
 use crate::signals;
 use latscope::doc::spans::{Source as DocSource, SpanRecord};
 use latscope::ingest::Source;
 use latscope::ingest::trace::read::{TraceOptions, TraceStats, read};
-use latscope::ingest::trace::rules::{Key, Pairer, Repeat, Rule, parse_span};
+use latscope::ingest::trace::rules::{Key, Pairer, Rule, parse_span};
 use latscope::ingest::trace::table::Columns;
 use latscope::ingest::trace::{Format as TraceFormat, rules::Endpoint};
 use latscope::report::SpansReport;
@@ -76,34 +76,17 @@ fn rules(args: &SpansArgs) -> (Vec<Rule>, Vec<String>) {
 }
 
 fn options(args: &SpansArgs) -> TraceOptions {
-    let format = match args.input_format {
-        InputFormatArg::Auto => None,
-        InputFormatArg::Perf => Some(TraceFormat::Perf),
-        InputFormatArg::Ftrace => Some(TraceFormat::Ftrace),
-        InputFormatArg::Babeltrace => Some(TraceFormat::Babeltrace),
-        InputFormatArg::Chrome => Some(TraceFormat::Chrome),
-        InputFormatArg::Jsonl => Some(TraceFormat::JsonLines),
-        InputFormatArg::Csv => Some(TraceFormat::Csv),
-        InputFormatArg::Strace => Some(TraceFormat::Strace),
-        InputFormatArg::PerfTrace => Some(TraceFormat::PerfTrace),
-    };
-    let scale = match args.time_unit {
-        UnitArg::Ns => 1,
-        UnitArg::Us => 1_000,
-        UnitArg::Ms => 1_000_000,
-        UnitArg::S => 1_000_000_000,
-    };
     TraceOptions {
-        format,
+        format: args.input_format,
         columns: Columns {
             time: args.time.clone(),
-            scale,
+            scale: args.time_unit.nanos(),
             name: args.name_field.clone(),
         },
         cancel: Some(signals::cancel_on_interrupt()),
-        strict: args.strict,
-        threads: usize::from(args.threads),
-        chunk_bytes: args.chunk_bytes,
+        strict: args.input.strict,
+        threads: usize::from(args.input.threads),
+        chunk_bytes: args.input.chunk_bytes,
     }
 }
 
@@ -260,13 +243,9 @@ pub fn run(args: &SpansArgs) -> Result<()> {
     let (rules, names) = rules(args);
     let options = options(args);
     let report_to = super::output_opt("--report", args.output.report.as_deref())?;
-    let inputs: Vec<Source> = args.files.iter().map(|p| Source::from_path(p)).collect();
-    let repeat = match args.keep {
-        KeepArg::Last => Repeat::KeepLast,
-        KeepArg::First => Repeat::KeepFirst,
-    };
+    let inputs = args.input.sources();
     let no_rules = rules.is_empty();
-    let mut pairer = Pairer::new(rules, names, args.by.clone(), repeat)
+    let mut pairer = Pairer::new(rules, names, args.by.clone(), args.keep)
         .with_max_series(args.max_series as usize);
     if args.output.format == Format::Csv {
         let files: Vec<String> = inputs.iter().map(Source::name).collect();
@@ -286,7 +265,7 @@ pub fn run(args: &SpansArgs) -> Result<()> {
     let linear = args.output.linear_spec()?;
     let mut sink = (
         Aggregator::new(Vec::new(), linear),
-        (Slowest::new(args.slowest), Kept::new(args.max_spans)),
+        (Slowest::new(args.slowest), Kept::new(args.max_spans.get())),
     );
     let (totals, error) = read_all(&inputs, &options, &mut pairer, &mut sink);
     let (mut aggregator, (slowest, kept)) = sink;

@@ -15,13 +15,13 @@ use latscope::span::{Aggregator, SpanSink};
 
 /// Runs `latscope wayland`.
 pub fn run(args: &WaylandArgs) -> Result<()> {
-    let inputs: Vec<Source> = args.files.iter().map(|p| Source::from_path(p)).collect();
+    let inputs = args.input.sources();
     let options = ReadOptions {
         spans: args.span_options(),
-        strict: args.strict,
+        strict: args.input.strict,
         cancel: None,
-        threads: usize::from(args.threads),
-        chunk_bytes: args.chunk_bytes,
+        threads: usize::from(args.input.threads),
+        chunk_bytes: args.input.chunk_bytes,
     };
     analyse_and_print(&inputs, options, &args.output, None)
 }

@@ -133,7 +133,7 @@ fn execute(
 /// Runs `latscope lab wayland`.
 pub fn run(args: &WaylandLabArgs) -> Result<()> {
     let configs = plan(args);
-    let save = crate::commands::output_opt("--save", args.save.as_deref())?;
+    let save = crate::commands::output_opt("--save", args.save.path())?;
     let cancel = crate::signals::cancel_on_interrupt();
     let comp = compositor::find(args.display.as_deref())?;
     let described = describe(&comp.socket, &comp.origin, &cancel)
@@ -161,9 +161,9 @@ pub fn run(args: &WaylandLabArgs) -> Result<()> {
         &outcomes,
         &skipped,
         cancel.is_raised(),
-        args.max_spans,
+        args.max_spans.get(),
     );
-    crate::commands::print(&render(&doc, args.format))?;
+    crate::commands::print(&render(&doc, args.out.get()))?;
     if let Some(save) = &save {
         let text = render(&doc, Format::Json);
         crate::commands::save_run(save, text.as_bytes(), !outcomes.is_empty())?;

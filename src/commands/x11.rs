@@ -131,7 +131,7 @@ fn settings(args: &X11Args) -> Settings {
         count: args.count,
         warmup: args.warmup,
         max_time_ns: u64::try_from(args.max_time.as_nanos()).unwrap_or(u64::MAX),
-        max_spans: args.max_spans,
+        max_spans: args.max_spans.get(),
         timeout_ns: u64::try_from(args.timeout.as_nanos()).unwrap_or(u64::MAX),
     }
 }
@@ -268,7 +268,7 @@ fn run_x11perf(
 pub fn run(args: &X11Args) -> Result<()> {
     let patterns = plan(args);
     let settings = settings(args);
-    let save = crate::commands::output_opt("--save", args.save.as_deref())?;
+    let save = crate::commands::output_opt("--save", args.save.path())?;
     let cancel = crate::signals::cancel_on_interrupt();
     let server = Server::open(args.display.as_deref(), &args.xvfb_arg, &cancel)?;
     let tests = if args.compare_x11perf {
@@ -288,7 +288,7 @@ pub fn run(args: &X11Args) -> Result<()> {
         let rates = x11perf::Rates { before, after };
         report::add_x11perf(&mut doc, &ran.outcomes, &rates);
     }
-    crate::commands::print(&render(&doc, args.format))?;
+    crate::commands::print(&render(&doc, args.out.get()))?;
     if let Some(save) = &save {
         let text = latscope::doc::to_json(&doc, false);
         crate::commands::save_run(save, text.as_bytes(), !doc.results.is_empty())?;

@@ -40,7 +40,10 @@ pub enum Clock {
 }
 
 impl Clock {
-    /// The metric's name in every output: `wall` or `cpu`.
+    /// Both, the default first.
+    pub const ALL: [Clock; 2] = [Clock::Wall, Clock::Cpu];
+
+    /// The metric's name in every output and on the command line: `wall` or `cpu`.
     pub fn metric(self) -> &'static str {
         match self {
             Clock::Wall => "wall",
@@ -60,5 +63,14 @@ impl Clock {
             Clock::Wall => r.wall_ns,
             Clock::Cpu => r.user_ns.saturating_add(r.sys_ns),
         }
+    }
+}
+
+impl std::str::FromStr for Clock {
+    type Err = crate::error::UnknownName;
+
+    /// By [`Clock::metric`] (`--time cpu`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::error::UnknownName::find(&Self::ALL, Self::metric, "clock", s)
     }
 }

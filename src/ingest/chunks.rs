@@ -8,13 +8,10 @@
 //! N - 1 workers. The reads are one at a time, under a lock, and number the chunks
 //! ([`Feed`]); results come back on one queue, put in order by their numbers. While the next
 //! chunk in order is not back, the calling thread reads and parses a chunk itself instead of
-//! waiting. Before, N workers beside a calling thread that reads and pairs (a quarter of the
-//! work) were 3 threads on 2 cores, dealt chunks in turn: a worker the scheduler left out held
-//! up the rest, and `--threads 2` read perf text 1.53-1.59× as fast as one thread on the 2-core
-//! VM; then 1.71-2.12× in quiet runs (at a4b3b62). Each thread has since got faster, so the
-//! ordered pairing is a larger share: 1.6-1.9× (the README's table). Then the calling thread
-//! read every chunk and handed it out on a queue: on a 16-core machine it was busy all the
-//! time from 4 threads on, and 16 threads read more slowly than 4 (the README's table).
+//! waiting. N workers beside a calling thread that only read and paired would be N + 1 threads
+//! on N cores, dealt chunks in turn, and a worker the scheduler left out would hold up the
+//! rest; a calling thread that read every chunk and handed it out would be the bottleneck on a
+//! machine with many cores. How the thread counts scale is in docs/performance.md.
 //!
 //! At most [`in_flight`] chunks (4 a thread, 16 in all) are read and not yet taken, so memory
 //! is that many chunks (of [`CHUNK`], plus the end of a line carried over) and their results.
@@ -33,10 +30,9 @@ use crate::ingest::lines::{DEFAULT_BUFFER, Line, text_of, trim_cr, trim_cr_str};
 use crate::ingest::mapped::{LineEnd, Mapped, shrunk_error};
 use crate::ingest::words::Positions;
 
-/// Bytes of input per chunk (a chunk ends at the last newline of this many): with 2 threads on
-/// 2 cores, chunks of 256 KiB read the 100 MB benchmark inputs 2.7-4.9% faster than chunks of
-/// 1 MiB (medians of 7, every format; not profiled further: the likely reason is that a
-/// chunk's records are still in cache when the pairing thread takes them).
+/// Bytes of input per chunk (a chunk ends at the last newline of this many): small enough that
+/// a chunk's records are likely still in cache when the pairing thread takes them, which made
+/// 256 KiB faster than 1 MiB in every format measured.
 pub const CHUNK: usize = 256 << 10;
 
 /// The chunk size a reader uses when `asked` bytes (0: [`CHUNK`]; `--chunk-bytes`).
@@ -48,12 +44,10 @@ pub fn chunk_size(asked: usize) -> usize {
 /// for a few time slices (a shared machine) does not stop the others at once.
 pub const IN_FLIGHT: usize = 4;
 
-/// Chunks read and not yet paired, at most, however many threads: with 16 threads on 16
-/// cores, 64 chunks out (4 a thread) read the 100 MB benchmark inputs 1.0-1.5 times as slowly
-/// as 16 (medians of 5, five formats, with a first version of [`Feed`] that kept everything
-/// under one lock; the calling thread waited 23-34 ms for the next chunk in order, against
-/// 6-19 ms). It also bounds memory whatever `--threads` asks: 4 MiB of chunks, not 256 MiB
-/// with 256 threads.
+/// Chunks read and not yet paired, at most, however many threads: with many threads, more
+/// chunks out only made the calling thread wait longer for the next chunk in order, so reading
+/// was no faster and often slower. It also bounds memory whatever `--threads` asks: 4 MiB of
+/// chunks, not 256 MiB with 256 threads.
 pub const MOST_IN_FLIGHT: usize = 16;
 
 /// Chunks read and not yet paired, at most, with `threads` threads.
@@ -64,9 +58,9 @@ pub fn in_flight(threads: usize) -> usize {
 /// What the calling thread has taken of the workers' results, kept for the next chunk a worker
 /// parses to fill again: a chunk's records (32 to 232 bytes an event, by format) allocated
 /// anew for every chunk and freed after it were pages faulted in and unmapped again for every
-/// chunk, and each `munmap` interrupted the other core (two threads on the 100 MB perf input:
-/// 2,054 page faults where one thread took 637; reused, 1,010). At most [`in_flight`] are
-/// kept: no more than are out at once.
+/// chunk, and each `munmap` interrupted the other core (the page faults of two threads were
+/// several times one thread's until the records were reused). At most [`in_flight`] are kept:
+/// no more than are out at once.
 pub(crate) struct Spares<T> {
     kept: Mutex<Vec<T>>,
     most: usize,
@@ -417,8 +411,8 @@ pub(crate) fn for_each_line<const UTF8: bool>(
         }
     };
     // `f` is called from one place, so that it is inlined: called for the lead, the lines and
-    // the last line apart, it was a call with its frame for every line (32 instructions a
-    // line of the WAYLAND_DEBUG benchmark slice, on two threads).
+    // the last line apart, it was a call with its frame for every line, a measurable cost on
+    // short WAYLAND_DEBUG lines.
     let (mut lead, mut last) = (lead_too_long, data.last().is_some_and(|&b| b != b'\n'));
     let mut lines = Positions::of(b'\n', data);
     let (mut n, mut start) = (0, 0);
@@ -478,9 +472,8 @@ where
         // A chunk read and parsed here, when there is room for one. With several workers,
         // only when no other thread is reading (`try_lock`): results of the others come
         // meanwhile. With one, after its read: waiting for its result instead, this thread
-        // sat idle while it parsed its chunk, every time it found it reading (two threads on
-        // the 100 MB perf input, medians of 15: 75.0 ms, and 52.0 ms so; babeltrace2 70.5
-        // and 60.4 ms).
+        // sat idle while it parsed its chunk, every time it found it reading, and two threads
+        // read markedly more slowly.
         let one_worker = workers == 1;
         let mut help = || {
             let input = match one_worker {
@@ -509,10 +502,9 @@ where
 ///
 /// Read on the calling thread and parsed on another, a chunk was copied from the page cache by
 /// one core and read again from that core's cache by the other, into buffers last written by
-/// the other: two threads reading JSON lines spent 2.1 times the one-thread time in the
-/// kernel's copy and 2.2 times in the UTF-8 check (`perf record`, cpu-clock samples); and from
-/// 4 threads on a 16-core machine, the calling thread was busy all the time, reading (13-39 ms
-/// of each 100 MB benchmark input) and pairing, so that more threads did not read faster.
+/// the other: two threads spent much longer than one in the kernel's copy and in the UTF-8
+/// check; and with many threads the calling thread was busy all the time, reading and
+/// pairing, so that more threads did not read faster.
 ///
 /// The calling thread never waits for a read to count what it took: what was read and taken
 /// are counters beside the input's lock, not under it, and spent buffers have a lock of
@@ -614,8 +606,7 @@ impl<F> Feed<F> {
         }
         self.taken.fetch_add(1, Ordering::AcqRel);
         // One chunk's room, for one worker: waking every waiting worker for it (which all
-        // then queued for the lock) read the benchmark inputs 1.3-1.4 times as slowly with
-        // 16 threads on 16 cores (64 chunks out, the first version's one lock).
+        // then queue for the lock) slows a read with many threads down markedly.
         let _waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         self.room.notify_one();
     }

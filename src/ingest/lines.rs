@@ -111,7 +111,7 @@ pub enum Line<'a> {
     /// A line without its `\n` (and without a `\r` before it).
     Text(&'a [u8]),
     /// A [`Line::Text`] already known to be UTF-8 ([`LineReader::utf8`]: checked a whole
-    /// block of lines at a time, which costs a tenth of a check per short line).
+    /// block of lines at a time, which costs far less than a check per short line).
     Str(&'a str),
     /// A [`Line::Str`] with no tab, `\r` or `\x0c` in it ([`LineReader::blanks`]: its block
     /// of lines was searched for them at once): its tokens are split by spaces alone.
@@ -196,7 +196,7 @@ impl<R: Read> LineReader<R> {
 
     /// With [`LineReader::utf8`], also searches each block of lines for tabs, `\r` and `\x0c`
     /// together: the lines of a block with none are given as [`Line::Plain`] (a search per line
-    /// for them was a tenth of the instructions of reading an ftrace line).
+    /// for them was a measurable share of reading an ftrace line).
     pub fn blanks(mut self) -> Self {
         self.blanks = true;
         self

@@ -1,12 +1,12 @@
 //! A plain file read through a memory map: its lines are read where the page cache holds them,
 //! not copied into a buffer first.
 //!
-//! Reading a 100 MB WAYLAND_DEBUG log with `read` spent 17% of its time in the kernel: 9% of
-//! it copying the page cache into the reader's buffer, 3% finding the pages (perf, one core).
-//! Mapped, the log reads 5.6% faster (130.8 -> 123.5 ms, medians of 21 interleaved runs); a
-//! JSON-lines trace 0.7% (its blocks are checked as UTF-8 first, a pass that now reads the page
-//! cache where it read the copy), as the faults that map the pages cost about what the copy
-//! did. `grep -c`, the floor these readers are measured against, copies the file with `read`.
+//! Read with `read`, a large log spends a good part of its time in the kernel, most of it
+//! copying the page cache into the reader's buffer; mapped, that copy is gone, and the faults
+//! that map the pages cost less than it did. Formats whose blocks are checked as UTF-8 first
+//! gain less, as that pass now reads the page cache where it read the copy (the gains are in
+//! docs/performance.md). `grep -c`, the floor these readers are measured against, copies the
+//! file with `read`.
 //!
 //! A map is only made of a regular file of at least [`SMALLEST`] bytes, as it is when opened;
 //! what is written to it later is read after the map, with `pread` ([`Mapped::read_at`]), so a

@@ -132,8 +132,8 @@ pub fn find_by_blocks(b: &[u8], from: usize, c: u8) -> Option<usize> {
 
 /// `b` as text when every byte of it is ASCII and none is `except`, sixteen bytes at a time (the
 /// names and categories of a Chrome JSON element: a search for a backslash and a `from_utf8`
-/// call cost about 130 instructions a string, 4% of reading it). `None` otherwise, for the
-/// caller to decode.
+/// call per string were a measurable share of reading one). `None` otherwise, for the caller to
+/// decode.
 #[inline]
 pub fn ascii_without(b: &[u8], except: u8) -> Option<&str> {
     let mut i = 0;
@@ -181,13 +181,13 @@ pub fn equal(a: &[u8], b: &[u8]) -> bool {
 /// What a block of lines read holds, in one pass, sixty-four bytes at a time: `None` when a
 /// byte is not ASCII (the caller then decodes the block as UTF-8), else whether a tab, `\r`
 /// or `\x0c` is among its bytes (the white space other than spaces and newlines that a token
-/// reader splits at). An ASCII block is UTF-8 without decoding it. A `from_utf8` call and a
-/// `memchr3` search, two passes, took 115 instructions of a 150-byte perf line.
+/// reader splits at). An ASCII block is UTF-8 without decoding it: one pass, where a
+/// `from_utf8` call and a `memchr3` search were two over every byte of every line.
 ///
 /// With AVX2 (asked of the CPU once, by `std`), 32 bytes a vector: the blanks' three
-/// comparisons a vector are most of the pass, which takes 49 instructions of the perf line so,
-/// and took 103 with SSE2's 16-byte vectors. Without `BLANKS` (a reader that does not split at
-/// blanks), the blanks are not looked for, and an ASCII block gives `Some(false)`.
+/// comparisons a vector are most of the pass, which takes fewer instructions than with SSE2's
+/// 16-byte vectors. Without `BLANKS` (a reader that does not split at blanks), the
+/// blanks are not looked for, and an ASCII block gives `Some(false)`.
 #[inline]
 pub fn ascii_blanks<const BLANKS: bool>(b: &[u8]) -> Option<bool> {
     let whole = b.len() - b.len() % (4 * WIDTH);
@@ -200,9 +200,9 @@ pub fn ascii_blanks<const BLANKS: bool>(b: &[u8]) -> Option<bool> {
 }
 
 /// Where byte `c` is in `b`, in order, sixty-four bytes at a time: the newlines of a read
-/// buffer. A `memchr` call per line cost 70 instructions of a 48-byte WAYLAND_DEBUG line
-/// (most of them the call's setup, not the search); four [`Block`]s make a mask of a 64-byte
-/// stretch, and each match is then a `trailing_zeros`.
+/// buffer. A `memchr` call per line cost more than the search itself on short lines (most of it
+/// the call's setup); four [`Block`]s make a mask of a 64-byte stretch, and each match is then
+/// a `trailing_zeros`.
 pub struct Positions<'a> {
     b: &'a [u8],
     c: u8,
@@ -283,8 +283,8 @@ pub fn leading_digits(b: &[u8]) -> Option<(u64, usize)> {
 }
 
 /// The index past the run of ASCII digits that begins at `b[i]`, eight bytes at a time (the
-/// stamps of a Chrome JSON trace have eleven digits; a loop per digit took reading it 1.3%
-/// more instructions).
+/// stamps of a Chrome JSON trace have eleven digits, where a loop per digit showed in the
+/// instructions of reading it).
 #[inline(always)]
 pub fn digits_end(b: &[u8], mut i: usize) -> usize {
     while let Some(w) = b.get(i..i + 8) {
@@ -297,7 +297,7 @@ pub fn digits_end(b: &[u8], mut i: usize) -> usize {
     }
     // Fewer than eight bytes left (an id at the end of a row): the last word of `b`, shifted
     // down to begin at `b[i]`, zeros (not digits) shifted in above (a loop per digit here was
-    // 45 instructions of a 57-byte JSON-lines row).
+    // a measurable share of a short JSON-lines row).
     let left = b.len().saturating_sub(i);
     if left > 0
         && let Some(w) = b.get(b.len().wrapping_sub(8)..)
@@ -357,8 +357,8 @@ pub fn value_of_eight(x: u64) -> u64 {
 
 /// The first 16 bytes of `s`, zeros after them when it is shorter (what it is used for), as two
 /// little-endian words (bytes 0-7, bytes 8-15): read with two loads that overlap instead of a
-/// copy onto the stack (a `memcpy` call, and a load that waited on its stores: a short
-/// argument or name searched a block at a time was 3% of the reading of a WAYLAND_DEBUG line).
+/// copy onto the stack (a `memcpy` call, and a load that waited on its stores: a measurable
+/// cost on the hot path, where short arguments and names are searched a block at a time).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[inline]
 fn short_words(s: &[u8]) -> (u64, u64) {
@@ -451,9 +451,8 @@ mod imp {
         unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(x, y)) as u32 }
     }
 
-    /// A letter, a digit or `_`: the three tests joined before one mask is taken (three
-    /// masks, or-ed, took half as many instructions again; the identifiers of every
-    /// WAYLAND_DEBUG line).
+    /// A letter, a digit or `_`: the three tests joined before one mask is taken (three masks,
+    /// or-ed, take more instructions, on the identifiers of every WAYLAND_DEBUG line).
     #[inline]
     pub fn identifier(x: Lanes) -> u32 {
         // `| 0x20` makes capitals small and leaves small letters; no other byte lands there.

@@ -43,11 +43,11 @@ impl Start for Open {
 /// With `LONE`, a span that opens while no other is open is kept beside the table (`alone`),
 /// not in it: a log whose every request ends before the next starts (a JSON-lines `start`,
 /// then its `done`) then pairs each end with one comparison of keys, where a table costs a
-/// hash, an insert and a remove (140 of the 1,430 instructions of reading and pairing a
-/// benchmark row). A second span moves it into the table. What is reported, and in which
+/// hash, an insert and a remove, a visible share of reading and pairing a short row. A second
+/// span moves it into the table. What is reported, and in which
 /// order, is the table's alone. (The WAYLAND_DEBUG reader's tables, where a buffer's or a
 /// callback's span usually opens beside others, keep every span in the table: there the
-/// checks cost 2% more instructions, the trace reader's perf and babeltrace2 rules under 1%.)
+/// checks would cost more than they save.)
 #[derive(Debug)]
 pub struct OpenSpans<K, const LONE: bool = false, V = Open> {
     open: FxHashMap<K, V>,
@@ -56,8 +56,8 @@ pub struct OpenSpans<K, const LONE: bool = false, V = Open> {
     /// the key of `alone` (`Some` exactly when `alone` is). Kept apart from the span: as one
     /// `Option<(K, Open)>`, writing a start there went through stack copies laid out
     /// differently from it, two of whose reads waited on the writes before them (store
-    /// forwarding failed): three quarters of the samples of `OpenSpans::start`, 5% of those
-    /// of reading the JSON-lines benchmark (perf, cpu-clock).
+    /// forwarding failed): most of the samples of `OpenSpans::start` in a profile of reading
+    /// JSON lines.
     alone_key: Option<K>,
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Every sample and outcome of a span goes to its series' distribution, its counters and its
 //! slowest spans: a hash-map look-up of a [`SeriesKey`] (span, side and group, 32 bytes) at
-//! each, which was about 4% of the instructions of reading a JSON-lines trace. Consecutive
+//! each, a measurable share of reading a JSON-lines trace. Consecutive
 //! samples mostly fall in one series (every one, without `--group`) or alternate between two,
 //! so the table remembers where the last two went and compares the key with them first.
 
@@ -35,8 +35,8 @@ impl<V> SeriesTable<V> {
     ///
     /// The two remembered entries are compared here, inlined; the rest is out of line: with it
     /// inlined (the making of a new value, a hash-map look-up), every look-up saved and
-    /// restored six registers around a 488-byte frame, 62 instructions; now a hit takes about
-    /// 30, inlined where the sample is recorded (callgrind, the WAYLAND_DEBUG benchmark slice).
+    /// restored registers around a large frame; so, a hit is a few comparisons, inlined where
+    /// the sample is recorded.
     #[inline]
     pub fn entry(&mut self, key: &SeriesKey, make: impl FnOnce() -> V) -> &mut V {
         let [last, before] = self.last;

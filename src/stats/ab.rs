@@ -192,7 +192,7 @@ pub fn change_pct(a: f64, b: f64) -> Option<f64> {
 /// bootstrap) can only widen an interval, never narrow it, and it bounds the work on large logs.
 pub const MAX_DRAWS: u64 = 5_000;
 /// Work budget of one bootstrap (resamples × draws): from [`RESAMPLES`] for small samples down
-/// to 500 resamples of [`MAX_DRAWS`] values (one large comparison: ~5M draws, tens of ms).
+/// to 500 resamples of [`MAX_DRAWS`] values, so that one large comparison stays quick.
 const BUDGET: u64 = 1_000_000;
 const MIN_RESAMPLES: u64 = 500;
 

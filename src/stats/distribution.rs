@@ -144,7 +144,7 @@ impl Distribution {
         }
         if let Some(exact) = &mut self.exact {
             // Only a value not seen before can take the counts past a limit: settling at every
-            // sample was 27 of the 200 instructions of recording a WAYLAND_DEBUG span.
+            // sample was a large share of recording a span.
             match exact.entry(ns) {
                 Entry::Occupied(mut seen) => *seen.get_mut() += 1,
                 Entry::Vacant(new) => {

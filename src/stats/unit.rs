@@ -45,6 +45,17 @@ impl Unit {
         }
     }
 
+    /// The name on the command line (`us`, where [`Unit::symbol`] is `µs`); [`FromStr`] takes
+    /// it and a few spellings more.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Unit::Ns => "ns",
+            Unit::Us => "us",
+            Unit::Ms => "ms",
+            Unit::S => "s",
+        }
+    }
+
     /// The symbol printed after values (`µs`, not `us`).
     pub const fn symbol(self) -> &'static str {
         match self {

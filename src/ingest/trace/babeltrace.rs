@@ -89,7 +89,7 @@ fn clock_time(h: u64, m: u64, seconds: &str) -> Option<u64> {
 
 /// The stamp as babeltrace2 writes it, `HH:MM:SS.fraction` with two digits each: what
 /// [`Babeltrace::stamp`] makes of it, read in place (splitting it and parsing its parts as
-/// numbers was a tenth of the reading of a line). `None` for any other stamp, and for one
+/// numbers was a measurable share of reading a line). `None` for any other stamp, and for one
 /// whose seconds are not `DIGITS[.DIGITS]` or out of range (the general reading then decides).
 fn written_time_of_day(text: &str) -> Option<u64> {
     let b = text.as_bytes();
@@ -182,14 +182,14 @@ impl Babeltrace {
 
     /// [`Babeltrace::parse`] that leaves the `{ ... }` groups to [`group_field`]: a field is
     /// found in the line when it is asked for (a rule reads one or two fields of a line that
-    /// holds four or more; reading them all was two fifths of the reading of a line).
+    /// holds four or more; reading them all was a large part of reading a line).
     pub fn parse_lazy(&mut self, line: &str, ev: &mut Event) -> Parsed {
         self.parse_with(line, ev, Groups::Lazy)
     }
 
     /// [`Babeltrace::parse_lazy`], with the groups of a line of a shape learnt from the lines
     /// before read by that shape ([`GroupShapes`]: the key fields of a line found by the
-    /// look-up were two fifths of its reading). While shapes are learnt, a line that fits none
+    /// look-up were a large part of its reading). While shapes are learnt, a line that fits none
     /// is read whole ([`Babeltrace::parse`]) and its shape learnt.
     /// The places of `wanted` (the fields the rules read) among the fields of a line read by
     /// a shape are noted ([`Event::note_place`]).
@@ -499,7 +499,7 @@ fn item_named(b: &[u8], start: usize, name: &[u8]) -> Option<bool> {
 ///
 /// Only quotes, escapes, brackets and commas act here. They are found sixteen bytes at a time
 /// ([`Block`]), and the names, values and spaces between them are not visited (a table look-up
-/// a byte was a sixth of the reading time, a `match` of every byte a fifth).
+/// or a `match` of every byte was a large share of the reading time).
 fn groups(line: &str, from: usize, ev: &mut Event) {
     let bytes = line.as_bytes();
     let mut walk = GroupWalk::default();
@@ -596,7 +596,7 @@ fn item(line: &str, range: std::ops::Range<usize>, ev: &mut Event) {
 /// An item as babeltrace2 writes it, ` NAME = VALUE` with an identifier for a name and at
 /// most one space after the value, whose first and last bytes are ASCII and not white space:
 /// its `(name, value)` as [`searched_item`] gives it, read in place (the search for the `=`
-/// and the trimming of both sides were three tenths of the reading of a line). `None` for any
+/// and the trimming of both sides were a large part of reading a line). `None` for any
 /// other item, which the search then reads. `range` ends before the `,`, `}` or `]` that
 /// closed the item ([`GroupWalk`]): the name is read in the line, and does not run past it.
 #[inline]
@@ -645,7 +645,7 @@ fn searched_item(
 
 fn trim(line: &str, r: std::ops::Range<usize>) -> std::ops::Range<usize> {
     // The usual ends are ASCII: white space trimmed as `str::trim` would, without its
-    // decoding of characters (a tenth of the reading time).
+    // decoding of characters, a measurable share of the reading time.
     let b = &line.as_bytes()[r.clone()];
     let start = b.iter().position(|&c| !ascii_white(c)).unwrap_or(b.len());
     let end = b

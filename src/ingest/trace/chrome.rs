@@ -810,8 +810,7 @@ impl Chrome {
 /// array (`,` and white space between them): what a worker of the parallel reader makes of a
 /// chunk, for [`Chrome::take_run`]. The elements borrow the chunk's text, which the run owns
 /// (where a worker wrote each element's members as offsets and the calling thread made the
-/// element again from them, two threads did 17% more instructions than one on the Chrome
-/// benchmark slice).
+/// element again from them, two threads did far more work than one).
 pub struct Run(RunCell);
 
 self_cell::self_cell!(

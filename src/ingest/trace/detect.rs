@@ -75,6 +75,15 @@ impl Format {
     }
 }
 
+impl std::str::FromStr for Format {
+    type Err = crate::error::UnknownName;
+
+    /// By [`Format::name`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::error::UnknownName::find(&Self::ALL, Self::name, "trace format", s)
+    }
+}
+
 fn first_non_space(bytes: &[u8]) -> Option<(usize, u8)> {
     bytes
         .iter()

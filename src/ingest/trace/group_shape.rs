@@ -4,8 +4,8 @@
 //! The lines of one event differ in their values only: `{ cpu_id = 0 }, { vtid = 25101 }, {
 //! addr = 0x557BBCE851B1, call_site = 0x7F308F3EF24A }` is followed by the same groups with
 //! other numbers. A rule's key fields were found by walking the groups up to each of them
-//! ([`super::babeltrace::group_field`]: about 420 instructions a field, two fifths of the
-//! reading of a line with two key fields). A [`GroupShape`] keeps what lay before each value
+//! ([`super::babeltrace::group_field`]: a large part of the reading of a line with two key
+//! fields). A [`GroupShape`] keeps what lay before each value
 //! of a line that [`super::babeltrace::groups`] read whole, when every value was a token (ASCII
 //! letters, digits, `_`, `.`, `+`, `-`: no quote, bracket, comma, `=` or white space), and what
 //! followed the last value. A later line is read by comparing those bytes where they should be

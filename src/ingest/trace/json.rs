@@ -3,8 +3,8 @@
 //! Chrome JSON and JSON lines are read object by object, and of each object only a few members
 //! matter (`ph`, `ts`, `name`, ... or the columns a rule names). Building a `serde_json::Value`
 //! of every object allocates a map, a string per key and a string per value, and that was most
-//! of the reading time (a profile of `latscope spans` on Chrome JSON: 105 MB/s, the allocator
-//! and `serde_json`'s map at the top). Here an object's members are visited in place: a key is a
+//! of the reading time (a profile of `latscope spans` on Chrome JSON had the allocator and
+//! `serde_json`'s map at the top). Here an object's members are visited in place: a key is a
 //! byte range, a value is the raw text of it (checked, not decoded), and only what the caller
 //! keeps is decoded. Strings, white space and digits are crossed the way a Chrome JSON element
 //! holds them: strings sixteen bytes at a time ([`string`]), the one space after a colon or a
@@ -30,8 +30,8 @@ type Result<T> = std::result::Result<T, Invalid>;
 
 /// The index just past the whitespace at `i`. JSON's white space is four bytes at or below
 /// the space, so a byte above it ends the scan with one comparison, and the one space of
-/// `": "` and `", "` with two (a loop testing each byte against the four was 9% of the
-/// instructions of reading Chrome JSON).
+/// `": "` and `", "` with two (a loop testing each byte against the four was a measurable share
+/// of reading Chrome JSON).
 #[inline(always)]
 pub fn skip_ws(b: &[u8], i: usize) -> usize {
     match b.get(i) {
@@ -55,9 +55,9 @@ fn skip_ws_loop(b: &[u8], mut i: usize) -> usize {
 
 /// A string starting at its opening quote `b[i]`: the index past its closing quote, and whether
 /// it holds an escape. Sixteen bytes at a time ([`Block`]): the quote, the backslash and the
-/// control characters of a block found at once (a table look-up a byte, four to five
-/// instructions a byte, took 12% more instructions to read Chrome JSON, whose names,
-/// categories and arguments are longer than its keys).
+/// control characters of a block found at once (a table look-up a byte cost several
+/// instructions a byte, a large share of reading Chrome JSON, whose names, categories and
+/// arguments are longer than its keys).
 #[inline(always)]
 pub fn string(b: &[u8], i: usize) -> Result<(usize, bool)> {
     debug_assert_eq!(b.get(i), Some(&b'"'));
@@ -152,7 +152,7 @@ pub fn number_plain(b: &[u8], i: usize) -> Result<(usize, bool)> {
 }
 
 /// [`number`] of a number with a fraction or an exponent, out of [`number_plain`]'s way
-/// (inlined there, it took reading JSON lines 1.3% more instructions).
+/// (inlined there, it made the usual integer dearer to read).
 #[cold]
 #[inline(never)]
 fn fraction_or_exponent(b: &[u8], i: usize) -> Result<usize> {
@@ -343,7 +343,7 @@ pub fn text_of(raw: &[u8]) -> Result<Cow<'_, str>> {
 }
 
 /// [`text_of`] a value `raw` that lies in the text `line`: what needs no decoding is borrowed
-/// from `line` without checking it as UTF-8 again (a fifth of the reading of a JSON line).
+/// from `line` without checking it as UTF-8 again (a large part of reading a JSON line).
 pub fn text_in<'a>(line: &'a str, raw: &'a [u8]) -> Result<Cow<'a, str>> {
     if let Some(inner) = raw.strip_prefix(b"\"").and_then(|r| r.strip_suffix(b"\"")) {
         if !inner.contains(&b'\\') {

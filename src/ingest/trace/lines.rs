@@ -195,7 +195,7 @@ impl<'c> LineState<'c> {
     }
 
     /// Counts an event stamped before the one before it. Inlined, its rare case apart (a call
-    /// an event: 15 instructions of a JSON-lines row).
+    /// an event was a cost on every short JSON-lines row).
     #[inline(always)]
     fn check_order(&mut self, stats: &mut TraceStats, file: &str, line: u64) {
         let ts = self.ev.ts_ns;

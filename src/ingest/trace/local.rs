@@ -4,7 +4,7 @@
 //!
 //! The calling thread of [`super::parallel`] pairs every chunk in the input's order, and a
 //! worker hands it a record of every event a rule names (its name, stamp and key values,
-//! copied). Two threads then executed 9-15% more instructions than one (the record, then the
+//! copied). Two threads then executed markedly more instructions than one (the record, then the
 //! pairing of it), and the pairing, one thread's work, was what the other waited on. Here the
 //! worker pairs its chunk's events with a table of its own, started empty, and hands over what
 //! they made, in order ([`Item`]s: samples and outcomes), with the spans still open at the end
@@ -137,8 +137,8 @@ impl Local {
         line: u64,
     ) -> Option<()> {
         let rule = &self.rule;
-        // `event_of_one_rule`'s loop: one function for both cost the serial reader 0.5% more
-        // instructions (JSON lines 244.2 -> 245.6 M on the benchmark slice).
+        // `event_of_one_rule`'s loop, apart: one function for both cost the serial reader
+        // instructions on every event.
         let mut passed = [false; 2];
         for (k, end) in [&rule.start, &rule.end].into_iter().enumerate() {
             if mask >> k & 1 == 1 {
@@ -191,8 +191,8 @@ fn note_missing_key(paired: &mut Paired, line: u64) {
 }
 
 /// What the calling thread's table of open spans does for [`apply`] (the pairer's; with its
-/// `OpenSpans` passed instead, their `end` was no longer inlined: two threads on perf text
-/// executed 117.3 -> 119.4 M instructions on the benchmark slice).
+/// `OpenSpans` passed instead, their `end` was no longer inlined, which cost the thread that
+/// pairs on every span).
 pub(super) trait Table {
     fn is_empty(&self) -> bool;
     /// Ends the span open under `key` at `end_ns`, as [`OpenSpans::end`].

@@ -117,8 +117,7 @@ impl Event {
         match self.placed(line, j, name) {
             Some(value) => line.as_bytes().get(value.clone()),
             // (what `field` does with no fields, said here: a perf or ftrace event, whose
-            // payload is left in the line, then takes 113.7 M instructions on the benchmark
-            // slice, not 114.0 M)
+            // payload is left in the line, skips a step it would otherwise take every time)
             None if self.fields.is_empty() => self.field_elsewhere(line, name).map(str::as_bytes),
             None => self.field(line, name).map(str::as_bytes),
         }
@@ -139,8 +138,8 @@ impl Event {
     /// The value of field `name` in `line` (the first one, if repeated).
     ///
     /// Inlined where the field is among [`Event::fields`] (a pairing key, a filter), the
-    /// look-ups in the line apart: babeltrace2 149.8 M -> 148.2 M instructions on the benchmark
-    /// slice, JSON lines 317.7 M -> 315.5 M.
+    /// look-ups in the line apart: the usual case stays small, and the rare one costs no call
+    /// in it.
     #[inline]
     pub fn field<'l>(&self, line: &'l str, name: &str) -> Option<&'l str> {
         match self.named(line, name) {
@@ -186,9 +185,9 @@ impl Event {
 }
 
 /// `a == b` for the short names of fields and columns, compared in line: a `bcmp` call per
-/// field looked up, per `=` of a perf payload or per key of a JSON row took 4-7% of the
-/// reading time, and eight bytes at a time ([`crate::ingest::words::equal`]) takes fewer
-/// instructions than a byte loop did (perf 175.3 M -> 172.7 M on the benchmark slice).
+/// field looked up, per `=` of a perf payload or per key of a JSON row was a measurable share
+/// of the reading time, and eight bytes at a time ([`crate::ingest::words::equal`]) takes
+/// fewer instructions than a byte loop.
 pub use crate::ingest::words::equal as same;
 
 /// What the pairing engine reads of an event: its stamp, its name and its fields by name.
@@ -277,8 +276,8 @@ pub fn decimal_bytes_to_ns(text: &[u8], scale: u64) -> Option<u64> {
 #[inline(never)]
 fn decimal_read(text: &[u8], scale: u64) -> Option<u64> {
     // The whole part's digits, then a dot or the end (eight bytes at a time: a search for the
-    // dot, a loop over the digits and a search for the scale were a fifth of reading a Chrome
-    // JSON stamp).
+    // dot, a loop over the digits and a search for the scale were a large part of reading a
+    // Chrome JSON stamp).
     let dot = digits_end(text, 0);
     let (int, frac) = match text.get(dot) {
         _ if dot == 0 => return None,
@@ -315,8 +314,8 @@ fn decimal_read(text: &[u8], scale: u64) -> Option<u64> {
 /// The usual perf and ftrace stamp, seconds of 1 to 7 digits and a fraction of 1 to 9
 /// (`14410.210049`, `13760.296300641`), in nanoseconds: its digits read a word at a time
 /// ([`leading_digits`], [`last_digits`]). `None` for any other text, which the digit-by-digit
-/// reading then reads (a loop per digit, a search for the dot and one for the scale were 7.5%
-/// of the instructions of reading an ftrace line).
+/// reading then reads (a loop per digit, a search for the dot and one for the scale were a
+/// measurable share of reading an ftrace line).
 #[inline]
 fn seconds_by_words(text: &[u8]) -> Option<u64> {
     let (whole, n) = leading_digits(text)?;

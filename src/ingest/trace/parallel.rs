@@ -144,8 +144,8 @@ struct Worker<'a> {
     names: Names<'a>,
     /// the rule paired here, if the worker pairs ([`local`])
     local: Option<&'a Local>,
-    /// chunks already paired, whose lists are filled again (two threads read 10-12% faster
-    /// so: perf, babeltrace2 and JSON lines, interleaved medians of 11)
+    /// chunks already paired, whose lists are filled again (allocated anew for every chunk,
+    /// their pages were faulted in and given back every time)
     spare: &'a Spares<Chunk>,
 }
 
@@ -159,7 +159,7 @@ struct Names<'a> {
     listed: FxHashSet<Box<str>>,
     seq: u64,
     /// the two cached names looked up last, with the chunk they were listed in (a look-up in
-    /// `cache` hashed the name: 3.5% of the instructions of a two-thread read of ftrace text)
+    /// `cache` hashes the name, a cost on every event, and most events repeat a recent name)
     lately: [Recent<(u64, Found)>; 2],
 }
 
@@ -334,8 +334,8 @@ fn record(
     (mask, need, at): (u64, u64, Option<(u32, u32)>),
     wanted: &[String],
 ) -> Option<()> {
-    // The name as listed in the chunk: a copy per event was 2.3% of the instructions of a
-    // two-thread read of perf text (200.4 M -> 195.8 M on the benchmark slice).
+    // The name as listed in the chunk, read where it lies, not copied per event: copying was
+    // a measurable cost on the hot path.
     let name = match at {
         Some(at) => at,
         None => chunk.push(view.name())?,

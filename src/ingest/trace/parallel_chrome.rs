@@ -6,7 +6,7 @@
 //! only a reading in order knows (the document's head, an element written over several
 //! lines). So a worker reads a chunk *as if* it were a run of whole elements, `,` and white
 //! space between them ([`Run::read`]), each element parsed where it lies (where the members
-//! are; parsing is 80% of the serial reading). The calling thread reads the input, and takes
+//! are; parsing is most of the serial reading). The calling thread reads the input, and takes
 //! the chunks in order: a worker's run when the document stands between two elements at the
 //! chunk's start ([`Chrome::between_elements`]), and otherwise (or when the chunk is not a
 //! run) the chunk's bytes through the serial state machine ([`Chrome::feed`]), which takes
@@ -37,8 +37,7 @@ struct Piece {
 
 /// A piece as a worker gives it back: its elements with its text when it is a run of whole
 /// ones, else its text when it is UTF-8 (checked there only: checked again on the calling
-/// thread, it cost two threads 1.6% more instructions on the Chrome benchmark slice), else its
-/// bytes.
+/// thread, it would cost the thread that bounds the read), else its bytes.
 enum Parsed {
     Run(Run),
     Text(String),

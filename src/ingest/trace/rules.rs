@@ -128,12 +128,34 @@ pub enum Repeat {
     KeepFirst,
 }
 
+impl Repeat {
+    /// Both, the default first.
+    pub const ALL: [Repeat; 2] = [Repeat::KeepLast, Repeat::KeepFirst];
+
+    /// The name on the command line (`--keep first`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Repeat::KeepLast => "last",
+            Repeat::KeepFirst => "first",
+        }
+    }
+}
+
+impl std::str::FromStr for Repeat {
+    type Err = crate::error::UnknownName;
+
+    /// By [`Repeat::name`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::error::UnknownName::find(&Self::ALL, Self::name, "start to keep", s)
+    }
+}
+
 /// Writes span `span` and the values of `fields` of `ev` into `buf` (separated by U+001F), the
 /// key of an open span; `false` when the event lacks one.
 ///
 /// Always inlined, its usual case alone: the other keys are written out of line (with the
-/// check for the usual one in the same function, a babeltrace2 key of two fields took 2% more
-/// instructions to pair).
+/// check for the usual one in the same function, the keys of several fields took longer to
+/// pair).
 #[inline(always)]
 pub(super) fn fill_key(
     buf: &mut KeyBuf,
@@ -142,8 +164,8 @@ pub(super) fn fill_key(
     (fields, places): (&[String], &[usize]),
 ) -> bool {
     // The usual key, one field of one of the first ten spans, written in one go (pushed a
-    // piece at a time, with a check of the room left at each, it took 90 instructions besides
-    // finding the field: a tenth of the pairing of a JSON-lines row).
+    // piece at a time, with a check of the room left at each, it was a large share of the
+    // pairing of a JSON-lines row).
     if let ([field], [j]) = (fields, places)
         && let Ok(digit) = u8::try_from(span)
         && digit < 10
@@ -265,7 +287,7 @@ impl NameMatcher {
 }
 
 /// A name looked up lately and what it gave, kept inline (a look-up in the map of every name
-/// seen hashed the name and called `bcmp`: a tenth of the pairing of a JSON-lines row). The
+/// seen hashed the name and called `bcmp`, on every event). The
 /// pairer keeps its two last names with their masks; a parallel reader's worker, with what its
 /// map of names gave in the chunk.
 #[derive(Debug, Clone, Copy)]
@@ -701,8 +723,7 @@ impl Pairer {
 
     /// [`Pairer::event_masked`] with one rule (a `--span`, or `--start` and `--end`: the usual
     /// case), what [`Pairer::event_of_rules`] does with one, without its loops over the rules
-    /// and its flags per span (the pairing of a JSON-lines row took 848 instructions with them,
-    /// 664 without: callgrind, the benchmark slice).
+    /// and its flags per span, which were a large share of the pairing of a short row.
     fn event_of_one_rule(
         &mut self,
         ev: &impl EventView,

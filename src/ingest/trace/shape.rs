@@ -5,8 +5,7 @@
 //! rarely in anything else: `{"ts": 1000, "name": "request_start", "id": 7}` is followed by
 //! `{"ts": 1700, "name": "request_done", "id": 7}`. Reading each row as JSON (white space, a
 //! quote, the key compared with every key read, white space, a colon, white space, the value)
-//! cost about 1,050 instructions a row of the 57-byte benchmark rows, as much as pairing its
-//! event; read by its shape, about 770 (callgrind, the benchmark slice). A [`RowShape`]
+//! cost as much as pairing its event; read by its shape, a good deal less. A [`RowShape`]
 //! keeps what lay before each value of a row that [`json_line_walked`] read in place (its
 //! white space, punctuation and key, as bytes), with the role of that key, and what followed the
 //! last value. A later row is read by comparing those bytes where they should be and reading
@@ -160,8 +159,7 @@ impl RowShapes {
     ///
     /// Inlined where it is called, as [`RowShape::read`] is here: what they return was written
     /// to the stack a field at a time and copied out in one 16-byte load that waited for those
-    /// stores (store forwarding fails): 58% of the samples of the caller's, 3.8% of the time
-    /// of reading a JSON-lines row and pairing it.
+    /// stores (store forwarding fails), most of the caller's samples in a profile.
     #[inline(always)]
     pub fn read(
         &mut self,
@@ -223,8 +221,7 @@ impl RowShapes {
 /// A stamp of digits, the first not `0`, and no fraction or exponent after them: where it
 /// ends and its nanoseconds, what [`value_of`] and [`time_ns`] make of it, its end and its
 /// value each found once, a word at a time ([`digits_end`], [`short_digits`]; the two read the
-/// digits twice, 5% of the instructions of reading a row and pairing its event). `None` for
-/// any other stamp, which they read.
+/// digits twice, a cost on every row). `None` for any other stamp, which they read.
 #[inline]
 fn small_stamp(b: &[u8], v: usize, scale: u64) -> Option<(usize, Option<u64>)> {
     if !matches!(b.get(v), Some(b'1'..=b'9')) {
@@ -247,7 +244,7 @@ fn value_of(b: &[u8], v: usize) -> Option<(usize, Option<Range<usize>>)> {
             Some((end, (!escaped).then_some(v + 1..end - 1)))
         }
         // [`value`]'s number, read here: left to it, whether it was inlined changed with
-        // code elsewhere (2% of the instructions of reading a row)
+        // code elsewhere, and the reading's speed with it
         Some(b'-' | b'0'..=b'9') => {
             let (end, plain) = json::number_plain(b, v).ok()?;
             Some((end, plain.then_some(v..end)))

@@ -2,9 +2,10 @@
 //!
 //! Every event a rule names builds one (a start to keep, an end to look up), so how it is built
 //! is on the path of every event: written into a `Vec` it took a capacity check per byte pushed
-//! and a `memcpy` call per value (a tenth of the pairing of a babeltrace2 event keyed by two
-//! fields). [`KeyBuf`] builds it in place, in the inline array a [`SpanKey`] keeps, with the
-//! usual short values copied as two overlapping words; longer keys go to the heap.
+//! and a `memcpy` call per value (a measurable share of the pairing of a babeltrace2 event
+//! keyed by two fields). [`KeyBuf`] builds it in place, in the inline array a [`SpanKey`]
+//! keeps, with the usual short values copied as two overlapping words; longer keys go to the
+//! heap.
 
 use crate::ingest::words::equal;
 
@@ -41,7 +42,7 @@ impl SpanKey {
 }
 
 // Equal and hashed as its bytes, so that a table of them is looked up by them ([`KeyBytes`]).
-// (Compared and hashed as four words instead, perf text read 4% slower on one thread with
+// (Compared and hashed as four words instead, perf text read more slowly on one thread with
 // fewer instructions, likely because the words were read right after the bytes were written.)
 impl PartialEq for SpanKey {
     fn eq(&self, other: &SpanKey) -> bool {
@@ -65,8 +66,8 @@ impl std::borrow::Borrow<KeyBytes> for SpanKey {
 
 /// A key's bytes as an end looks its span up: hashed as the bytes (as [`SpanKey`] is), and
 /// compared as words ([`equal`]). As `[u8]`, the comparison of an end's key with the one open
-/// span was a `memcmp` call: 3.8% of the samples of reading the JSON-lines benchmark on one
-/// core (perf, cpu-clock), for keys of a few bytes.
+/// span was a `memcmp` call, a visible share of a profile of reading JSON lines, for keys of a
+/// few bytes.
 #[derive(Debug)]
 #[repr(transparent)]
 pub(super) struct KeyBytes([u8]);

@@ -176,7 +176,7 @@ pub(super) fn stamped_ns(
 
 /// [`json_line`] for the usual row, read in place: `ev`'s ranges point into `line` itself,
 /// not into a scratch line (copying every kept key and value there, looking each key up among
-/// the fields kept before, was about a quarter of the reading time of a three-column row). `None`
+/// the fields kept before, was a large part of reading a short row). `None`
 /// when the row needs [`json_line`]: it is not a valid object, a key holds an escape, a kept
 /// value is not a plain string or integer (its text is decoded), a kept column comes twice,
 /// or there are more than 63 wanted fields. What it returns is what [`json_line`] would, the
@@ -315,7 +315,7 @@ pub(super) enum Role {
 /// The keys a JSON-lines row is read for, matched where the key is written: a key is compared
 /// with each of them (the time column, the name column, then the fields rules read, the first
 /// that equals it wins) instead of being scanned to its closing quote and then compared (the
-/// keys were a third of the reading of a row).
+/// keys were a large part of reading a row).
 #[derive(Debug, Clone)]
 pub struct RowKeys {
     /// the keys with their roles, in the order they are tried; a name holding a quote, a
@@ -362,8 +362,8 @@ fn not_an_object() -> Parsed {
 
 /// A plain integer stamp (`0` or digits without a leading zero) × `scale`, in one pass:
 /// `Some(None)` when it overflows, `None` when it is not one (what [`is_plain_decimal`] and
-/// [`super::decimal_bytes_to_ns`] make of it, without their two passes and a `memchr` call:
-/// the stamp was 7-9% of the reading of a three-column row).
+/// [`super::decimal_bytes_to_ns`] make of it, without their two passes and a `memchr` call,
+/// which made the stamp a large part of reading a short row).
 fn integer_ns(raw: &[u8], scale: u64) -> Option<Option<u64>> {
     if raw.is_empty() || raw.len() > 1 && raw[0] == b'0' {
         return None;

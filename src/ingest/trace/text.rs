@@ -46,8 +46,8 @@ fn is_timestamp(t: &[u8]) -> bool {
 
 /// [`is_timestamp`] of `b[a..e]`, read in the line as one [`Block`] when the digits before
 /// the colon fit one (the usual stamp: `13760.296300641:` has fifteen): the digits and the
-/// dot are found at once. A byte loop over the stamp, asked of every perf and ftrace line,
-/// took 72 instructions of a perf line's 2,090.
+/// dot are found at once. A byte loop over the stamp, asked of every perf and ftrace line, was
+/// a measurable share of reading one.
 #[inline]
 fn is_timestamp_at(b: &[u8], a: usize, e: usize) -> bool {
     let n = e - a;
@@ -72,8 +72,8 @@ fn is_timestamp_at(b: &[u8], a: usize, e: usize) -> bool {
 }
 
 /// The first byte at or past `from` that is not ASCII white space, or the end of `b`: sixteen
-/// bytes at a time, as perf script pads its command names to sixteen columns (a byte loop
-/// over them took 40 instructions of a perf line).
+/// bytes at a time, as perf script pads its command names to sixteen columns (a byte loop over
+/// the padding was a cost on every perf line).
 #[inline]
 fn white_end(b: &[u8], from: usize) -> usize {
     let mut i = from;
@@ -120,8 +120,8 @@ fn next_token(b: &[u8], i: &mut usize) -> Option<(usize, usize)> {
 }
 
 /// The first space or tab at or past `from`, or the end of `b`: where a token ends. Sixteen
-/// bytes at a time ([`Block`]; tokens are a few bytes to a few dozen: a byte loop here was a
-/// sixth of the reading of a perf line, and a `memchr2` call per token a quarter).
+/// bytes at a time ([`Block`]; tokens are a few bytes to a few dozen: a byte loop here, or a
+/// `memchr2` call per token, was a large share of reading a perf line).
 #[inline]
 fn blank_from(b: &[u8], from: usize) -> usize {
     let mut i = from;
@@ -153,8 +153,8 @@ pub fn parse_lazy(line: &str, ev: &mut Event, plain: bool) -> Parsed {
 }
 
 /// [`parse_lazy`] without the prefix's `common_comm`, `common_pid`, `common_cpu` and
-/// `common_tgid`: for rules that read none of them ([`reads_prefix`]), a tenth of the time
-/// of a line.
+/// `common_tgid`: for rules that read none of them ([`reads_prefix`]), whose reading would be
+/// time spent on every line for nothing.
 pub fn parse_lazy_unprefixed(line: &str, ev: &mut Event, plain: bool) -> Parsed {
     parse_with(line, ev, Some(plain), false)
 }
@@ -246,7 +246,7 @@ fn is_stack_line(b: &[u8]) -> bool {
 /// it is the time stamp: the one the token-by-token search finds, since a stamp ends in `:` and
 /// no token before it holds one. `None` when that token is not a stamp (a thread named
 /// `kworker/0:1`): the search then goes token by token. Two vector searches instead of
-/// tokenizing the prefix (`  comm 18203 [000] `), which was a fifth of the reading of a line;
+/// tokenizing the prefix (`  comm 18203 [000] `), which was a large part of reading a line;
 /// each a block or two ([`find_near`], [`last_blank_in`]) before a `memchr` call.
 fn stamp_token(b: &[u8], from: usize) -> Option<(usize, usize)> {
     let colon = find_near(b, from, b':')?;
@@ -271,8 +271,8 @@ fn payload(line: &str, from: usize, ev: &mut Event, lazy: Option<bool>) {
     let b = line.as_bytes();
     let mut i = from;
     // The usual payload, `NAME=VALUE ...`, is known so by its first token's beginning: its
-    // end (a search for the blank after it, 1.5% of the reading of a perf line) is needed
-    // only by the other forms (a token `NAME=...` is neither `NAME:` nor positional).
+    // end (a search for the blank after it, a cost on every perf line) is needed only by the
+    // other forms (a token `NAME=...` is neither `NAME:` nor positional).
     while i < b.len() && b[i].is_ascii_whitespace() {
         i += 1;
     }
@@ -286,8 +286,8 @@ fn payload(line: &str, from: usize, ev: &mut Event, lazy: Option<bool>) {
     if first.len() > 1 && first.ends_with(b":") && is_field_name(&first[..first.len() - 1]) {
         return colon_fields(line, a, ev);
     }
-    // (a token that begins a field holds a `=`: known so without a `memchr` call, 2% of the
-    // reading of an ftrace line)
+    // (a token that begins a field holds a `=`: known so without a `memchr` call, which was a
+    // cost on every ftrace line)
     if !begins_field(b, a) && !first.contains(&b'=') {
         let name = ev.name(line);
         let event = name.rsplit_once(':').map_or(name, |(_, n)| n);
@@ -328,7 +328,7 @@ pub fn equals_field(line: &str, from: usize, name: &str) -> Option<std::ops::Ran
     let b = line.as_bytes();
     let at = field_start(b, from, name.as_bytes())?;
     // Only a field name begins a field. Its copy in the line is checked, as a block of the
-    // line, not the name byte by byte (the check was 16% of a look-up in a perf line): the
+    // line, not the name byte by byte (a large part of a look-up in a perf line so): the
     // copy is followed by `=`, so the identifier there is `name.len()` long exactly when every
     // byte of the name is an identifier's.
     if identifier_len(&b[at..]) != name.len() || b[at].is_ascii_digit() {
@@ -371,7 +371,7 @@ fn begins_field(b: &[u8], a: usize) -> bool {
 /// (the token that begins field `name`). Sixteen bytes at a time ([`Block`]): the bytes that
 /// are spaces and those equal to the name's first letter are found at once, and only a token
 /// that begins with that letter is compared (a `memchr` call per `=` of a
-/// sched_switch payload, and a comparison at each, were a fifth of the reading of a perf line).
+/// sched_switch payload, and a comparison at each, were a large part of reading a perf line).
 fn field_start(b: &[u8], from: usize, name: &[u8]) -> Option<usize> {
     let first = *name.first()?;
     // byte 0 of the next block begins a token: `from` does, and a byte after a space does

@@ -54,8 +54,8 @@ impl Clock {
             Stamp::TimeOfDay(us) => (true, us, DAY_MICROS),
         };
         // Almost every stamp is the last one or a little after it: the step is the difference,
-        // with no wrap (the general steps below give the same; they took 35 instructions a line
-        // in 128-bit arithmetic). A clock before the first stamp or past the bound takes the
+        // with no wrap (the general steps below give the same, in 128-bit arithmetic that is
+        // costly on every line). A clock before the first stamp or past the bound takes the
         // general steps (one comparison of the sum as unsigned checks both).
         if let Some((kind, last)) = self.last
             && kind == time_of_day

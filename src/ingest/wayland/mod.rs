@@ -210,12 +210,11 @@ impl FileState<'_> {
             }
         };
         // The usual layout first, here rather than inside `parse_line`: there, the message
-        // went through `Parsed` and the scratch line was taken for every line (203.2 M
-        // against 188.5 M instructions on the benchmark slice, 559 against 630 MB/s).
+        // went through `Parsed` and the scratch line was taken for every line, a cost paid by
+        // nearly every line of a log.
         if let Some(head) = line::usual_head(text) {
             // Most lines a span is measured in: their meaning read straight from the text,
-            // not from the message (one core, 100 MB benchmark log: 150.6 -> 134.6 M
-            // instructions on its 10 MB slice, 114 -> 101 ms).
+            // not from a message built first, which was a large share of the reading.
             if let Some(meaning) = spans::Meaning::of_usual(&text[head.body..], head.sent) {
                 return self.meaning(number, head.stamp, &meaning, sink);
             }
@@ -237,8 +236,8 @@ impl FileState<'_> {
     /// objects follow it). A stamp the clock cannot place makes the line malformed.
     #[inline(always)]
     fn message(&mut self, number: u64, msg: &line::Message<'_>, sink: &mut impl SpanSink) {
-        // The meaning before the clock: through `SpanTracker::message`, which works it out
-        // after, 155.5 -> 158.1 M instructions on the benchmark slice.
+        // The meaning before the clock: `SpanTracker::message`, which works it out after,
+        // took more instructions for the same result.
         self.meaning(number, msg.stamp, &spans::Meaning::of(msg), sink);
     }
 

@@ -86,8 +86,8 @@ impl Objects {
     }
 
     /// The slot of `id`: a slot of the vectors is found here, where it is called (a call for
-    /// every slot, with the frame of the map's look-up, took 20 instructions a line of the
-    /// benchmark log), a new one or one of the map by [`Objects::slot_made`].
+    /// every slot, with the frame of the map's look-up, was a cost on every line), a new one or
+    /// one of the map by [`Objects::slot_made`].
     #[inline(always)]
     fn slot_mut(&mut self, id: u32) -> &mut Slot {
         match dense_index(id) {

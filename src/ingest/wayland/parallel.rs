@@ -1,6 +1,6 @@
 //! WAYLAND_DEBUG logs on several cores, with the result of the serial reader, bit for bit.
 //!
-//! A line parses alone ([`line::parse_line`]: half of the reading time); what depends on the
+//! A line parses alone ([`line::parse_line`]: a large part of the reading); what depends on the
 //! order of lines does not: the clock (the 32-bit microsecond counter's wraps, midnight), the
 //! objects and their spans ([`SpanTracker`](super::spans::SpanTracker)), the examples of
 //! malformed lines and `--strict`'s stop. So the log is cut into chunks of whole lines as the
@@ -9,25 +9,25 @@
 //! worker parses a chunk's lines into records of what each message means to the span rules
 //! ([`Meaning`]: its kind, object, side, the objects it creates, the arguments its rule reads:
 //! all the rules read of it), and the calling thread takes the records in the log's order
-//! through the serial reader's own steps ([`FileState`]). (The records held where each part of
-//! the message lay in the chunk before, 104 bytes each, and the calling thread read the parts
-//! again: two threads did 16% more instructions than one.)
+//! through the serial reader's own steps ([`FileState`]). (Records that held where each part of
+//! the message lay in the chunk made the calling thread read the parts again: two threads did
+//! far more work than one.)
 //!
 //! The worker also unwraps the chunk's stamps itself, from the chunk's first ([`Local`]): a
 //! step of the clock depends on two stamps alone, so the calling thread only adds what its
 //! clock makes of the chunk's first stamp ([`Clock::follow`](super::clock::Clock::follow)), or
 //! reads the chunk line by line where that would not be exact (a change of stamp format, a
 //! clock near its bound). A message no rule reads and that creates nothing then needs no
-//! record at all (one in nine in the benchmark log). Before, each record carried its raw stamp
-//! and the calling thread unwrapped it: 7.1 M of the two threads' 172 M instructions on the
-//! benchmark slice, all on the thread that pairs.
+//! record at all (a good share of a usual log). Records that carried their raw stamp for the
+//! calling thread to unwrap put that work on the thread that pairs, the one that bounds a
+//! parallel read.
 //!
 //! A record is 16 bytes: the meaning packed ([`Packed`], 12 bytes for the shapes almost every
 //! message has) and its time in microseconds after the chunk's first record's, in 32 bits; a
 //! message of another shape, or a time those bits cannot hold, is kept whole on a side list.
-//! Records of 56 bytes, written on one core and read on the other, cost more than their
-//! instructions: on the WAYLAND_DEBUG benchmark, two threads took 2.4% less CPU time with the
-//! small ones, though they ran 6% more instructions.
+//! Larger records, written on one core and read on the other, cost more than their
+//! instructions: two threads take less CPU time with the small ones, though they run more
+//! instructions to pack them.
 
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -107,7 +107,7 @@ impl Chunk {
     #[inline(always)]
     fn text(&mut self, n: u64, text: &[u8], scratch: &mut Vec<u8>) {
         // A known message's meaning (packed) and the usual layout's message straight to a record
-        // (through `Parsed`, the message was built twice: 43 instructions a line more).
+        // (through `Parsed`, the message was built twice, on every line).
         if let Some(head) = line::usual_head(text) {
             if let Some(packed) = Packed::of_usual(&text[head.body..], head.sent) {
                 let now = self.stamped(head.stamp);

@@ -72,6 +72,15 @@ impl SpanKind {
     }
 }
 
+impl std::str::FromStr for SpanKind {
+    type Err = crate::error::UnknownName;
+
+    /// By [`SpanKind::cli_name`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::error::UnknownName::find(&Self::ALL, Self::cli_name, "span", s)
+    }
+}
+
 /// How series are split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GroupBy {
@@ -84,6 +93,35 @@ pub enum GroupBy {
     Object,
     /// per input file
     File,
+}
+
+impl GroupBy {
+    /// Every grouping.
+    pub const ALL: [GroupBy; 4] = [
+        GroupBy::None,
+        GroupBy::Surface,
+        GroupBy::Object,
+        GroupBy::File,
+    ];
+
+    /// The name on the command line (`--group surface`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            GroupBy::None => "none",
+            GroupBy::Surface => "surface",
+            GroupBy::Object => "object",
+            GroupBy::File => "file",
+        }
+    }
+}
+
+impl std::str::FromStr for GroupBy {
+    type Err = crate::error::UnknownName;
+
+    /// By [`GroupBy::name`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::error::UnknownName::find(&Self::ALL, Self::name, "grouping", s)
+    }
 }
 
 /// Which spans to compute and how to group them.
@@ -157,10 +195,9 @@ struct Conn {
 
 /// A span that has started, as [`crate::span::Open`] holds it but laid out in order, the
 /// start time first. Kept in Rust's own order, a span's end read the start time from a copy
-/// made in stores of other sizes and places (store forwarding failed): 14% of the samples of
-/// `message_meaning`, 3.5% of reading the 100 MB WAYLAND_DEBUG benchmark on one core. In
-/// order: one core 113.0 -> 111.3 ms, two threads 63.7 -> 61.9 ms (interleaved medians of 15).
-/// `Open` itself stays as it is: in order, it made reading JSON lines 3.7% slower.
+/// made in stores of other sizes and places (store forwarding failed), a visible share of
+/// reading a WAYLAND_DEBUG log; in order, the load finds its store. `Open` itself stays as it
+/// is: in order, it made reading JSON lines slower.
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 struct Started {
@@ -216,7 +253,7 @@ pub struct Meaning {
 }
 
 /// The arguments a span rule reads, read once with the rest of the message's meaning (the
-/// rules read them again from the text before: a fifth of the pairing of a `sync`).
+/// rules reading them again from the text was a large part of pairing a `sync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Arg {
     /// none read, or not as the rule wants them
@@ -266,8 +303,7 @@ impl Meaning {
     /// Inlined where it is called: returned through memory, the meaning was built on the stack
     /// in stores of 1 to 4 bytes and copied out in loads of 8 and 16, which waited for them
     /// (store forwarding fails) whenever the code around the call was laid out so: a parallel
-    /// read of the WAYLAND_DEBUG benchmark went from 87 to 94 ms with nothing changed in this
-    /// module, and back when inlined.
+    /// read slowed down with nothing changed in this module, and recovered when inlined.
     #[inline(always)]
     pub fn of(msg: &Message<'_>) -> Meaning {
         let known = Known::classify(msg.interface, msg.name);
@@ -281,8 +317,8 @@ impl Meaning {
             arg: Arg::None,
         };
         // A `sync` or a `frame` as printed, `new id wl_callback@7`: its one argument is both
-        // the object the rule reads and the one object created (each found by a search
-        // before: a fifth of the instructions of reading a `sync` line).
+        // the object the rule reads and the one object created (each was found by a search of
+        // its own before, a large share of reading a `sync` line).
         if matches!(known, Known::Sync | Known::Frame)
             && let Some(id) = args::lone_new_id(msg.args)
         {
@@ -292,8 +328,8 @@ impl Meaning {
             return meaning;
         }
         // A call most messages (a `done`, a `delete_id`, a `commit`, a `release`) skip: their
-        // rule reads no argument (181.3 -> 172.2 M instructions on the benchmark slice, with
-        // `for_each_new_id`'s own check: 44 a line).
+        // rule reads no argument, so looking for one was work spent on nearly every line (as
+        // is `for_each_new_id`'s own check, kept cheap for that reason).
         if known.reads_args() {
             meaning.arg = Arg::of(known, msg.args);
         }
@@ -319,8 +355,8 @@ impl Meaning {
     /// compares them on lines changed at every byte, and the fuzz target `wayland_line` on
     /// every input).
     ///
-    /// These are most lines of a log a span is measured in (all but two in a hundred of the
-    /// benchmark log's), and their interface and name are known before they are read:
+    /// These are nearly all lines of a log a span is measured in, and their interface and name
+    /// are known before they are read:
     /// compared as words, not found by their bytes' class and then compared (the message,
     /// then the classification by its names, then the search for `new id`).
     #[inline(always)]
@@ -569,7 +605,7 @@ enum Known {
 impl Known {
     fn classify(interface: &[u8], name: &[u8]) -> Known {
         // By the lengths first, then the bytes of the one pair of names those lengths allow
-        // (the arms compared in turn took 40 instructions a line).
+        // (comparing the arms in turn was a cost paid on every line).
         let is = |i: &[u8], n: &[u8], known: Known| {
             if interface == i && name == n {
                 known
@@ -679,8 +715,8 @@ impl SpanTracker {
     }
 
     /// The index of the connection of `side` and `conn`: the last one's, checked here, where
-    /// it is called (a call with the frame of the look-up and of [`Conn::new`] took 21
-    /// instructions a line), or [`SpanTracker::conn_looked_up`].
+    /// it is called (a call with the frame of the look-up and of [`Conn::new`] was a cost on
+    /// every line), or [`SpanTracker::conn_looked_up`].
     #[inline(always)]
     fn conn_index(&mut self, side: Side, conn: Option<u32>) -> usize {
         if let Some(c) = self.conns.get(self.last_conn)
@@ -777,9 +813,8 @@ impl SpanTracker {
             let made = conn.objects.create(id);
             self.stats.reused_live_ids += u64::from(made.reused_live_id);
             // Only the tables that can hold the old object are looked in (a `sync` makes its
-            // callback again every frame: the four look-ups of the old one were 0.6% of the
-            // instructions of reading the benchmark log, 1.8% on two threads); the outcomes
-            // keep their order.
+            // callback again every frame, so four look-ups of the old one each time add up,
+            // more so on several threads); the outcomes keep their order.
             let Some(old) = made.replaced else { continue };
             if old.touched {
                 conn.commits.abandon(&old.key, sink);

@@ -5,7 +5,7 @@
 //! round trip; libkscreen fetches the screen configuration through XRandR either in the client
 //! or in a backend process behind D-Bus. x11perf answers neither: it prints rates of pipelined
 //! requests, with no completion and no distribution, and timing a whole `kscreen-doctor` buries
-//! the query under 40 ms of Qt start-up. Here every request is timed from the moment it is
+//! the query under Qt's whole start-up. Here every request is timed from the moment it is
 //! issued to the moment the client *knows* the server is done with it (a reply, or an MIT-SHM
 //! completion event), many times in one warm process, next to the context switches and CPU
 //! time of the client, the X server and (for D-Bus) the backend and the broker.

@@ -1,7 +1,7 @@
 //! The lab's own X connection: what a request costs on the wire, not what a client library adds.
 //!
 //! x11rb's `RustConnection` polls the socket before every write and keeps every request in a list
-//! searched per reply; pipelined 10×10 uploads ran at a third of x11perf's rate on the same server,
+//! searched per reply; pipelined small uploads ran far below x11perf's rate on the same server,
 //! so the lab measured its client. Xlib builds requests in its own 16 KiB buffer and hands many
 //! to the socket in one `writev` (libX11 `src/xcb_io.c`). This is the same design in pure Rust on
 //! x11rb-protocol's sans-I/O [`Protocol`]: a request costs a copy into [`BUFFER`] bytes and the
