@@ -97,11 +97,92 @@ pub enum Command {
     Merge(MergeArgs),
 }
 
+/// A `spans` document and its samples: what `wayland`, `spans` and `demo` write.
+const SPANS_DOC: &[(Format, &str)] = &[
+    (Format::Text, ""),
+    (Format::Json, "the `spans` document, ns"),
+    (Format::Markdown, ""),
+    (Format::Csv, "one line per sample, ns"),
+];
+
+/// What a lab writes: text, its JSON document, Markdown.
+const fn lab(json: &'static str) -> [(Format, &'static str); 3] {
+    [
+        (Format::Text, ""),
+        (Format::Json, json),
+        (Format::Markdown, ""),
+    ]
+}
+
+/// The formats each command writes with `--format` (by the command's words after `latscope`),
+/// each with what it holds there, if that needs saying. Its `--format` help is made from this
+/// ([`command`]; a test checks it), and asking for another is a usage error naming
+/// them.
+pub const WRITES: &[(&str, &[(Format, &str)])] = &[
+    ("wayland", SPANS_DOC),
+    (
+        "frames",
+        &[
+            (Format::Text, ""),
+            (
+                Format::Json,
+                "the `spans` document with its `frames` part, ns",
+            ),
+            (Format::Markdown, ""),
+            (Format::Csv, "one line per sample, ns"),
+        ],
+    ),
+    ("spans", SPANS_DOC),
+    ("demo", SPANS_DOC),
+    (
+        "live",
+        &[
+            (Format::Text, "every interval, then the totals"),
+            (
+                Format::Json,
+                "the `spans` document --save writes; intervals go to stderr",
+            ),
+            (Format::Markdown, "a table per kind; intervals go to stderr"),
+        ],
+    ),
+    (
+        "bench",
+        &[
+            (Format::Text, ""),
+            (Format::Json, "the `bench` document: every run"),
+            (Format::Markdown, ""),
+            (Format::Csv, "one line per run"),
+        ],
+    ),
+    (
+        "compare",
+        &[
+            (Format::Text, ""),
+            (Format::Json, "the `compare` document"),
+            (Format::Markdown, ""),
+        ],
+    ),
+    (
+        "probes",
+        &[
+            (
+                Format::Text,
+                "one line per probe, as a `latscope live` spec",
+            ),
+            (Format::Json, "the `probes` document"),
+        ],
+    ),
+    ("lab queue", &lab("the `lab-queue` document, ns")),
+    ("lab ipc", &lab("the `lab-ipc` document, ns")),
+    ("lab x11", &lab("the `lab-x11` document, ns")),
+    ("lab wayland", &lab("the `lab-wayland` document, ns")),
+];
+
 /// The command line as it runs: the derived [`Cli`], each command's `--format` help made from
-/// what it writes ([`crate::commands::WRITES`]).
+/// what it writes ([`WRITES`]).
 pub fn command() -> clap::Command {
     let mut cmd = Cli::command();
-    for (words, writes) in crate::commands::WRITES {
+    for (words, writes) in WRITES {
         let words: Vec<&str> = words.split(' ').collect();
         cmd = with_format_help(cmd, &words, writes);
     }
@@ -175,7 +256,7 @@ impl Format {
 
 /// `-f/--format` of every command that writes something other than a spans report (those take
 /// [`OutputArgs`]). Its help is each command's own, made by [`command`] from what the command
-/// writes ([`crate::commands::WRITES`]); asking for another is a usage error.
+/// writes ([`WRITES`]); asking for another is a usage error.
 #[derive(Debug, Clone, Args)]
 pub struct FormatArg {
     /// Output format.
