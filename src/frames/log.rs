@@ -224,20 +224,6 @@ impl LineFormat<()> for Reader {
     fn done(&self) -> bool {
         false
     }
-
-    fn parallel(&self) -> bool {
-        false
-    }
-
-    fn read_chunks<R: Read + Send>(
-        &mut self,
-        _: crate::ingest::chunks::Reader<'_, R>,
-        _: usize,
-        _: &mut (),
-        _: &mut dyn FnMut(u64),
-    ) -> std::io::Result<crate::ingest::ReadSummary> {
-        unreachable!("a log for a join is read on one thread")
-    }
 }
 
 impl Reader {

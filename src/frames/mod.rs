@@ -18,8 +18,6 @@ pub mod pacing;
 pub mod stages;
 pub mod timeline;
 
-use serde::Serialize;
-
 use crate::doc::frames as doc;
 use crate::doc::spans::SpanRecord;
 use crate::ingest::Location;
@@ -63,22 +61,7 @@ pub struct Analysis {
     pub notes: Vec<String>,
 }
 
-/// How the client's messages were found in the server log.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Joined {
-    /// client requests found in the server log, of all
-    pub requests_found: u64,
-    /// (all)
-    pub requests: u64,
-    /// client events found in the server log, of all
-    pub events_found: u64,
-    /// (all)
-    pub events: u64,
-    /// the stretches of the client log not found, longest first: `file:first-last`
-    pub gaps: Vec<String>,
-    /// the whole periods the client's stamps were moved by to lie on the server's (µs)
-    pub shift_us: i64,
-}
+pub use crate::doc::frames::Joined;
 
 /// The logs cannot be joined.
 #[derive(Debug, thiserror::Error)]
@@ -483,14 +466,7 @@ impl Analysis {
         let ns = |v: i128| i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
         doc::FramesSummary {
             frames: self.frames.len() as u64,
-            joined: doc::Joined {
-                requests_found: self.joined.requests_found,
-                requests: self.joined.requests,
-                events_found: self.joined.events_found,
-                events: self.joined.events,
-                gaps: self.joined.gaps.clone(),
-                shift_us: self.joined.shift_us,
-            },
+            joined: self.joined.clone(),
             clock_id: self.clock_id,
             clock_offset: self.offset.map(|o| doc::ClockOffset {
                 estimate_ns: ns(o.estimate_ns),

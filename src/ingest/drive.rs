@@ -40,20 +40,24 @@ pub trait LineFormat<S: ?Sized> {
     /// still given and ignores.
     fn done(&self) -> bool;
 
-    /// Whether the input's lines can be read on several threads.
+    /// Whether the input's lines can be read on several threads ([`LineFormat::read_chunks`]).
     fn parallel(&self) -> bool {
-        true
+        false
     }
 
     /// The input's chunks, read on `threads` threads in all; the results those of
-    /// [`LineFormat::line`] for every line in order.
+    /// [`LineFormat::line`] for every line in order. Called only where
+    /// [`LineFormat::parallel`] says so: a format that reads on one thread implements neither.
     fn read_chunks<R: Read + Send>(
         &mut self,
         chunks: Chunks<'_, R>,
         threads: usize,
         sink: &mut S,
         progress: &mut dyn FnMut(u64),
-    ) -> io::Result<ReadSummary>;
+    ) -> io::Result<ReadSummary> {
+        let _ = (chunks, threads, sink, progress);
+        unreachable!("read_chunks of a format that reads on one thread (parallel() is false)")
+    }
 }
 
 /// Reads `input` into `format` and `sink` as `how` says, calling `progress` with the bytes
@@ -123,6 +127,10 @@ mod tests {
 
         fn done(&self) -> bool {
             self.stopped
+        }
+
+        fn parallel(&self) -> bool {
+            true
         }
 
         fn read_chunks<R: Read + Send>(
@@ -236,15 +244,6 @@ mod tests {
             }
             fn done(&self) -> bool {
                 false
-            }
-            fn read_chunks<R: Read + Send>(
-                &mut self,
-                _: Chunks<'_, R>,
-                _: usize,
-                _: &mut (),
-                _: &mut dyn FnMut(u64),
-            ) -> io::Result<ReadSummary> {
-                unreachable!("one thread")
             }
         }
         let input: &[u8] = b"a b\n";

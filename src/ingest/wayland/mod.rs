@@ -172,6 +172,10 @@ impl<S: SpanSink> LineFormat<S> for FileState<'_> {
         self.error.is_some()
     }
 
+    fn parallel(&self) -> bool {
+        true
+    }
+
     fn read_chunks<R: Read + Send>(
         &mut self,
         chunks: crate::ingest::chunks::Reader<'_, R>,
