@@ -18,6 +18,7 @@ pub mod ingest;
 pub mod lab;
 pub mod live;
 pub mod probe;
+pub mod process;
 pub mod report;
 pub mod rule;
 pub mod span;

@@ -10,7 +10,13 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::parse();
-    signals::end_on_interrupt();
+    // The IPC lab's peer program keeps the dispositions the lab gave it (Ctrl-C ignored: the
+    // client handles it; SIGTERM's default action) and stays single-threaded, as a forked peer
+    // would be: with no watchdog thread sharing its descriptor table, the kernel looks its
+    // descriptors up on every read and write without taking a reference on the file.
+    if !matches!(cli.command, cli::Command::Lab(cli::LabCommand::IpcPeer(_))) {
+        signals::end_on_interrupt();
+    }
     let result = match &cli.command {
         cli::Command::Wayland(args) => commands::wayland::run(args),
         cli::Command::Demo(args) => commands::demo::run(args),

@@ -49,7 +49,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         None => None,
     };
     // A killed run's group may leave orphans: they come back here to be reaped.
-    latscope::bench::spawn::reap_orphans_here();
+    latscope::process::reap_orphans_here();
     let bar = progress(&schedule, commands.len());
     let (measured, error) = schedule::run(
         &commands,

@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::cli::{Format, IpcArgs, IpcPeerArgs};
 use latscope::lab::ipc::clock::{Monotonic, TimerOverhead, timer_overhead};
 use latscope::lab::ipc::report::{self, LabReport};
-use latscope::lab::ipc::run::{Lab, Outcome, RunError, dbus_peer_main};
+use latscope::lab::ipc::run::{Lab, Outcome, RunError, peer_main};
 use latscope::lab::ipc::{Config, Pattern, Peer, Settings, Transport, validate};
 
 /// A usage error: printed by clap, exit status 2.
@@ -272,5 +272,5 @@ pub fn run(args: &IpcArgs) -> Result<()> {
 
 /// Runs the hidden `latscope lab ipc-peer`.
 pub fn peer(args: &IpcPeerArgs) -> Result<()> {
-    dbus_peer_main(&args.spec).context("ipc peer")
+    peer_main(&args.spec).context("ipc peer")
 }

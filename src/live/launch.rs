@@ -4,17 +4,19 @@
 //!
 //! bpftrace's own `-c` runs only an ELF binary, splits its argument at spaces, and filters on
 //! that one process; a shell script's children, a `PATH` look-up or an argument with a space
-//! were out of reach. Here latscope forks: the child puts itself in its own process group,
-//! asks to be killed if latscope dies, sends its standard output to standard error (standard
-//! output is latscope's report), and blocks reading a pipe. [`Held::release`] writes one byte
-//! and the child calls `execve`; if that fails, the child writes `errno` to a second,
-//! close-on-exec pipe, so the caller learns of it. Only async-signal-safe calls run between
-//! `fork` and `execve`: everything they need is prepared before the fork.
+//! were out of reach. Here latscope forks ([`crate::process`]): the child puts itself in its own
+//! process group, asks to be killed (SIGTERM) if latscope dies, unblocks every signal, reads
+//! standard input from `/dev/null`, sends its standard output to standard error (standard
+//! output is latscope's report), and waits at the gate. [`Held::release`] lets it call `execve`
+//! and returns with the exec's error, if any.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use crate::process::{self, Program, Setup};
 
 /// Why a command cannot be started.
 #[derive(Debug, thiserror::Error)]
@@ -84,211 +86,75 @@ pub fn resolve(argv0: &str) -> Result<PathBuf, LaunchError> {
 pub struct Held {
     /// its pid (also its process group)
     pub pid: u32,
-    release: libc::c_int,
-    errors: libc::c_int,
+    held: process::Held,
     command: String,
-}
-
-fn cstring(bytes: &[u8]) -> Result<CString, LaunchError> {
-    CString::new(bytes).map_err(|_| LaunchError::Nul)
-}
-
-fn pipe() -> io::Result<[libc::c_int; 2]> {
-    let mut fds = [0; 2];
-    // SAFETY: fds has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fds)
 }
 
 /// Forks `argv` (its program already [`resolve`]d to `path`), held until [`Held::release`].
 pub fn spawn_held(path: &Path, argv: &[String]) -> Result<Held, LaunchError> {
     let command = argv.join(" ");
+    // The only error a program can have before the fork: a NUL byte (the environment has
+    // none, being C strings already).
+    let program = Program::at(path, argv)
+        .and_then(|p| {
+            p.with_environment(std::env::vars_os().map(|(k, v)| {
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(OsStr::as_bytes(&v));
+                kv
+            }))
+        })
+        .map_err(|_| LaunchError::Nul)?;
     let io_error = |source| LaunchError::Io {
         command: command.clone(),
         source,
     };
-    let program = cstring(path.as_os_str().as_bytes())?;
-    let args: Vec<CString> = argv
-        .iter()
-        .map(|a| cstring(a.as_bytes()))
-        .collect::<Result<_, _>>()?;
-    let env: Vec<CString> = std::env::vars_os()
-        .map(|(k, v)| {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(OsStr::as_bytes(&v));
-            cstring(&kv)
-        })
-        .collect::<Result<_, _>>()?;
-    let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    arg_ptrs.push(std::ptr::null());
-    let mut env_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
-    env_ptrs.push(std::ptr::null());
     let null = std::fs::File::open("/dev/null").map_err(io_error)?;
-    let [gate_read, gate_write] = pipe().map_err(io_error)?;
-    let [err_read, err_write] = match pipe() {
-        Ok(fds) => fds,
-        Err(e) => {
-            // SAFETY: closing the two descriptors made above.
-            unsafe {
-                libc::close(gate_read);
-                libc::close(gate_write);
-            }
-            return Err(io_error(e));
-        }
-    };
-    // SAFETY: the child only makes async-signal-safe calls on data prepared above, then
-    // execs or _exits.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        let e = io::Error::last_os_error();
-        // SAFETY: closing the four descriptors made above.
-        unsafe {
-            for fd in [gate_read, gate_write, err_read, err_write] {
-                libc::close(fd);
-            }
-        }
-        return Err(io_error(e));
-    }
-    if pid == 0 {
-        // SAFETY: in the child: see the module documentation.
-        unsafe {
-            libc::close(gate_write);
-            libc::close(err_read);
-            child(
-                [gate_read, err_write, std::os::fd::AsRawFd::as_raw_fd(&null)],
-                &program,
-                &arg_ptrs,
-                &env_ptrs,
-            )
-        };
-    }
-    // SAFETY: closing the child's ends, which this process no longer needs; setpgid mirrors
-    // the child's own call so the group exists whichever runs first.
-    unsafe {
-        libc::close(gate_read);
-        libc::close(err_write);
-        libc::setpgid(pid, pid);
-    }
-    Ok(Held {
-        pid: pid as u32,
-        release: gate_write,
-        errors: err_read,
-        command,
-    })
-}
-
-/// The child between `fork` and `execve`.
-unsafe fn child(
-    [gate, errors, null]: [libc::c_int; 3],
-    program: &CString,
-    argv: &[*const libc::c_char],
-    envp: &[*const libc::c_char],
-) -> ! {
-    // SAFETY: each call is async-signal-safe and takes valid pointers prepared before fork.
-    unsafe {
-        libc::setpgid(0, 0);
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    let stderr = io::stderr();
+    let mut setup = Setup::new();
+    setup
+        .own_group()
+        .death_signal(libc::SIGTERM)
+        .clear_signal_mask()
         // Rust ignores SIGPIPE; a program expects the default. In its own process group the
         // command is in the background of a terminal: it reads nothing from it (as under
         // bpftrace -c), and changing its modes must not stop it.
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        libc::signal(libc::SIGTTOU, libc::SIG_IGN);
-        libc::dup2(null, 0);
-        libc::dup2(2, 1);
-        let mut byte = 0u8;
-        loop {
-            let n = libc::read(gate, (&mut byte as *mut u8).cast(), 1);
-            if n == 1 {
-                break;
-            }
-            if n == 0 || *libc::__errno_location() != libc::EINTR {
-                // latscope went away without releasing: do not run.
-                libc::_exit(127);
-            }
-        }
-        libc::execve(program.as_ptr(), argv.as_ptr(), envp.as_ptr());
-        let errno = *libc::__errno_location();
-        libc::write(errors, (&errno as *const i32).cast(), 4);
-        libc::_exit(127);
-    }
+        .default_signal(libc::SIGPIPE)
+        .ignore_signal(libc::SIGTTOU)
+        .dup(null.as_fd(), 0)
+        .dup(stderr.as_fd(), 1);
+    let held = program.hold(&setup).map_err(io_error)?;
+    Ok(Held {
+        pid: held.pid() as u32,
+        held,
+        command,
+    })
 }
 
 impl Held {
     /// Lets the command run; returns once it has called `execve`, with its error if that
     /// failed.
     pub fn release(self) -> Result<u32, LaunchError> {
-        let byte = 1u8;
-        // SAFETY: one byte from this stack frame to the pipe this struct owns.
-        unsafe { libc::write(self.release, (&byte as *const u8).cast(), 1) };
-        let mut errno = 0i32;
-        let n = loop {
-            // SAFETY: reads at most 4 bytes into `errno`.
-            let n = unsafe { libc::read(self.errors, (&mut errno as *mut i32).cast(), 4) };
-            if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                break n;
-            }
-        };
-        let (pid, command) = (self.pid, self.command.clone());
-        drop(self);
-        if n == 4 {
-            let mut status = 0;
-            // SAFETY: reaps our own child, which _exits after a failed execve.
-            unsafe { libc::waitpid(pid as i32, &mut status, 0) };
-            return Err(LaunchError::Io {
-                command,
-                source: io::Error::from_raw_os_error(errno),
-            });
-        }
-        Ok(pid)
+        let Held { held, command, .. } = self;
+        held.release()
+            .map(|pid| pid as u32)
+            .map_err(|source| LaunchError::Io { command, source })
     }
 
     /// Ends the held command without running it.
     pub fn abandon(self) {
-        let pid = self.pid;
-        drop(self);
-        // Closing the gate makes the child _exit; reap it.
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        unsafe { libc::waitpid(pid as i32, &mut status, 0) };
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        // SAFETY: closing the two descriptors this struct owns.
-        unsafe {
-            libc::close(self.release);
-            libc::close(self.errors);
-        }
+        self.held.abandon();
     }
 }
 
 /// Sends `signal` to the command's process group (it and whatever it started there).
 pub fn signal_group(pid: u32, signal: libc::c_int) {
-    // SAFETY: kill has no memory-safety preconditions; a negative pid names the group.
-    unsafe { libc::kill(-(pid as i32), signal) };
+    let _ = process::kill_group(pid as process::Pid, signal);
 }
 
 /// Waits for the command; its exit status as a shell reports it (128 + signal).
 pub fn wait(pid: u32) -> Option<i32> {
-    let mut status = 0;
-    loop {
-        // SAFETY: waits for our own child, writing its status into `status`.
-        let rc = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
-        if rc == pid as i32 {
-            break;
-        }
-        if rc < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        return None;
-    }
+    let (status, _) = process::wait(pid as process::Pid).ok()?;
     if libc::WIFEXITED(status) {
         Some(libc::WEXITSTATUS(status))
     } else if libc::WIFSIGNALED(status) {

@@ -1,26 +1,38 @@
-//! Where the peer runs: a thread of latscope, a forked process, or (for D-Bus) a fresh
-//! `latscope lab ipc-peer` program described by a [`PeerSpec`].
+//! Where the peer runs: a thread of latscope, or a process — a fresh `latscope lab ipc-peer`
+//! program, described by a [`PeerSpec`] (D-Bus: it connects to the bus itself) or an
+//! [`EndpointPeerSpec`] (the other transports: it is handed its endpoint's descriptors).
 //!
-//! A forked peer (so that a pipe between two processes is what `perf bench sched pipe`
-//! measures) only makes system calls and touches memory allocated before the fork; it dies
-//! with latscope (`PR_SET_PDEATHSIG`) and ignores Ctrl-C, which the client handles by closing
-//! the connection.
+//! A process peer (so that a pipe between two processes is what `perf bench sched pipe`
+//! measures) is a fresh exec, not a fork that goes on running latscope's code: after a fork in
+//! a multi-threaded program only async-signal-safe calls are safe, and the peer allocates,
+//! formats its errors and so on. It is started by [`crate::process`] with its descriptors
+//! placed at fixed numbers ([`RECORD_FD`], [`SEGMENTS_FD`], [`ENDPOINT_FDS`], [`READY_FD`]); it
+//! dies with latscope (`PR_SET_PDEATHSIG`) and ignores Ctrl-C, which the client handles by
+//! closing the connection (the binary installs no handler of its own in a peer program, which
+//! so also stays single-threaded, as a forked peer was). An endpoint peer says when it is ready to serve (a byte on
+//! [`READY_FD`]), and [`start_process`] returns only then, so that the first messages do not
+//! wait for the program to load.
 //!
-//! This module knows where and how a peer runs, not what it does: [`spawn_thread`] and
-//! [`fork_process`] take the peer's work as a function (`run.rs` passes the pattern's
-//! `run_peer`), and what the peer measured goes into the shared `Record` (`record.rs`). So it
+//! This module knows where and how a peer runs, not what it does: [`spawn_thread`] takes the
+//! peer's work as a function (`run.rs` passes the pattern's `run_peer`, which a peer program
+//! runs too), and what the peer measured goes into the shared `Record` (`record.rs`). So it
 //! imports neither `pattern.rs` nor `record.rs`, and neither of them imports it: each can be
 //! read and changed alone.
 
-use std::io;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use super::transport::Endpoint;
 use super::{Config, PatternKind, Peer, Transport};
+use crate::process::{self, Program, Setup};
 
-/// What a peer program needs to know, as command-line words (`latscope lab ipc-peer ...`).
+/// What a D-Bus peer program needs to know, as command-line words (`latscope lab ipc-peer ...`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerSpec {
     /// the bus address
@@ -41,6 +53,88 @@ pub struct PeerSpec {
 pub const RECORD_FD: i32 = 3;
 /// The descriptor number a peer program finds the segments on (segments pattern).
 pub const SEGMENTS_FD: i32 = 4;
+/// The descriptor numbers an endpoint peer program finds its endpoint's descriptors on (a
+/// pipe's or socket's two, a ring's one).
+pub const ENDPOINT_FDS: [i32; 2] = [5, 6];
+/// The descriptor number an endpoint peer program says it is ready on (one byte).
+pub const READY_FD: i32 = 7;
+
+/// The word an [`EndpointPeerSpec`]'s arguments start with.
+const ENDPOINT_WORD: &str = "endpoint";
+
+/// What a peer program of a descriptor or shared-memory transport needs to know, as
+/// command-line words (`latscope lab ipc-peer endpoint ...`); its endpoint, record and
+/// segments come as descriptors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointPeerSpec {
+    /// the configuration
+    pub config: Config,
+    /// warm-up messages
+    pub warmup: u64,
+    /// full verification
+    pub verify: bool,
+    /// arrival slots in the record
+    pub capacity: u64,
+    /// slots of a shared-memory ring
+    pub slots: usize,
+    /// the largest unit a ring slot holds, bytes
+    pub slot_bytes: usize,
+}
+
+impl EndpointPeerSpec {
+    /// The words after `latscope lab ipc-peer`.
+    pub fn to_args(&self) -> Vec<String> {
+        let pattern = &self.config.pattern;
+        vec![
+            ENDPOINT_WORD.to_string(),
+            self.config.transport.name().to_string(),
+            pattern.kind().to_string(),
+            pattern.param().to_string(),
+            self.config.payload.to_string(),
+            self.warmup.to_string(),
+            u8::from(self.verify).to_string(),
+            self.capacity.to_string(),
+            self.slots.to_string(),
+            self.slot_bytes.to_string(),
+        ]
+    }
+
+    /// Reads [`EndpointPeerSpec::to_args`] back.
+    pub fn from_args(args: &[String]) -> Option<EndpointPeerSpec> {
+        let [
+            word,
+            transport,
+            kind,
+            param,
+            payload,
+            warmup,
+            verify,
+            capacity,
+            slots,
+            slot_bytes,
+        ] = args
+        else {
+            return None;
+        };
+        if word != ENDPOINT_WORD {
+            return None;
+        }
+        let pattern = PatternKind::from_name(kind)?.with_param(param.parse().ok()?);
+        Some(EndpointPeerSpec {
+            config: Config {
+                transport: Transport::parse(transport)?,
+                peer: Peer::Process,
+                pattern,
+                payload: payload.parse().ok()?,
+            },
+            warmup: warmup.parse().ok()?,
+            verify: verify == "1",
+            capacity: capacity.parse().ok()?,
+            slots: slots.parse().ok()?,
+            slot_bytes: slot_bytes.parse().ok()?,
+        })
+    }
+}
 
 impl PeerSpec {
     /// The words after `latscope lab ipc-peer`.
@@ -123,50 +217,67 @@ pub fn spawn_thread(
     Ok(PeerHandle::Thread(handle, running))
 }
 
-/// Starts the peer in a forked process: `work` runs there on `peer`, and the child exits with
-/// status 0 if it succeeded, 1 if not. The child keeps only the peer's side: the client's
-/// endpoint is dropped there, the peer's endpoint is dropped here, so either side sees the
-/// other's end.
-pub fn fork_process(
-    client: Box<dyn Endpoint + Send>,
-    peer: Box<dyn Endpoint + Send>,
-    work: impl FnOnce(Box<dyn Endpoint + Send>) -> io::Result<()>,
-) -> io::Result<(Box<dyn Endpoint + Send>, PeerHandle)> {
-    // SAFETY: the child only drops objects, makes system calls and allocates (glibc's malloc
-    // is fork-safe), then leaves with _exit without running destructors or atexit handlers.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
+/// Starts the peer program `exe lab ipc-peer ARGS` with `fds` placed at their numbers
+/// (`(descriptor, number)`), standard input from `/dev/null`, dying with latscope and
+/// ignoring Ctrl-C (as `std::process::Command` leaves a child: no signal blocked, SIGPIPE's
+/// default action). With `ready`, returns once the program has said on [`READY_FD`] that it
+/// is ready to serve, or failed if it ended first.
+pub fn start_process(
+    exe: &Path,
+    args: &[String],
+    fds: &[(BorrowedFd<'_>, RawFd)],
+    ready: bool,
+) -> io::Result<PeerHandle> {
+    let mut argv: Vec<OsString> = vec![exe.into(), "lab".into(), "ipc-peer".into()];
+    argv.extend(args.iter().map(OsString::from));
+    let program = Program::at(exe, &argv)?;
+    let null = File::open("/dev/null")?;
+    let ready_pipe = ready.then(process::pipe).transpose()?;
+    let mut setup = Setup::new();
+    setup
+        .death_signal(libc::SIGKILL)
+        .clear_signal_mask()
+        .default_signal(libc::SIGPIPE)
+        .ignore_signal(libc::SIGINT)
+        .dup(null.as_fd(), 0);
+    for &(fd, number) in fds {
+        setup.dup(fd, number);
     }
-    if pid == 0 {
-        // SAFETY: plain signal-disposition and prctl calls in the child.
-        unsafe {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            libc::signal(libc::SIGINT, libc::SIG_IGN);
-            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    if let Some((_, write)) = &ready_pipe {
+        setup.dup(write.as_fd(), READY_FD);
+    }
+    let pid = program.hold(&setup)?.release()?;
+    drop(setup);
+    let handle = PeerHandle::Process(pid);
+    let Some((read, write)) = ready_pipe else {
+        return Ok(handle);
+    };
+    // Only the peer holds the write end now: end-of-file means it ended before it was ready.
+    drop(write);
+    let mut byte = [0u8; 1];
+    let mut read = File::from(read);
+    loop {
+        match read.read(&mut byte) {
+            Ok(1) => return Ok(handle),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            _ => break,
         }
-        drop(client);
-        let result = work(peer);
-        // SAFETY: leaving the child without unwinding into the parent's code.
-        unsafe { libc::_exit(if result.is_ok() { 0 } else { 1 }) };
     }
-    drop(peer);
-    Ok((client, PeerHandle::Process(pid)))
+    let how = handle.finish();
+    Err(io::Error::other(match how {
+        Some(how) => format!("the peer process ended before it was ready ({how})"),
+        None => "the peer process ended before it was ready".to_string(),
+    }))
+}
+
+/// In an endpoint peer program: tells the lab that the peer is ready to serve.
+pub fn say_ready(mut ready: File) -> io::Result<()> {
+    ready.write_all(&[1])
 }
 
 /// Whether the process `pid` has not exited (without reaping it).
 pub fn process_alive(pid: libc::pid_t) -> bool {
-    // SAFETY: waitid with WNOWAIT only inspects the child; `info` is a valid out-pointer.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let r = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
-        r == 0 && info.si_pid() == 0
-    }
+    process::running(pid)
 }
 
 /// How a child process ended, in words, or `None` for a clean exit.
@@ -189,22 +300,15 @@ pub fn describe_status(pid: libc::pid_t, status: libc::c_int) -> Option<String> 
 /// Waits for `pid` for up to `patience`, then kills it; describes an unclean end.
 pub fn reap(pid: libc::pid_t, patience: std::time::Duration) -> Option<String> {
     let deadline = std::time::Instant::now() + patience;
-    let mut status = 0;
     loop {
-        // SAFETY: reaping our own child; `status` is a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return describe_status(pid, status);
-        }
-        if r < 0 {
-            return Some(format!("peer process {pid} could not be waited for"));
+        match process::try_wait(pid) {
+            Ok(Some(status)) => return describe_status(pid, status),
+            Ok(None) => {}
+            Err(_) => return Some(format!("peer process {pid} could not be waited for")),
         }
         if std::time::Instant::now() > deadline {
-            // SAFETY: killing and reaping our own child.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
+            let _ = process::kill(pid, libc::SIGKILL);
+            let _ = process::wait(pid);
             return Some(format!(
                 "peer process {pid} did not finish after the client closed; killed"
             ));
@@ -308,12 +412,14 @@ mod tests {
         // SAFETY: the child only pauses until it is killed.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            // SAFETY: in the child: pause and _exit are async-signal-safe and touch no memory.
             unsafe {
                 libc::pause();
                 libc::_exit(0);
             }
         }
         assert!(process_alive(pid));
+        // SAFETY: kill(2) on our own child, not reaped yet; it touches no memory.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         let text = reap(pid, std::time::Duration::from_secs(5)).unwrap();
         assert_eq!(

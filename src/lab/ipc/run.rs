@@ -5,15 +5,17 @@
 //! peer's work, gives both the [`Record`], and turns a pattern into what a transport needs to
 //! know (D-Bus: [`dbus_calls`]), so that none of them has to import the others.
 
+use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::clock::Monotonic;
 use super::pattern::{self, Client, ClientRun, PeerLogic, Stop};
-use super::peer::{self, PeerHandle, PeerSpec, RECORD_FD, SEGMENTS_FD};
+use super::peer::{
+    self, ENDPOINT_FDS, EndpointPeerSpec, PeerHandle, PeerSpec, READY_FD, RECORD_FD, SEGMENTS_FD,
+};
 use super::record::Record;
 use super::shared::Mapping;
 use super::transport::Endpoint;
@@ -159,7 +161,7 @@ pub struct Lab {
 }
 
 impl Lab {
-    /// A lab; `peer_exe` is a `latscope` binary for D-Bus process peers.
+    /// A lab; `peer_exe` is a `latscope` binary for process peers.
     pub fn new(settings: Settings, cancel: Cancel, peer_exe: Option<PathBuf>) -> Self {
         Lab {
             settings,
@@ -308,41 +310,28 @@ impl Lab {
                     let (a, b) = ChannelEndpoint::pair();
                     (Box::new(a), Box::new(b))
                 }
-                Transport::ShmFutex | Transport::ShmSpin => {
-                    let wake = if config.transport == Transport::ShmSpin {
-                        Wake::Spin
+                transport => {
+                    if let Some(wake) = ring_wake(transport) {
+                        let (a, b) = ShmEndpoint::pair(ring_shape(settings), wake)?;
+                        (Box::new(a), Box::new(b))
                     } else {
-                        Wake::Futex
-                    };
-                    let shape = RingShape {
-                        slots: settings.slots,
-                        slot_bytes: settings.slot_bytes(),
-                    };
-                    let (a, b) = ShmEndpoint::pair(shape, wake)?;
-                    (Box::new(a), Box::new(b))
-                }
-                other => {
-                    let kind = match other {
-                        Transport::Pipe => FdKind::Pipe,
-                        Transport::UnixStream => FdKind::UnixStream,
-                        Transport::UnixSeqpacket => FdKind::UnixSeqpacket,
-                        _ => FdKind::Tcp,
-                    };
-                    let (a, b) = FdEndpoint::pair(kind)?;
-                    (Box::new(a), Box::new(b))
+                        let kind = fd_kind(transport).ok_or_else(|| {
+                            io::Error::other(format!("{} has no endpoint pair", transport.name()))
+                        })?;
+                        let (a, b) = FdEndpoint::pair(kind)?;
+                        (Box::new(a), Box::new(b))
+                    }
                 }
             };
         match config.peer {
-            Peer::Process => peer::fork_process(client, peer, |ep| {
-                pattern::run_peer(
-                    ep,
-                    *config,
-                    settings,
-                    record,
-                    segments.as_deref(),
-                    Scope::Process,
-                )
-            }),
+            Peer::Process => {
+                let handle =
+                    self.exec_peer(config, settings, record, segments.as_deref(), &*peer)?;
+                // The program has its copies: the client sees the end of the stream when it
+                // ends.
+                drop(peer);
+                Ok((client, handle))
+            }
             _ => {
                 let handle = spawn_peer_thread(peer, config, settings, record, segments)?;
                 Ok((client, handle))
@@ -408,12 +397,7 @@ impl Lab {
         record: &Record,
         segments: Option<&Mapping>,
     ) -> io::Result<PeerHandle> {
-        let exe = self.peer_exe.as_ref().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::Unsupported,
-                "a D-Bus process peer needs the latscope binary",
-            )
-        })?;
+        let exe = self.exe("a D-Bus process peer needs the latscope binary")?;
         let spec = PeerSpec {
             address: address.to_string(),
             client: client.to_string(),
@@ -422,32 +406,71 @@ impl Lab {
             verify: settings.verify,
             capacity: record.capacity(),
         };
-        let fd = record.fd().as_raw_fd();
-        let seg_fd = segments.map(|m| m.fd().as_raw_fd());
-        let mut command = std::process::Command::new(exe);
-        command
-            .args(["lab", "ipc-peer"])
-            .args(spec.to_args())
-            .stdin(std::process::Stdio::null());
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                libc::signal(libc::SIGINT, libc::SIG_IGN);
-                // Out of the way first, so that one target cannot clobber the other's source.
-                let high =
-                    [Some(fd), seg_fd].map(|f| f.map(|f| libc::fcntl(f, libc::F_DUPFD, 100)));
-                for (from, to) in high.into_iter().zip([RECORD_FD, SEGMENTS_FD]) {
-                    let Some(from) = from else { continue };
-                    if from < 0 || libc::dup2(from, to) < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-        let child = command.spawn()?;
-        Ok(PeerHandle::Process(child.id() as libc::pid_t))
+        let mut fds = vec![(record.fd().as_fd(), RECORD_FD)];
+        fds.extend(segments.map(|m| (m.fd().as_fd(), SEGMENTS_FD)));
+        // No ready signal: the client waits for the peer on the bus.
+        peer::start_process(exe, &spec.to_args(), &fds, false)
+    }
+
+    /// Starts the peer of a descriptor or shared-memory transport as a program, handed `ep`'s
+    /// descriptors.
+    fn exec_peer(
+        &self,
+        config: &Config,
+        settings: &Settings,
+        record: &Record,
+        segments: Option<&Mapping>,
+        ep: &dyn Endpoint,
+    ) -> io::Result<PeerHandle> {
+        let exe = self.exe("a process peer needs the latscope binary")?;
+        let shape = ring_shape(settings);
+        let spec = EndpointPeerSpec {
+            config: *config,
+            warmup: settings.warmup,
+            verify: settings.verify,
+            capacity: record.capacity(),
+            slots: shape.slots,
+            slot_bytes: shape.slot_bytes,
+        };
+        let mut fds = vec![(record.fd().as_fd(), RECORD_FD)];
+        fds.extend(segments.map(|m| (m.fd().as_fd(), SEGMENTS_FD)));
+        fds.extend(ep.descriptors().into_iter().zip(ENDPOINT_FDS));
+        peer::start_process(exe, &spec.to_args(), &fds, true)
+    }
+
+    /// The latscope binary a peer program runs, or why there is none.
+    fn exe(&self, why: &str) -> io::Result<&Path> {
+        self.peer_exe
+            .as_deref()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::Unsupported, why.to_string()))
+    }
+}
+
+/// The rings of a shared-memory transport.
+fn ring_shape(settings: &Settings) -> RingShape {
+    RingShape {
+        slots: settings.slots,
+        slot_bytes: settings.slot_bytes(),
+    }
+}
+
+/// How a shared-memory transport wakes its reader; `None` for the others.
+fn ring_wake(transport: Transport) -> Option<Wake> {
+    match transport {
+        Transport::ShmFutex => Some(Wake::Futex),
+        Transport::ShmSpin => Some(Wake::Spin),
+        _ => None,
+    }
+}
+
+/// The descriptor pair of a descriptor transport; `None` for the others.
+fn fd_kind(transport: Transport) -> Option<FdKind> {
+    match transport {
+        Transport::Pipe => Some(FdKind::Pipe),
+        Transport::UnixStream => Some(FdKind::UnixStream),
+        Transport::UnixSeqpacket => Some(FdKind::UnixSeqpacket),
+        Transport::Tcp => Some(FdKind::Tcp),
+        _ => None,
     }
 }
 
@@ -535,25 +558,39 @@ fn outcome(
     }
 }
 
-/// The body of `latscope lab ipc-peer ARGS`: a D-Bus peer program started by the lab.
-pub fn dbus_peer_main(args: &[String]) -> io::Result<()> {
-    let spec = PeerSpec::from_args(args)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "bad ipc-peer arguments"))?;
+/// The body of `latscope lab ipc-peer ARGS`: a peer program started by the lab, of D-Bus
+/// ([`PeerSpec`]) or of a transport handed over as descriptors ([`EndpointPeerSpec`]).
+pub fn peer_main(args: &[String]) -> io::Result<()> {
+    match EndpointPeerSpec::from_args(args) {
+        Some(spec) => endpoint_peer(&spec),
+        None => dbus_peer(args),
+    }
+}
+
+/// The record's and the segments' memfds (segments pattern), as the lab placed them.
+fn placed_memory(capacity: u64, config: &Config) -> io::Result<(Record, Option<Mapping>)> {
     // SAFETY: the lab passes the record's memfd as descriptor RECORD_FD, owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(RECORD_FD) };
-    let record = Record::open(fd, spec.capacity)?;
+    let record = Record::open(fd, capacity)?;
+    let segments = match config.pattern {
+        Pattern::Segments { k } => {
+            // SAFETY: the lab passes the segments' memfd as SEGMENTS_FD for this pattern.
+            let fd = unsafe { OwnedFd::from_raw_fd(SEGMENTS_FD) };
+            Some(Mapping::map(fd, k * config.payload)?)
+        }
+        _ => None,
+    };
+    Ok((record, segments))
+}
+
+fn dbus_peer(args: &[String]) -> io::Result<()> {
+    let spec = PeerSpec::from_args(args)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "bad ipc-peer arguments"))?;
+    let (record, segments) = placed_memory(spec.capacity, &spec.config)?;
     let settings = Settings {
         warmup: spec.warmup,
         verify: spec.verify,
         ..Settings::default()
-    };
-    let segments = match spec.config.pattern {
-        Pattern::Segments { k } => {
-            // SAFETY: the lab passes the segments' memfd as SEGMENTS_FD for this pattern.
-            let fd = unsafe { OwnedFd::from_raw_fd(SEGMENTS_FD) };
-            Some(Mapping::map(fd, k * spec.config.payload)?)
-        }
-        _ => None,
     };
     let ep = dbus::peer(
         &spec.address,
@@ -562,6 +599,52 @@ pub fn dbus_peer_main(args: &[String]) -> io::Result<()> {
     )?;
     pattern::run_peer(
         Box::new(ep),
+        spec.config,
+        &settings,
+        &record,
+        segments.as_ref(),
+        Scope::Process,
+    )
+}
+
+fn endpoint_peer(spec: &EndpointPeerSpec) -> io::Result<()> {
+    let (record, segments) = placed_memory(spec.capacity, &spec.config)?;
+    let settings = Settings {
+        warmup: spec.warmup,
+        verify: spec.verify,
+        ..Settings::default()
+    };
+    let transport = spec.config.transport;
+    let [first, second] = ENDPOINT_FDS;
+    let endpoint: Box<dyn Endpoint + Send> = if let Some(wake) = ring_wake(transport) {
+        // SAFETY: for a ring the lab (`exec_peer`) passes the mapping's memfd as the first of
+        // ENDPOINT_FDS, owned by nobody else; taken once, here.
+        let fd = unsafe { OwnedFd::from_raw_fd(first) };
+        let shape = RingShape {
+            slots: spec.slots,
+            slot_bytes: spec.slot_bytes,
+        };
+        Box::new(ShmEndpoint::peer_of(fd, shape, wake)?)
+    } else if let Some(kind) = fd_kind(transport) {
+        // SAFETY: for a descriptor transport the lab passes the read and the write descriptor
+        // (of a socket: two of it) as ENDPOINT_FDS, owned by nobody else; taken once, here.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(first), OwnedFd::from_raw_fd(second)) };
+        Box::new(FdEndpoint::from_fds(kind, read, write))
+    } else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "ipc-peer: {} cannot be handed to a program",
+                transport.name()
+            ),
+        ));
+    };
+    // SAFETY: the lab passes an endpoint peer the ready pipe's write end as READY_FD, owned by
+    // nobody else; taken once, here.
+    let ready = unsafe { File::from_raw_fd(READY_FD) };
+    peer::say_ready(ready)?;
+    pattern::run_peer(
+        endpoint,
         spec.config,
         &settings,
         &record,

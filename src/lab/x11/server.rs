@@ -11,7 +11,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -141,7 +141,7 @@ impl Xvfb {
         file.write_all(&xauthority(&cookie)).map_err(xvfb_error)?;
         drop(file);
         let log = dir.path().join("xvfb.log");
-        let (ready_read, ready_write) = pipe().map_err(xvfb_error)?;
+        let (ready_read, ready_write) = crate::process::pipe().map_err(xvfb_error)?;
         let child = spawn(&exe, &auth, &log, ready_write.as_raw_fd(), extra)?;
         drop(ready_write);
         let mut xvfb = Xvfb {
@@ -253,16 +253,6 @@ pub fn stop_child(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
-}
-
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into the array it is given.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors are new and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 fn poll_readable(fd: i32, timeout_ms: i32) -> bool {

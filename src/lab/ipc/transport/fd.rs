@@ -7,7 +7,7 @@
 
 use std::io;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use super::Endpoint;
 
@@ -35,16 +35,6 @@ pub struct FdEndpoint {
 
 fn last_error() -> io::Error {
     io::Error::last_os_error()
-}
-
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(last_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 fn socketpair(kind: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
@@ -88,8 +78,8 @@ impl FdEndpoint {
     pub fn pair(kind: FdKind) -> io::Result<(FdEndpoint, FdEndpoint)> {
         match kind {
             FdKind::Pipe => {
-                let (to_peer_r, to_peer_w) = pipe()?;
-                let (to_client_r, to_client_w) = pipe()?;
+                let (to_peer_r, to_peer_w) = crate::process::pipe()?;
+                let (to_client_r, to_client_w) = crate::process::pipe()?;
                 let side = |read, write| FdEndpoint {
                     read,
                     write: Some(write),
@@ -110,6 +100,17 @@ impl FdEndpoint {
                 let (a, b) = tcp_pair()?;
                 Ok((Self::socket(a, false)?, Self::socket(b, false)?))
             }
+        }
+    }
+
+    /// One side rebuilt from its [`Endpoint::descriptors`] (in a peer program): the read and
+    /// the write descriptor (for a socket, two descriptors of it).
+    pub fn from_fds(kind: FdKind, read: OwnedFd, write: OwnedFd) -> FdEndpoint {
+        FdEndpoint {
+            read,
+            write: Some(write),
+            socket: kind != FdKind::Pipe,
+            packets: kind == FdKind::UnixSeqpacket,
         }
     }
 
@@ -184,6 +185,12 @@ impl Endpoint for FdEndpoint {
         }
         self.write = None;
         Ok(())
+    }
+
+    fn descriptors(&self) -> Vec<BorrowedFd<'_>> {
+        let mut fds = vec![self.read.as_fd()];
+        fds.extend(self.write.as_ref().map(|w| w.as_fd()));
+        fds
     }
 }
 

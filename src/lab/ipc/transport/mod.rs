@@ -13,6 +13,7 @@ pub mod inproc;
 pub mod shm;
 
 use std::io;
+use std::os::fd::BorrowedFd;
 
 /// One side of a transport.
 pub trait Endpoint {
@@ -26,6 +27,12 @@ pub trait Endpoint {
     /// How to tell, while waiting, that the other side is gone (for transports that cannot see
     /// it by themselves, such as shared memory).
     fn watch_peer(&mut self, _alive: Box<dyn Fn() -> bool + Send>) {}
+    /// The descriptors that carry this endpoint into a peer program, which rebuilds it from
+    /// them (`FdEndpoint::from_fds`, `ShmEndpoint::peer_of`); none for a transport that lives
+    /// in one process's memory.
+    fn descriptors(&self) -> Vec<BorrowedFd<'_>> {
+        Vec::new()
+    }
 }
 
 /// Reads exactly `buf.len()` bytes; `Ok(false)` if the stream ended first.

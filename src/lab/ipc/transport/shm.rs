@@ -11,6 +11,7 @@
 //! processes as well as threads.
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -121,6 +122,18 @@ impl ShmEndpoint {
     /// A connected pair in one new shared mapping: (client side, peer side).
     pub fn pair(shape: RingShape, wake: Wake) -> io::Result<(ShmEndpoint, ShmEndpoint)> {
         let map = Arc::new(Mapping::new(2 * shape.bytes())?);
+        Ok(Self::sides(map, shape, wake))
+    }
+
+    /// The peer side rebuilt from the memfd of a pair's mapping (its
+    /// [`Endpoint::descriptors`]), in a peer program.
+    pub fn peer_of(fd: OwnedFd, shape: RingShape, wake: Wake) -> io::Result<ShmEndpoint> {
+        let map = Arc::new(Mapping::map(fd, 2 * shape.bytes())?);
+        Ok(Self::sides(map, shape, wake).1)
+    }
+
+    /// (client side, peer side) of the two rings in `map`.
+    fn sides(map: Arc<Mapping>, shape: RingShape, wake: Wake) -> (ShmEndpoint, ShmEndpoint) {
         let ring = |base| Ring {
             map: Arc::clone(&map),
             base,
@@ -133,7 +146,7 @@ impl ShmEndpoint {
             wake,
             alive: None,
         };
-        Ok((side(a.clone(), b.clone()), side(b, a)))
+        (side(a.clone(), b.clone()), side(b, a))
     }
 
     fn peer_gone(&self) -> bool {
@@ -263,6 +276,10 @@ impl Endpoint for ShmEndpoint {
 
     fn watch_peer(&mut self, alive: Box<dyn Fn() -> bool + Send>) {
         self.alive = Some(alive);
+    }
+
+    fn descriptors(&self) -> Vec<BorrowedFd<'_>> {
+        vec![self.tx.map.fd().as_fd()]
     }
 }
 
