@@ -3,20 +3,22 @@
 use std::io;
 
 use anyhow::{Context, Result};
+use indicatif::ProgressBar;
 
 use super::output::{ReportTo, progress_bar, render, write_html};
 use crate::cli::{Format, SpansArgs};
 use crate::signals;
-use latscope::doc::spans::{Source as DocSource, SpanRecord};
+use latscope::doc::spans::SpanRecord;
 use latscope::ingest::Source;
-use latscope::ingest::trace::read::{TraceOptions, TraceStats, read};
-use latscope::ingest::trace::rules::{Key, Pairer, Rule, parse_span};
+use latscope::ingest::trace::inputs::{NothingMeasured, Progress, measured, read_all};
+use latscope::ingest::trace::read::TraceOptions;
+use latscope::ingest::trace::rules::{Endpoint, Key, Pairer, Rule, parse_span};
 use latscope::ingest::trace::table::Columns;
-use latscope::ingest::trace::{Format as TraceFormat, rules::Endpoint};
 use latscope::report::SpansReport;
 use latscope::report::csv::CsvSink;
 use latscope::report::format::human;
-use latscope::span::{Aggregator, Group, Kept, Slow, Slowest, SpanSink};
+use latscope::report::json::TraceParts;
+use latscope::span::{Aggregator, Kept, Slowest};
 
 fn usage(message: impl std::fmt::Display) -> ! {
     super::usage_error("spans", clap::error::ErrorKind::ValueValidation, message)
@@ -90,137 +92,6 @@ fn options(args: &SpansArgs) -> TraceOptions {
     }
 }
 
-/// What every input gave, summed, with one line per input on its format.
-#[derive(Default)]
-struct Totals {
-    stats: TraceStats,
-    formats: Vec<String>,
-    notes: Vec<String>,
-    missing_key: (u64, Option<String>),
-}
-
-impl Totals {
-    fn add(&mut self, file: &str, s: &TraceStats) {
-        self.stats.merge(s);
-        let format = s.format.map_or("?", TraceFormat::name);
-        let how = if s.detected { "detected" } else { "given" };
-        self.formats.push(format.to_string());
-        // What was read is said once, on standard error, not as a warning about the input.
-        eprintln!("input: {file}: {} ({how})", s.layout.unwrap_or(format));
-        if let Some((loc, why)) = &s.first_malformed {
-            self.notes.push(format!(
-                "{} line(s) of {file} are not {format} events; the first, {loc}: {why}",
-                s.malformed
-            ));
-        }
-        if let Some(loc) = &s.first_backwards {
-            self.notes.push(format!(
-                "{} event(s) of {file} are stamped before the event before them; the first at {loc}",
-                s.backwards
-            ));
-        }
-        if s.chrome.truncated {
-            self.notes.push(format!(
-                "{file} ends inside an event: every complete one was read"
-            ));
-        }
-        if s.chrome.too_long > 0 {
-            self.notes.push(format!(
-                "{} event(s) of {file} are longer than 1 MiB: skipped unread (too_long)",
-                s.chrome.too_long
-            ));
-        }
-        if s.chrome.no_array {
-            self.notes
-                .push(format!("{file}: no traceEvents array was found"));
-        }
-    }
-
-    /// The events that matched a rule and lacked a `--key` field, up to the end of the read.
-    fn note_missing_key(&mut self, pairer: &Pairer) {
-        let (n, line) = pairer.missing_key;
-        self.missing_key = (n, line.map(|l| l.to_string()));
-        if n > 0 {
-            self.notes.push(format!(
-                "{n} event(s) matched a rule but lack a --key field (the first on line {})",
-                line.unwrap_or(0)
-            ));
-        }
-    }
-
-    fn input(&self) -> Vec<(&'static str, u64)> {
-        let s = &self.stats;
-        let mut input = vec![
-            ("bytes", s.bytes),
-            ("lines", s.lines),
-            ("events", s.events),
-            ("skipped", s.skipped),
-            ("malformed", s.malformed),
-            ("backwards", s.backwards),
-            ("not_utf8", s.not_utf8),
-            ("missing_key", self.missing_key.0),
-        ];
-        if self.formats.iter().any(|f| f == "chrome") {
-            // Chrome JSON: what was counted and not paired.
-            input.extend([("flows", s.chrome.flows), ("instants", s.chrome.instants)]);
-        }
-        input
-    }
-}
-
-/// Reads every input into `sink` through `pairer`; what was read before an error is kept.
-fn read_all(
-    inputs: &[Source],
-    options: &TraceOptions,
-    pairer: &mut Pairer,
-    sink: &mut impl SpanSink,
-) -> (Totals, Option<anyhow::Error>) {
-    let mut totals = Totals::default();
-    for input in inputs {
-        let name = input.name();
-        let opened = match input.open(options.cancel.as_ref()) {
-            Ok(opened) => opened,
-            Err(e) => return (totals, Some(e.into())),
-        };
-        let progress = progress_bar(&name, opened.size);
-        let result = read(opened, &name, options, pairer, sink, |b| {
-            progress.set_position(b)
-        });
-        progress.finish_and_clear();
-        pairer.finish(sink);
-        match result {
-            Ok(stats) => totals.add(&name, &stats),
-            Err(failed) => {
-                if let Some(read) = &failed.read {
-                    totals.add(&name, read);
-                }
-                totals.note_missing_key(pairer);
-                return (totals, Some(failed.error.into()));
-            }
-        }
-        if totals.stats.interrupted {
-            break;
-        }
-    }
-    totals.note_missing_key(pairer);
-    (totals, None)
-}
-
-fn records_of(spans: Vec<Slow>, names: &[String], labels: &[String]) -> Vec<SpanRecord> {
-    spans
-        .into_iter()
-        .map(|s| SpanRecord {
-            span: names.get(s.key.span).cloned().unwrap_or_default(),
-            group: match s.key.group {
-                Group::Label(i) => labels.get(i as usize).cloned(),
-                _ => None,
-            },
-            start_ns: s.start_ns,
-            latency_ns: s.latency_ns,
-        })
-        .collect()
-}
-
 fn slowest_text(slow: &[SpanRecord]) -> String {
     if slow.is_empty() {
         return String::new();
@@ -248,103 +119,49 @@ pub fn run(args: &SpansArgs) -> Result<()> {
     let mut pairer = Pairer::new(rules, names, args.by.clone(), args.keep)
         .with_max_series(args.max_series as usize);
     if args.output.format == Format::Csv {
-        let files: Vec<String> = inputs.iter().map(Source::name).collect();
-        let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), Vec::new(), files)
-            .with_span_names(pairer.span_names())
-            .with_labels(pairer.labels());
-        let (_, error) = read_all(&inputs, &options, &mut pairer, &mut sink);
-        if let Some(note) = pairer.folded_note() {
-            eprintln!("latscope: warning: {note}");
-        }
-        match sink.finish() {
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-            other => other.context("writing CSV to standard output")?,
-        }
-        return error.map_or(Ok(()), Err);
+        return csv(&inputs, &options, &mut pairer);
     }
     let linear = args.output.linear_spec()?;
     let mut sink = (
         Aggregator::new(Vec::new(), linear),
         (Slowest::new(args.slowest), Kept::new(args.max_spans.get())),
     );
-    let (totals, error) = read_all(&inputs, &options, &mut pairer, &mut sink);
+    let (totals, error) = read_all(&inputs, &options, &mut pairer, &mut sink, show_progress());
     let (mut aggregator, (slowest, kept)) = sink;
     let names = pairer.span_names().borrow().clone();
-    let labels = pairer.labels().borrow().clone();
     aggregator.set_names(names.clone());
-    let measured = |span: Option<usize>| {
-        aggregator
-            .sorted()
-            .iter()
-            .any(|(k, s)| span.is_none_or(|i| k.span == i) && s.distribution.count() > 0)
-    };
-    if !measured(None) {
+    let files: Vec<String> = inputs.iter().map(Source::name).collect();
+    if !measured(&aggregator, None) {
         // Nothing silent: no span is an error that says why, never an empty result.
         if let Some(e) = error {
-            return Err(e);
+            return Err(e.into());
         }
-        if no_rules
-            && !totals
-                .formats
-                .iter()
-                .any(|f| f == "chrome" || f == "strace" || f == "perf-trace")
-        {
-            usage(
+        match totals.nothing_measured(&files, &pairer, no_rules) {
+            NothingMeasured::NoRule => usage(
                 "no span to measure: give --span NAME=START..END or --start/--end (only Chrome JSON, strace/ltrace -T and perf trace carry spans themselves)",
-            );
+            ),
+            NothingMeasured::Why(why) => anyhow::bail!(why),
         }
-        let mut why = format!(
-            "no span measured in {} ({} events read)",
-            inputs
-                .iter()
-                .map(Source::name)
-                .collect::<Vec<_>>()
-                .join(", "),
-            totals.stats.events
-        );
-        for line in pairer.diagnose() {
-            why.push_str("\n  ");
-            why.push_str(&line);
-        }
-        why.push_str("\nsee `latscope spans --help` for the rule grammar");
-        anyhow::bail!(why);
     }
-    let silent: Vec<String> = pairer
-        .diagnose()
-        .into_iter()
-        .filter(|line| {
-            let span = line.split('\'').nth(1).unwrap_or("");
-            let id = names.iter().position(|n| n == span);
-            !measured(id)
-        })
-        .collect();
-    let mut warnings = totals.notes.clone();
     if let Some(note) = pairer.folded_note() {
         eprintln!("latscope: warning: {note}");
-        warnings.push(note);
-    }
-    warnings.extend(silent.into_iter().map(|l| format!("measured nothing: {l}")));
-    if totals.stats.interrupted {
-        warnings.push("interrupted: the spans read so far are reported".to_string());
     }
     let report = SpansReport {
         aggregator: &aggregator,
         input: totals.input(),
-        warnings,
-        files: inputs.iter().map(Source::name).collect(),
-        labels,
+        warnings: totals.warnings(&pairer, &aggregator),
+        files,
+        labels: pairer.labels().borrow().clone(),
         unit: args.output.unit.unit(),
     };
-    let slow = records_of(slowest.sorted(), &names, &report.labels);
-    let mut doc = latscope::report::json::document(&report);
-    doc.source = DocSource::Trace;
-    doc.format = Some(totals.formats.join(","));
-    doc.slowest = slow;
-    doc.records = records_of(kept.spans, &names, &report.labels);
-    doc.records_dropped = kept.dropped;
-    for s in &mut doc.spans {
-        s.by = s.group.as_ref().and(args.by.clone());
-    }
+    let parts = TraceParts {
+        formats: totals.formats,
+        names,
+        slowest: slowest.sorted(),
+        kept,
+        by: args.by.clone(),
+    };
+    let doc = latscope::report::json::trace_document(&report, parts);
     let text = match args.output.format {
         Format::Json => latscope::doc::to_json(&doc, args.output.pretty),
         Format::Markdown => render(&report, &args.output),
@@ -354,5 +171,34 @@ pub fn run(args: &SpansArgs) -> Result<()> {
     if let Some(out) = report_to {
         write_html(&doc, ReportTo::Output(out), report.unit)?;
     }
-    error.map_or(Ok(()), Err)
+    error.map_or(Ok(()), |e| Err(e.into()))
+}
+
+/// `--format csv`: every sample as it is paired, to standard output.
+fn csv(inputs: &[Source], options: &TraceOptions, pairer: &mut Pairer) -> Result<()> {
+    let files: Vec<String> = inputs.iter().map(Source::name).collect();
+    let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), Vec::new(), files)
+        .with_span_names(pairer.span_names())
+        .with_labels(pairer.labels());
+    let (_, error) = read_all(inputs, options, pairer, &mut sink, show_progress());
+    if let Some(note) = pairer.folded_note() {
+        eprintln!("latscope: warning: {note}");
+    }
+    match sink.finish() {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        other => other.context("writing CSV to standard output")?,
+    }
+    error.map_or(Ok(()), |e| Err(e.into()))
+}
+
+/// What a read shows on standard error as it goes: a progress bar for a long input, and what
+/// each input was read as.
+fn show_progress() -> impl FnMut(Progress<'_>) {
+    let mut bar = ProgressBar::hidden();
+    move |progress| match progress {
+        Progress::Opened { name, size } => bar = progress_bar(name, size),
+        Progress::Read(bytes) => bar.set_position(bytes),
+        Progress::Ended => bar.finish_and_clear(),
+        Progress::ReadAs(line) => eprintln!("{line}"),
+    }
 }

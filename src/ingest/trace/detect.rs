@@ -69,6 +69,12 @@ impl Format {
         }
     }
 
+    /// Whether its inputs carry spans themselves, measured with no rule: Chrome JSON's own
+    /// spans, strace's and perf trace's calls.
+    pub fn carries_spans(self) -> bool {
+        matches!(self, Format::Chrome | Format::Strace | Format::PerfTrace)
+    }
+
     /// The format named `name`.
     pub fn parse(name: &str) -> Option<Format> {
         Format::ALL.into_iter().find(|f| f.name() == name)

@@ -16,6 +16,7 @@ pub mod babeltrace;
 pub mod chrome;
 pub mod detect;
 pub mod group_shape;
+pub mod inputs;
 pub mod json;
 mod lines;
 mod local;
