@@ -373,7 +373,7 @@ pub struct InputArgs {
     /// Memory: at most 4 chunks per thread in flight, 16 in all, each its input (up to 2 MiB around
     /// a longer line) and what was parsed from it. A file of 1 MiB or more (not Chrome JSON) is
     /// read in place through a memory map, its pages given back 4 MiB at a time as they are read
-    /// (docs/performance.md has the memory measured).
+    /// (docs/guide/spans.md has the memory measured).
     #[arg(long, value_name = "N", default_value_t = crate::values::cores(), hide_default_value = true, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Bytes per chunk of the parallel reader (tests: small chunks cut lines everywhere).

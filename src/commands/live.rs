@@ -1,24 +1,25 @@
 //! `latscope live`: build the plan, check everything that can be checked, run bpftrace, print
 //! (and, with `--serve`, publish each interval to the metrics server).
 
+use std::path::PathBuf;
+
 use anyhow::{Context, Result, bail};
 
 use crate::cli::{Format, LiveArgs};
 use crate::signals;
-use latscope::doc::spans::{LiveRun, ProbeHits};
+use latscope::files::Output;
 use latscope::fleet::metrics::{LiveMetrics, Shared, parse_labels};
 use latscope::fleet::serve::{MetricsServer, parse_listen};
 use latscope::live::compile::{Request, compile};
+use latscope::live::fields::Formats;
 use latscope::live::launch::{self, Held};
 use latscope::live::output::Snapshot;
 use latscope::live::program::{Marker, Plan, Target, program};
 use latscope::live::record::Recorder;
-use latscope::live::runner::{self, Event, RunOptions};
+use latscope::live::runner::{self, Event, Outcome, RunOptions};
 use latscope::live::spec::{Key, Probe, SpecError, ValueSpec, parse_endpoint, parse_span};
 use latscope::live::{check, tracefs};
-use latscope::report::live::{
-    Names, document as live_document, interval_text, markdown, series_text,
-};
+use latscope::report::live::{Names, interval_text, markdown, session_document, totals_text};
 
 /// Runs `latscope live`.
 pub fn run(args: &LiveArgs) -> Result<()> {
@@ -36,24 +37,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         return crate::commands::print(&program(&plan));
     }
     let save = crate::commands::output_opt("--save", args.save.path())?;
-    let bpftrace = check::bpftrace()?;
-    check::privileges()?;
-    for probe in request.probes() {
-        check::probe(probe)?;
-        tracefs::kernel_function(probe).unwrap_or_else(|e| usage(&e.to_string()));
-    }
-    let formats = tracefs::formats(request.probes()).map_err(|e| match e {
-        tracefs::TracefsError::NotMounted(_) | tracefs::TracefsError::Read { .. } => {
-            anyhow::Error::new(e)
-        }
-        other => usage(&other.to_string()),
-    })?;
-    // A process tree is followed through the scheduler's fork and exit tracepoints (the
-    // program's own), which bpftrace finds in tracefs: on a machine that has not mounted it
-    // (a fresh boot), it is mounted here even when no probe of the user's needed it.
-    if follows_forks(args) {
-        tracefs::root()?;
-    }
+    let (bpftrace, formats) = checked(&request, args)?;
     let mut plan = compile(&request, &formats).unwrap_or_else(|e| usage(&e.to_string()));
     if let Some(pid) = args.pid {
         check::process(pid)?;
@@ -93,8 +77,17 @@ pub fn run(args: &LiveArgs) -> Result<()> {
             .record_spans
             .then(|| Recorder::new(args.max_spans.get())),
     };
-    let unit = args.unit.unit();
-    let outcome = runner::run(options, |event| match publish(&shared, event) {
+    let outcome = runner::run(options, |event| {
+        show(args, &names, &traced, publish(&shared, event))
+    })
+    .context("running bpftrace")?;
+    report(args, (&names, &plan), outcome, &traced, save)
+}
+
+/// What the session shows as it goes: that it traces, then each interval (on standard output
+/// in text; on standard error otherwise, as standard output holds only the document then).
+fn show(args: &LiveArgs, names: &Names, traced: &str, event: Event<'_>) {
+    match event {
         Event::Attached(n) => {
             eprintln!("latscope: tracing {n} probes in {traced}; Ctrl-C prints the totals")
         }
@@ -104,59 +97,68 @@ pub fn run(args: &LiveArgs) -> Result<()> {
             before,
         } if !args.quiet => {
             let text = interval_text(
-                &names,
+                names,
                 number,
                 args.interval,
                 now,
                 before,
                 args.cumulative,
-                unit,
+                args.unit.unit(),
             );
-            // Standard output holds only the document in json and markdown.
             match args.out.get() {
                 Format::Text => drop(crate::commands::print(&text)),
                 _ => eprint!("{text}"),
             }
         }
         Event::Interval { .. } => {}
-    })
-    .context("running bpftrace")?;
-    let mut warnings = Vec::new();
-    if !outcome.finished {
-        warnings.push(
-            "bpftrace stopped before its final snapshot: totals are from the last interval"
-                .to_string(),
-        );
     }
-    if outcome.pids_full {
-        warnings.push(format!(
-            "more than {} traced processes were alive at once: processes forked after that were not traced",
-            latscope::live::program::MAX_PIDS
-        ));
+}
+
+/// Everything that can be checked before tracing: bpftrace, the privileges, every probe and
+/// tracefs; bpftrace's path and the tracepoints' formats. A probe named wrong is a usage error.
+fn checked(request: &Request, args: &LiveArgs) -> Result<(PathBuf, Formats)> {
+    let bpftrace = check::bpftrace()?;
+    check::privileges()?;
+    for probe in request.probes() {
+        check::probe(probe)?;
+        tracefs::kernel_function(probe).unwrap_or_else(|e| usage(&e.to_string()));
     }
-    if outcome.finished {
-        warnings.extend(latscope::live::diagnose::silent(&plan, &outcome.last));
+    let formats = tracefs::formats(request.probes()).map_err(|e| match e {
+        tracefs::TracefsError::NotMounted(_) | tracefs::TracefsError::Read { .. } => {
+            anyhow::Error::new(e)
+        }
+        other => usage(&other.to_string()),
+    })?;
+    // A process tree is followed through the scheduler's fork and exit tracepoints (the
+    // program's own), which bpftrace finds in tracefs: on a machine that has not mounted it
+    // (a fresh boot), it is mounted here even when no probe of the user's needed it.
+    if follows_forks(args) {
+        tracefs::root()?;
     }
+    Ok((bpftrace, formats))
+}
+
+/// Says how the session ended: its warnings, the totals in `--format`, the document saved;
+/// an error when bpftrace or the command failed, or nothing was measured.
+fn report(
+    args: &LiveArgs,
+    (names, plan): (&Names, &Plan),
+    mut outcome: Outcome,
+    traced: &str,
+    save: Option<Output>,
+) -> Result<()> {
+    let unit = args.unit.unit();
+    let warnings = latscope::live::diagnose::warnings(plan, &outcome);
     let measured = latscope::live::diagnose::measured(&outcome.last);
     for w in &warnings {
         eprintln!("latscope: warning: {w}");
     }
     // What was measured is saved even when bpftrace failed later; nothing measured saves nothing.
     let doc = measured.then(|| {
-        let run = LiveRun {
-            intervals: outcome.rate_history.len() as u64,
-            interval_s: args.interval,
-            stopped_by: outcome.stopped_by.clone(),
-            probes: hits(&plan, &outcome.last),
-            traced: Some(traced.clone()),
-        };
-        let mut doc = live_document(&names, &outcome.last, &outcome.rate_history, run, &warnings);
-        if let Some(record) = outcome.record {
-            if let Some(w) = record.fill(&mut doc, &names.spans) {
-                eprintln!("latscope: warning: {w}");
-                warnings.push(w);
-            }
-            doc.warnings.clone_from(&warnings);
+        let run = (args.interval, traced);
+        let (doc, said) = session_document(names, plan, &mut outcome, run, &warnings);
+        if let Some(w) = said {
+            eprintln!("latscope: warning: {w}");
         }
         doc
     });
@@ -164,7 +166,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         (Format::Json, Some(doc)) => crate::commands::print(&latscope::doc::to_json(doc, false))?,
         (Format::Markdown, Some(doc)) => crate::commands::print(&markdown(doc, unit))?,
         (Format::Text | Format::Csv, _) => crate::commands::print(&totals_text(
-            &names,
+            names,
             &outcome.last,
             &outcome.stopped_by,
             unit,
@@ -385,24 +387,6 @@ fn traced(args: &LiveArgs, target: &Target) -> String {
     }
 }
 
-/// Each span's probes with their hit counts, for the saved document.
-fn hits(plan: &Plan, last: &Snapshot) -> Vec<ProbeHits> {
-    plan.spans
-        .iter()
-        .zip(&last.hits)
-        .flat_map(|(span, hits)| {
-            [("start", &span.start, hits[0]), ("end", &span.end, hits[1])].map(|(role, site, n)| {
-                ProbeHits {
-                    span: span.name.clone(),
-                    role: role.to_string(),
-                    probe: site.label.clone(),
-                    hits: n,
-                }
-            })
-        })
-        .collect()
-}
-
 fn names(plan: &Plan, args: &LiveArgs) -> Names {
     Names {
         spans: plan.spans.iter().map(|s| s.name.clone()).collect(),
@@ -410,38 +394,4 @@ fn names(plan: &Plan, args: &LiveArgs) -> Names {
         rates: plan.rates.iter().map(|r| r.site.label.clone()).collect(),
         by: args.by.clone(),
     }
-}
-
-fn totals_text(
-    names: &Names,
-    last: &Snapshot,
-    stopped_by: &str,
-    unit: latscope::stats::Unit,
-) -> String {
-    let mut out = format!("── totals ({stopped_by}) ──\n");
-    let blocks = [
-        (&names.spans, &last.spans, Some(unit)),
-        (&names.values, &last.values, None),
-    ];
-    for (labels, series, unit) in blocks {
-        for (i, name) in labels.iter().enumerate() {
-            for (group, b) in series.get(i).into_iter().flatten() {
-                let title = match (&names.by, group) {
-                    (Some(by), Some(g)) => format!("{name}[{by} {g}]"),
-                    _ => name.clone(),
-                };
-                out.push_str(&series_text(&title, b, unit));
-            }
-        }
-    }
-    for (i, probe) in names.rates.iter().enumerate() {
-        for (group, total) in last.rates.get(i).into_iter().flatten() {
-            let title = match (&names.by, group) {
-                (Some(by), Some(g)) => format!("rate {probe}[{by} {g}]"),
-                _ => format!("rate {probe}"),
-            };
-            out.push_str(&format!("{title}: {total} events\n"));
-        }
-    }
-    out
 }

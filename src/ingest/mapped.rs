@@ -4,9 +4,8 @@
 //! Read with `read`, a large log spends a good part of its time in the kernel, most of it
 //! copying the page cache into the reader's buffer; mapped, that copy is gone, and the faults
 //! that map the pages cost less than it did. Formats whose blocks are checked as UTF-8 first
-//! gain less, as that pass now reads the page cache where it read the copy (the gains are in
-//! docs/performance.md). `grep -c`, the floor these readers are measured against, copies the
-//! file with `read`.
+//! gain less, as that pass now reads the page cache where it read the copy. `grep -c`, the
+//! floor these readers are measured against, copies the file with `read`.
 //!
 //! A map is only made of a regular file of at least [`SMALLEST`] bytes, as it is when opened;
 //! what is written to it later is read after the map, with `pread` ([`Mapped::read_at`]), so a

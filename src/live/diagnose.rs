@@ -2,7 +2,29 @@
 //! started and never ended, and ends that matched no start.
 
 use super::output::Snapshot;
-use super::program::Plan;
+use super::program::{MAX_PIDS, Plan};
+use super::runner::Outcome;
+
+/// The warnings of a session as it ended: bpftrace stopped before its final snapshot, the map
+/// of traced processes filled up, and, when it finished, [`silent`]'s.
+pub fn warnings(plan: &Plan, outcome: &Outcome) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if !outcome.finished {
+        warnings.push(
+            "bpftrace stopped before its final snapshot: totals are from the last interval"
+                .to_string(),
+        );
+    }
+    if outcome.pids_full {
+        warnings.push(format!(
+            "more than {MAX_PIDS} traced processes were alive at once: processes forked after that were not traced"
+        ));
+    }
+    if outcome.finished {
+        warnings.extend(silent(plan, &outcome.last));
+    }
+    warnings
+}
 
 /// The warnings of a finished session: one per probe that never fired (after its filters),
 /// per span whose starts found no end, and per span whose ends found no start.
@@ -131,5 +153,28 @@ mod tests {
             w[0]
         );
         assert!(w[0].contains("the key (tid)"), "{}", w[0]);
+    }
+
+    fn outcome(finished: bool, pids_full: bool) -> Outcome {
+        Outcome {
+            last: Snapshot::new(1, 0, 0, false),
+            rate_history: Vec::new(),
+            finished,
+            error: None,
+            stopped_by: "interrupted".to_string(),
+            record: None,
+            pids_full,
+            launch_error: None,
+        }
+    }
+
+    #[test]
+    fn a_session_warns_of_an_early_stop_a_full_pid_map_and_silent_probes() {
+        let w = warnings(&plan(), &outcome(true, false));
+        assert_eq!(w, silent(&plan(), &outcome(true, false).last));
+        let w = warnings(&plan(), &outcome(false, true));
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].starts_with("bpftrace stopped before its final snapshot"));
+        assert!(w[1].starts_with(&format!("more than {MAX_PIDS} traced processes")));
     }
 }

@@ -7,8 +7,10 @@ use std::fmt::Write;
 
 use super::log2::BAR_WIDTH;
 use crate::doc::Latency;
-use crate::doc::spans::{Counters, LiveRun, Rate, Series, Source, SpansDoc};
+use crate::doc::spans::{Counters, LiveRun, ProbeHits, Rate, Series, Source, SpansDoc};
 use crate::live::output::Snapshot;
+use crate::live::program::Plan;
+use crate::live::runner::Outcome;
 use crate::stats::Unit;
 use crate::stats::loglinear::{self, Bucketed};
 
@@ -234,6 +236,51 @@ pub fn document(
     doc
 }
 
+/// The document of a finished session (`outcome` of `plan`, whose series are `names`), which
+/// traced `traced` every `interval_s` seconds, with `warnings`; its kept spans
+/// (`--record-spans`) are taken out of `outcome`. Also what keeping them had to say, if
+/// anything (then also among the document's warnings).
+pub fn session_document(
+    names: &Names,
+    plan: &Plan,
+    outcome: &mut Outcome,
+    (interval_s, traced): (u64, &str),
+    warnings: &[String],
+) -> (SpansDoc, Option<String>) {
+    let run = LiveRun {
+        intervals: outcome.rate_history.len() as u64,
+        interval_s,
+        stopped_by: outcome.stopped_by.clone(),
+        probes: probe_hits(plan, &outcome.last),
+        traced: Some(traced.to_string()),
+    };
+    let mut doc = document(names, &outcome.last, &outcome.rate_history, run, warnings);
+    let mut said = None;
+    if let Some(record) = outcome.record.take() {
+        said = record.fill(&mut doc, &names.spans);
+        doc.warnings = warnings.iter().cloned().chain(said.clone()).collect();
+    }
+    (doc, said)
+}
+
+/// Each span's probes with their hit counts, for the saved document.
+fn probe_hits(plan: &Plan, last: &Snapshot) -> Vec<ProbeHits> {
+    plan.spans
+        .iter()
+        .zip(&last.hits)
+        .flat_map(|(span, hits)| {
+            [("start", &span.start, hits[0]), ("end", &span.end, hits[1])].map(|(role, site, n)| {
+                ProbeHits {
+                    span: span.name.clone(),
+                    role: role.to_string(),
+                    probe: site.label.clone(),
+                    hits: n,
+                }
+            })
+        })
+        .collect()
+}
+
 fn series_list(
     names: &[String],
     series: &[BTreeMap<Option<String>, Bucketed>],
@@ -250,6 +297,37 @@ fn series_list(
                 latency: Latency::of_bucketed(b),
                 counters: Counters::default(),
             });
+        }
+    }
+    out
+}
+
+/// The final totals of a live run as text (`live --format text`): each span's and value's
+/// series, then each rate's count, after a line that says why the run stopped.
+pub fn totals_text(names: &Names, last: &Snapshot, stopped_by: &str, unit: Unit) -> String {
+    let mut out = format!("── totals ({stopped_by}) ──\n");
+    let blocks = [
+        (&names.spans, &last.spans, Some(unit)),
+        (&names.values, &last.values, None),
+    ];
+    for (labels, series, unit) in blocks {
+        for (i, name) in labels.iter().enumerate() {
+            for (group, b) in series.get(i).into_iter().flatten() {
+                let title = match (&names.by, group) {
+                    (Some(by), Some(g)) => format!("{name}[{by} {g}]"),
+                    _ => name.clone(),
+                };
+                out.push_str(&series_text(&title, b, unit));
+            }
+        }
+    }
+    for (i, probe) in names.rates.iter().enumerate() {
+        for (group, total) in last.rates.get(i).into_iter().flatten() {
+            let title = match (&names.by, group) {
+                (Some(by), Some(g)) => format!("rate {probe}[{by} {g}]"),
+                _ => format!("rate {probe}"),
+            };
+            out.push_str(&format!("{title}: {total} events\n"));
         }
     }
     out
@@ -419,5 +497,68 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("### Values"), "{md}");
+    }
+
+    fn plan() -> Plan {
+        use crate::live::compile::{Request, compile};
+        use crate::live::fields::Formats;
+        use crate::live::program::Target;
+        use crate::live::spec::{parse_endpoint, parse_span};
+        let request = Request {
+            spans: vec![parse_span("req=uprobe:/t:a..uretprobe:/t:a", None).unwrap()],
+            rates: vec![parse_endpoint("uprobe:/t:tick").unwrap()],
+            values: vec![],
+            by: None,
+            target: Target::Everything,
+            interval_s: 5,
+            duration_s: None,
+            record: None,
+            marker: None,
+            ends_anywhere: false,
+        };
+        compile(&request, &Formats::new()).unwrap()
+    }
+
+    #[test]
+    fn a_sessions_document_says_how_it_ran_and_what_each_probe_hit() {
+        let mut last = snapshot_with(&[1000, 2000]);
+        last.hits[0] = [3, 2];
+        let mut outcome = Outcome {
+            last,
+            rate_history: vec![
+                vec![BTreeMap::from([(None, 1)])],
+                vec![BTreeMap::from([(None, 2)])],
+            ],
+            finished: true,
+            error: None,
+            stopped_by: "interrupted".to_string(),
+            record: None,
+            pids_full: false,
+            launch_error: None,
+        };
+        let warnings = ["a warning".to_string()];
+        let (doc, said) = session_document(
+            &names(),
+            &plan(),
+            &mut outcome,
+            (5, "every process"),
+            &warnings,
+        );
+        assert_eq!(said, None);
+        assert_eq!(doc.warnings, warnings);
+        let run = doc.live.as_ref().unwrap();
+        assert_eq!((run.intervals, run.interval_s), (2, 5));
+        assert_eq!(run.stopped_by, "interrupted");
+        assert_eq!(run.traced.as_deref(), Some("every process"));
+        let hits: Vec<(&str, u64)> = run
+            .probes
+            .iter()
+            .map(|p| (p.role.as_str(), p.hits))
+            .collect();
+        assert_eq!(hits, [("start", 3), ("end", 2)]);
+        assert_eq!(doc.rates[0].per_interval, [1, 1]);
+        let text = totals_text(&names(), &outcome.last, &outcome.stopped_by, Unit::Us);
+        assert!(text.starts_with("── totals (interrupted) ──\n"), "{text}");
+        assert!(text.ends_with("rate usdt:/t:p:tick: 2 events\n"), "{text}");
     }
 }
