@@ -20,25 +20,7 @@ use latscope::stats::Unit;
 pub fn run(args: &FramesArgs) -> Result<()> {
     let report_to = super::output_opt("--report", args.output.report.as_deref())?;
     let cancel = signals::cancel_on_interrupt();
-    let read = |path| -> Result<frames::log::Log> {
-        let source = Source::from_path(path);
-        let stream = source.open(Some(&cancel))?;
-        Ok(frames::log::read(stream, &source.name(), Some(&cancel))?)
-    };
-    let client = read(&args.client)?;
-    let server = read(&args.server)?;
-    let timeline = match &args.timeline {
-        Some(path) => {
-            let source = Source::from_path(path);
-            let stream = source.open(Some(&cancel))?;
-            Some(frames::timeline::read(
-                stream,
-                &source.name(),
-                Some(&cancel),
-            )?)
-        }
-        None => None,
-    };
+    let (client, server, timeline) = read_inputs(args, &cancel)?;
     let (client_bytes, server_bytes) = (client.bytes, server.bytes);
     let options = Options {
         window_us: i64::try_from(args.window).unwrap_or(i64::MAX),
@@ -50,48 +32,15 @@ pub fn run(args: &FramesArgs) -> Result<()> {
         Source::from_path(&args.server).name(),
     ];
     if args.output.format == Format::Csv {
-        let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), names, files);
-        analysis.feed(&mut sink);
-        for note in &analysis.notes {
-            eprintln!("latscope: {note}");
-        }
-        return match sink.finish() {
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-            other => other.context("writing CSV to standard output"),
-        };
+        return write_csv(&analysis, names, files);
     }
     let mut aggregator = Aggregator::new(names, args.output.linear_spec()?);
     analysis.feed(&mut aggregator);
-    if aggregator
-        .sorted()
-        .iter()
-        .all(|(_, s)| s.distribution.count() == 0)
-    {
-        // Nothing silent: no stage measured is an error that says why.
-        let mut why =
-            "no frame measured: the client log has no wl_surface.commit joined to the server log"
-                .to_string();
-        for note in &analysis.notes {
-            let _ = write!(why, "\n  {note}");
-        }
-        anyhow::bail!(why);
-    }
+    nothing_measured(&aggregator, &analysis)?;
     let unit = args.output.unit.unit();
     let report = SpansReport {
         aggregator: &aggregator,
-        input: vec![
-            ("frames", analysis.frames.len() as u64),
-            ("client_bytes", client_bytes),
-            ("server_bytes", server_bytes),
-            (
-                "client_messages_found",
-                analysis.joined.requests_found + analysis.joined.events_found,
-            ),
-            (
-                "client_messages",
-                analysis.joined.requests + analysis.joined.events,
-            ),
-        ],
+        input: input_counts(&analysis, client_bytes, server_bytes),
         warnings: analysis.notes.clone(),
         files,
         labels: Vec::new(),
@@ -110,6 +59,73 @@ pub fn run(args: &FramesArgs) -> Result<()> {
         write_html(&doc, ReportTo::Output(out), unit)?;
     }
     Ok(())
+}
+
+/// The client's log, the server's and the timeline if given, read.
+fn read_inputs(
+    args: &FramesArgs,
+    cancel: &latscope::ingest::Cancel,
+) -> Result<(
+    frames::log::Log,
+    frames::log::Log,
+    Option<frames::timeline::Timeline>,
+)> {
+    let read = |path| -> Result<frames::log::Log> {
+        let source = Source::from_path(path);
+        let stream = source.open(Some(cancel))?;
+        Ok(frames::log::read(stream, &source.name(), Some(cancel))?)
+    };
+    let (client, server) = (read(&args.client)?, read(&args.server)?);
+    let Some(path) = &args.timeline else {
+        return Ok((client, server, None));
+    };
+    let source = Source::from_path(path);
+    let stream = source.open(Some(cancel))?;
+    let timeline = frames::timeline::read(stream, &source.name(), Some(cancel))?;
+    Ok((client, server, Some(timeline)))
+}
+
+/// One CSV line per stage sample; the notes on standard error.
+fn write_csv(analysis: &Analysis, names: Vec<String>, files: Vec<String>) -> Result<()> {
+    let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), names, files);
+    analysis.feed(&mut sink);
+    for note in &analysis.notes {
+        eprintln!("latscope: {note}");
+    }
+    match sink.finish() {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing CSV to standard output"),
+    }
+}
+
+/// Nothing silent: no stage measured is an error that says why.
+fn nothing_measured(aggregator: &Aggregator, analysis: &Analysis) -> Result<()> {
+    if aggregator
+        .sorted()
+        .iter()
+        .any(|(_, s)| s.distribution.count() > 0)
+    {
+        return Ok(());
+    }
+    let mut why =
+        "no frame measured: the client log has no wl_surface.commit joined to the server log"
+            .to_string();
+    for note in &analysis.notes {
+        let _ = write!(why, "\n  {note}");
+    }
+    anyhow::bail!(why)
+}
+
+/// What the input held, for the report's `input` line.
+fn input_counts(a: &Analysis, client_bytes: u64, server_bytes: u64) -> Vec<(&'static str, u64)> {
+    let j = &a.joined;
+    vec![
+        ("frames", a.frames.len() as u64),
+        ("client_bytes", client_bytes),
+        ("server_bytes", server_bytes),
+        ("client_messages_found", j.requests_found + j.events_found),
+        ("client_messages", j.requests + j.events),
+    ]
 }
 
 /// The join, the presentation clock and the pacing, as text after the stage table.
