@@ -610,11 +610,12 @@ Formatting every message costs both sides time: see docs/guide/frames.md.";
 
 const FRAMES_EXAMPLES: &str = "\
 Examples:
-  WAYLAND_DEBUG=server weston --backend=headless 2> server.log &
+  WAYLAND_DEBUG=server weston --backend=headless-backend.so 2> server.log &
   WAYLAND_DEBUG=1 weston-presentation-shm -f 2> client.log
   latscope frames client.log server.log
   latscope frames -f json client.log server.log > frames.json
-  weston --logger-scopes=timeline,log --log=timeline.log ...; latscope frames client.log server.log timeline.log
+  # with weston's timeline (add --logger-scopes=timeline,log --log=timeline.log to weston):
+  latscope frames client.log server.log timeline.log
 
 Exit status: 0 success, 1 error (logs of different runs, no frame, unreadable input), 2 usage.";
 
