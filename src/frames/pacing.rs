@@ -101,7 +101,10 @@ pub fn pacing(frames: &[Frame], offset_ns: Option<i128>) -> Pacing {
     let mut late = Vec::new();
     for surface in surfaces {
         let shown = shown(frames, surface);
-        let periods: Vec<u64> = shown.windows(2).map(|w| periods(w[0], w[1])).collect();
+        let periods: Vec<u64> = shown
+            .windows(2)
+            .map(|w| periods(&frames[w[0]], &frames[w[1]]))
+            .collect();
         for &n in &periods {
             *intervals.entry(n).or_default() += 1;
         }
@@ -133,13 +136,15 @@ pub fn pacing(frames: &[Frame], offset_ns: Option<i128>) -> Pacing {
     pacing
 }
 
-/// The presented frames of `surface`, in the order they were shown.
-fn shown(frames: &[Frame], surface: u32) -> Vec<&Frame> {
-    let mut shown: Vec<&Frame> = frames
-        .iter()
-        .filter(|f| f.surface == surface && matches!(f.feedback, Feedback::Presented(_)))
+/// The presented frames of `surface` (indices into `frames`), in the order they were shown.
+fn shown(frames: &[Frame], surface: u32) -> Vec<usize> {
+    let mut shown: Vec<usize> = (0..frames.len())
+        .filter(|&k| {
+            let f = &frames[k];
+            f.surface == surface && matches!(f.feedback, Feedback::Presented(_))
+        })
         .collect();
-    shown.sort_by_key(|f| display_ns(f));
+    shown.sort_by_key(|&k| display_ns(&frames[k]));
     shown
 }
 
@@ -209,10 +214,10 @@ fn commit_gap_ns(frames: &[Frame], k: usize) -> Option<i64> {
     Some((f.commit.client_us - before.commit.client_us) * 1_000)
 }
 
-/// What ran longest against its median in the late frame `f`, shown `n` periods after the one
+/// What ran longest against its median in the late frame `k`, shown `n` periods after the one
 /// before it.
-fn blame(f: &Frame, n: u64, frames: &[Frame], medians: &Medians, offset_ns: Option<i128>) -> Late {
-    let k = frames.iter().position(|g| std::ptr::eq(g, f)).unwrap_or(0);
+fn blame(k: usize, n: u64, frames: &[Frame], medians: &Medians, offset_ns: Option<i128>) -> Late {
+    let f = &frames[k];
     let candidates = [
         (Cause::Client, commit_gap_ns(frames, k), medians.client),
         (
