@@ -490,29 +490,22 @@ impl Spawner<'_> {
         let mut pid: Pid = 0;
         let (path, argv) = (self.program.path.as_ptr(), self.program.argv.as_ptr());
         let envp = self.program.envp();
+        let spawn = match self.program.search {
+            true => libc::posix_spawnp,
+            false => libc::posix_spawn,
+        };
         // SAFETY: `pid` is a valid out-pointer; path, argv and envp are NUL-terminated C
         // strings and NULL-terminated vectors that live in `self.program` (or libc's
         // `environ`); `actions` and `attributes` were initialised by `spawner`.
         let rc = unsafe {
-            if self.program.search {
-                libc::posix_spawnp(
-                    &mut pid,
-                    path,
-                    &self.actions.0,
-                    &self.attributes.0,
-                    argv.cast(),
-                    envp.cast(),
-                )
-            } else {
-                libc::posix_spawn(
-                    &mut pid,
-                    path,
-                    &self.actions.0,
-                    &self.attributes.0,
-                    argv.cast(),
-                    envp.cast(),
-                )
-            }
+            spawn(
+                &mut pid,
+                path,
+                &self.actions.0,
+                &self.attributes.0,
+                argv.cast(),
+                envp.cast(),
+            )
         };
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));

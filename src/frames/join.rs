@@ -157,32 +157,33 @@ impl<'l> Direction<'l> {
             let p = self.server[*q as usize];
             !taken[p] && self.server_log.messages[p].text == m.text
         };
-        let candidates: Vec<u32> = if self.requests {
-            let start = list.partition_point(|&q| at(q) < m.at_us);
-            list[start..]
-                .iter()
-                .take_while(|&&q| at(q) - m.at_us <= window_us)
-                .filter(|q| usable(q))
-                .take(MOST_CANDIDATES)
-                .copied()
-                .collect()
-        } else {
-            let end = list.partition_point(|&q| at(q) <= m.at_us);
-            list[..end]
-                .iter()
-                .rev()
-                .take_while(|&&q| m.at_us - at(q) <= window_us)
-                .filter(|q| usable(q))
-                .take(MOST_CANDIDATES)
-                .copied()
-                .collect()
-        };
+        // the closest in time first; of those that agree as far, the first
         let mut best: Option<(usize, u32)> = None;
-        for q in candidates {
+        let mut consider = |q: u32| {
             let score = self.agreement(r, q as usize);
             if best.is_none_or(|(s, _)| score > s) {
                 best = Some((score, q));
             }
+        };
+        if self.requests {
+            let start = list.partition_point(|&q| at(q) < m.at_us);
+            let after = list[start..]
+                .iter()
+                .take_while(|&&q| at(q) - m.at_us <= window_us);
+            after
+                .filter(|q| usable(q))
+                .take(MOST_CANDIDATES)
+                .for_each(|&q| consider(q));
+        } else {
+            let end = list.partition_point(|&q| at(q) <= m.at_us);
+            let before = list[..end]
+                .iter()
+                .rev()
+                .take_while(|&&q| m.at_us - at(q) <= window_us);
+            before
+                .filter(|q| usable(q))
+                .take(MOST_CANDIDATES)
+                .for_each(|&q| consider(q));
         }
         best.map(|(_, q)| self.server[q as usize])
     }

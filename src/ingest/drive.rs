@@ -246,33 +246,10 @@ mod tests {
                 false
             }
         }
-        let input: &[u8] = b"a b\n";
-        drive(
-            Stream::of(input),
-            &how,
-            &mut Kinds(&mut kinds),
-            &mut (),
-            |_| {},
-        )
-        .unwrap();
-        let input: &[u8] = b"a\tb\n";
-        drive(
-            Stream::of(input),
-            &how,
-            &mut Kinds(&mut kinds),
-            &mut (),
-            |_| {},
-        )
-        .unwrap();
-        let input: &[u8] = b"\xff\n";
-        drive(
-            Stream::of(input),
-            &how,
-            &mut Kinds(&mut kinds),
-            &mut (),
-            |_| {},
-        )
-        .unwrap();
+        for input in [&b"a b\n"[..], b"a\tb\n", b"\xff\n"] {
+            let mut format = Kinds(&mut kinds);
+            drive(Stream::of(input), &how, &mut format, &mut (), |_| {}).unwrap();
+        }
         assert_eq!(kinds, ["plain", "str", "text"]);
     }
 
