@@ -280,7 +280,7 @@ fn a_compositor_without_presentation_time_says_commit_to_presented_is_skipped() 
     }
     let _heavy = heavy();
     let out = lab_on("mir", &[], &["frames", "--frames", "20"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("compositor: miral-shell"), "{text}");
     assert!(

@@ -13,7 +13,8 @@ use std::fs::File;
 use std::io::{Seek, Write};
 use std::os::fd::FromRawFd;
 
-use latscope::ingest::lines::{Line, LineReader};
+use latscope::ingest::LineReader;
+use latscope::ingest::lines::Line;
 use latscope::ingest::mapped::Mapped;
 use latscope::ingest::Stream;
 use latscope::ingest::trace::read::{TraceOptions, read};

@@ -10,8 +10,9 @@
 
 use std::io::{self, Read};
 
-use crate::ingest::chunks::Reader as Chunks;
-use crate::ingest::lines::{Line, LineReader};
+use crate::ingest::LineReader;
+use crate::ingest::lines::Line;
+use crate::ingest::reader::Reader as Chunks;
 use crate::ingest::source::Stream;
 use crate::ingest::{Cancel, ReadSummary};
 

@@ -10,12 +10,14 @@ pub mod compressed;
 pub mod drive;
 pub mod lines;
 pub mod mapped;
+pub mod reader;
 pub mod source;
 pub mod trace;
 pub mod wayland;
 pub mod words;
 
-pub use lines::{Cancel, LineReader, ReadSummary};
+pub use lines::{Cancel, ReadSummary};
+pub use reader::LineReader;
 pub use source::{Source, Stream, open};
 
 /// A read that failed, with what it had read of the input (`S`, its counts) where it knows

@@ -39,8 +39,9 @@ use super::lines::{Lines, TOO_LONG, note_malformed};
 use super::local::{self, Local, Paired};
 use super::rules::{MAX_NAMES, NameMatcher, Pairer, Recent};
 use super::{EventView, Format, InLine, Parsed, same};
-use crate::ingest::chunks::{Job, Reader, Spares, for_each_line, in_order};
+use crate::ingest::chunks::{Spares, in_order};
 use crate::ingest::lines::Line;
+use crate::ingest::reader::{Job, Reader, for_each_line};
 use crate::ingest::{Location, ReadSummary};
 use crate::span::SpanSink;
 
@@ -176,7 +177,7 @@ impl<'a> Worker<'a> {
         let mut chunk = self.spare.take().map_or_else(Chunk::default, Chunk::reused);
         let blanks = super::lines::splits_on_spaces(self.state.format);
         let data = job.data();
-        let lines = for_each_line::<true>(data, job.lead_too_long, blanks, |n, line| {
+        let lines = for_each_line::<true>(data, job.lead, blanks, |n, line| {
             if !chunk.serial {
                 self.line(&mut chunk, n, line);
             }
@@ -490,7 +491,7 @@ fn apply(
     if chunk.serial || mixed || too_many_days || stop {
         let data = done.job.data();
         let blanks = super::lines::splits_on_spaces(lines.state.format);
-        return for_each_line::<true>(data, done.job.lead_too_long, blanks, |n, line| {
+        return for_each_line::<true>(data, done.job.lead, blanks, |n, line| {
             lines.line(before + n, line, pairer, sink)
         });
     }

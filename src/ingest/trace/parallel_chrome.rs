@@ -26,7 +26,8 @@ use super::chrome::{Chrome, Run, Spent};
 use super::rules::Pairer;
 use super::stats::TraceOptions;
 use crate::ingest::Cancel;
-use crate::ingest::chunks::{Spares, chunk_size, in_order};
+use crate::ingest::chunks::{Spares, in_order};
+use crate::ingest::reader::chunk_size;
 use crate::span::SpanSink;
 
 /// Bytes of the document, cut after a newline where the read held one.

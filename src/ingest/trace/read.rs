@@ -139,7 +139,7 @@ impl<S: SpanSink> LineFormat<S> for Reading<'_, '_> {
 
     fn read_chunks<R: Read + Send>(
         &mut self,
-        chunks: crate::ingest::chunks::Reader<'_, R>,
+        chunks: crate::ingest::reader::Reader<'_, R>,
         threads: usize,
         sink: &mut S,
         progress: &mut dyn FnMut(u64),

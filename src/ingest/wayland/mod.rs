@@ -178,7 +178,7 @@ impl<S: SpanSink> LineFormat<S> for FileState<'_> {
 
     fn read_chunks<R: Read + Send>(
         &mut self,
-        chunks: crate::ingest::chunks::Reader<'_, R>,
+        chunks: crate::ingest::reader::Reader<'_, R>,
         threads: usize,
         sink: &mut S,
         progress: &mut dyn FnMut(u64),

@@ -37,8 +37,9 @@ use super::clock::{self, Local};
 use super::line::{self, Malformed, Parsed};
 use super::spans::{Meaning, Packed};
 use crate::ingest::ReadSummary;
-use crate::ingest::chunks::{Job, Reader, Spares, for_each_line, in_order};
+use crate::ingest::chunks::{Spares, in_order};
 use crate::ingest::lines::Line;
+use crate::ingest::reader::{Job, Reader, for_each_line};
 use crate::span::SpanSink;
 
 /// What a line was to the calling thread, in the chunk's order: 16 bytes.
@@ -198,7 +199,7 @@ fn parse(job: Job, spare: &Spares<Chunk>) -> (Job, Chunk) {
     let mut scratch = Vec::new();
     let data = job.data();
     let most = (data.len() / SHORTEST_LINE + 16).min(u32::MAX as usize);
-    chunk.lines = for_each_line::<false>(data, job.lead_too_long, false, |n, line| {
+    chunk.lines = for_each_line::<false>(data, job.lead, false, |n, line| {
         if chunk.serial {
             return;
         }
@@ -254,7 +255,7 @@ fn take(
         (Some(offset), _) => offset,
         (None, 0) if !chunk.serial && !stop => 0,
         (None, _) => {
-            return for_each_line::<false>(data, job.lead_too_long, false, |n, line| {
+            return for_each_line::<false>(data, job.lead, false, |n, line| {
                 state.line(before + n, line, sink);
             });
         }

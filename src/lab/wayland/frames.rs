@@ -25,6 +25,11 @@ use crate::lab::ipc::clock::monotonic_ns;
 
 /// How long the client waits for a buffer or a frame callback before calling it a stall.
 pub const STALL: Duration = Duration::from_secs(5);
+/// How long the first frame's callback may take: a compositor draws its first frame of a new
+/// window only once its output is up, and a nested one (Mir on weston) that renders with
+/// llvmpipe compiles its shaders then, which on a loaded machine takes longer than [`STALL`].
+/// The first frame is paced but measured like the others: its callback's wait is no sample.
+pub const FIRST_FRAME: Duration = Duration::from_secs(30);
 /// How long the client waits after the last commit for what is still outstanding.
 pub const DRAIN: Duration = Duration::from_secs(1);
 
@@ -197,11 +202,13 @@ fn pace(
     match p.pace {
         Pace::FreeRun => Ok(Wait::Done),
         Pace::FrameCallback => {
-            let w = client.wait(cancel, STALL, |s| s.frames.frames_pending == 0)?;
+            let patience = if k == 1 { FIRST_FRAME } else { STALL };
+            let w = client.wait(cancel, patience, |s| s.frames.frames_pending == 0)?;
             if w == Wait::TimedOut {
-                return Err(LabError::Stalled(
-                    "no frame callback came within 5 s (the compositor does not repaint?)".into(),
-                ));
+                return Err(LabError::Stalled(format!(
+                    "no frame callback for frame {k} came within {} s (the compositor does not repaint?)",
+                    patience.as_secs()
+                )));
             }
             Ok(w)
         }
