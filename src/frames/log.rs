@@ -184,9 +184,9 @@ pub fn read(
         cancel,
         ..Drive::default()
     };
-    let summary = drive(input, &how, &mut reader, &mut (), |_| {}).map_err(|source| ReadError {
+    let summary = drive(input, &how, &mut reader, &mut (), |_| {}).map_err(|e| ReadError {
         file: file.to_string(),
-        source,
+        source: e.error,
     })?;
     let mut log = reader.log;
     log.lines = summary.lines;

@@ -104,9 +104,9 @@ pub fn read(
         cancel,
         ..Drive::default()
     };
-    drive(input, &how, &mut timeline, &mut (), |_| {}).map_err(|source| super::log::ReadError {
+    drive(input, &how, &mut timeline, &mut (), |_| {}).map_err(|e| super::log::ReadError {
         file: file.to_string(),
-        source,
+        source: e.error,
     })?;
     Ok(timeline)
 }

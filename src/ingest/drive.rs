@@ -8,13 +8,13 @@
 //! is the last one read. A format plugs into [`drive`] through [`LineFormat`]; what it builds
 //! of the lines (its statistics, its errors) stays its own.
 
-use std::io::{self, Read};
+use std::io::Read;
 
+use crate::ingest::Cancel;
 use crate::ingest::LineReader;
-use crate::ingest::lines::Line;
+use crate::ingest::lines::{Line, ReadResult};
 use crate::ingest::reader::Reader as Chunks;
 use crate::ingest::source::Stream;
-use crate::ingest::{Cancel, ReadSummary};
 
 /// How an input's lines are read.
 #[derive(Debug, Clone, Copy, Default)]
@@ -55,7 +55,7 @@ pub trait LineFormat<S: ?Sized> {
         threads: usize,
         sink: &mut S,
         progress: &mut dyn FnMut(u64),
-    ) -> io::Result<ReadSummary> {
+    ) -> ReadResult {
         let _ = (chunks, threads, sink, progress);
         unreachable!("read_chunks of a format that reads on one thread (parallel() is false)")
     }
@@ -70,7 +70,7 @@ pub fn drive<R, S, F>(
     format: &mut F,
     sink: &mut S,
     mut progress: impl FnMut(u64),
-) -> io::Result<ReadSummary>
+) -> ReadResult
 where
     R: Read + Send,
     S: ?Sized,
@@ -140,18 +140,22 @@ mod tests {
             _threads: usize,
             sink: &mut Vec<u64>,
             progress: &mut dyn FnMut(u64),
-        ) -> io::Result<ReadSummary> {
+        ) -> ReadResult {
             // one thread is enough to check that the driver hands the chunks over
-            let mut summary = ReadSummary::default();
-            while let Some(job) = chunks.next(Vec::new())? {
+            let mut lines = 0;
+            let ended = loop {
+                let job = match chunks.next(Vec::new()) {
+                    Ok(Some(job)) => job,
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                };
                 for line in job.data().split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-                    summary.lines += 1;
-                    self.line(summary.lines, Line::Text(line), sink);
+                    lines += 1;
+                    self.line(lines, Line::Text(line), sink);
                 }
-                summary.bytes = chunks.bytes;
-                progress(summary.bytes);
-            }
-            Ok(summary)
+                progress(chunks.bytes);
+            };
+            chunks.finish(lines, ended)
         }
     }
 
@@ -181,7 +185,7 @@ mod tests {
     struct OneLineARead<'a>(std::slice::Split<'a, u8, fn(&u8) -> bool>, &'a AtomicU32);
 
     impl Read for OneLineARead<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
             self.1.fetch_add(1, Ordering::Relaxed);
             let Some(line) = self.0.next() else {
                 return Ok(0);

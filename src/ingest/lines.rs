@@ -142,6 +142,21 @@ pub struct ReadSummary {
     pub cancelled: bool,
 }
 
+/// A read ended by an I/O error (a disk error, a mapped file that shrank), with what was read
+/// before it: the lines before the error were given, and the output says how many beside the
+/// spans they made, not `0 lines`.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct ReadError {
+    /// what was read before the error
+    pub read: ReadSummary,
+    /// the error
+    pub error: std::io::Error,
+}
+
+/// What a read saw, or the error that ended it after what it saw.
+pub type ReadResult = Result<ReadSummary, ReadError>;
+
 /// Whether `text` holds no tab, `\r` or `\x0c`: the white space other than spaces and newlines
 /// that a line can hold and a token reader splits at.
 pub(crate) fn no_other_blanks(text: &[u8]) -> bool {

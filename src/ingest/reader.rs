@@ -17,7 +17,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::ingest::Cancel;
-use crate::ingest::lines::{DEFAULT_BUFFER, Line, ReadSummary, text_of, trim_cr, trim_cr_str};
+use crate::ingest::lines::{
+    DEFAULT_BUFFER, Line, ReadError, ReadResult, ReadSummary, text_of, trim_cr, trim_cr_str,
+};
 use crate::ingest::mapped::{LineEnd, Mapped, shrunk_error};
 use crate::ingest::words::Positions;
 
@@ -240,6 +242,21 @@ impl<'c, R: Read> Reader<'c, R> {
     /// handed out, so this is known only now.
     pub(crate) fn check_mapped(&self) -> io::Result<()> {
         self.mapped.as_ref().map_or(Ok(()), |mapped| mapped.check())
+    }
+
+    /// What the read saw, `lines` lines given, once its chunks are all taken: `ended` is how
+    /// the taking ended, and a mapped file that shrank under the read is an error too.
+    pub(crate) fn finish(&self, lines: u64, ended: io::Result<()>) -> ReadResult {
+        let read = ReadSummary {
+            lines,
+            bytes: self.bytes,
+            unterminated_last_line: self.unterminated,
+            cancelled: self.cancelled,
+        };
+        match ended.and_then(|()| self.check_mapped()) {
+            Ok(()) => Ok(read),
+            Err(error) => Err(ReadError { read, error }),
+        }
     }
 
     /// Reads from the file past its map, or from `inner`.
@@ -511,7 +528,7 @@ impl<R: Read> LineReader<R> {
         self,
         mut on_line: impl FnMut(u64, Line<'_>),
         mut on_progress: impl FnMut(u64),
-    ) -> io::Result<ReadSummary> {
+    ) -> ReadResult {
         let LineReader {
             inner,
             capacity,
@@ -544,14 +561,7 @@ impl<R: Read> LineReader<R> {
             on_progress(chunks.bytes);
             buf = job.buf;
         };
-        // however the read ended: whether the mapped file shrank under it
-        read.and_then(|()| chunks.check_mapped())?;
-        Ok(ReadSummary {
-            lines,
-            bytes: chunks.bytes,
-            unterminated_last_line: chunks.unterminated,
-            cancelled: chunks.cancelled,
-        })
+        chunks.finish(lines, read)
     }
 }
 
@@ -715,6 +725,27 @@ mod tests {
     }
 
     #[test]
+    fn a_read_error_says_what_was_read_before_it() {
+        let mut lines = Vec::new();
+        let error = LineReader::with_capacity(Failing(b"one\ntwo\nthr"), 16)
+            .for_each_line(|n, line| lines.push((n, line_text(line))), |_| {})
+            .unwrap_err();
+        assert_eq!(lines, [(1, "one".to_string()), (2, "two".to_string())]);
+        assert_eq!(error.to_string(), "broken");
+        // the bytes of the cut-off line were read too
+        assert_eq!((error.read.lines, error.read.bytes), (2, 11));
+        assert!(!error.read.cancelled);
+    }
+
+    fn line_text(line: Line<'_>) -> String {
+        match line {
+            Line::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            Line::Str(t) | Line::Plain(t) => t.to_string(),
+            Line::TooLong { len } => format!("<{len}>"),
+        }
+    }
+
+    #[test]
     fn a_read_error_after_the_last_whole_line_is_not_lost() {
         // The error comes with only the start of a line in the buffer (the carried "bb"),
         // or with nothing at all: the read must end with it, never with `None`.
@@ -788,7 +819,7 @@ mod tests {
     /// Whether a line is given as text, as UTF-8 text or as plain text depends on the block it
     /// was read in (where the block begins: after a line too long, a block read holds its end)
     /// and says nothing of the line but that it is UTF-8 (checked), and plain (checked).
-    fn said<R: Read>(reader: LineReader<R>) -> (Vec<String>, io::Result<ReadSummary>) {
+    fn said<R: Read>(reader: LineReader<R>) -> (Vec<String>, ReadResult) {
         let mut out = Vec::new();
         let summary = reader.for_each_line(
             |n, line| {

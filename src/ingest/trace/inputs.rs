@@ -143,10 +143,20 @@ impl Totals {
         if no_rules && !carry_spans {
             return NothingMeasured::NoRule;
         }
+        // What was read, so that an input cut short (a file truncated under the read, a
+        // `timeout` or Ctrl-C) is told from one read whole.
+        let s = &self.stats;
         let mut why = format!(
-            "no span measured in {} ({} events read)",
+            "no span measured in {} ({} events in {} lines, {} bytes read{})",
             files.join(", "),
-            self.stats.events
+            s.events,
+            s.lines,
+            s.bytes,
+            if s.interrupted {
+                ", then interrupted"
+            } else {
+                ""
+            }
         );
         for line in pairer.diagnose() {
             why.push_str("\n  ");
@@ -313,8 +323,11 @@ mod tests {
         let NothingMeasured::Why(why) = totals.nothing_measured(&files, &pairer, false) else {
             panic!("rules were given")
         };
+        let newlines = REQUESTS.iter().filter(|&&b| b == b'\n').count();
+        let (lines, bytes) = (newlines * 2, REQUESTS.len() * 2);
+        let read = format!("(10 events in {lines} lines, {bytes} bytes read)");
         assert!(
-            why.starts_with("no span measured in a.jsonl, b.jsonl (10 events read)"),
+            why.starts_with(&format!("no span measured in a.jsonl, b.jsonl {read}")),
             "{why}"
         );
         assert!(why.ends_with("for the rule grammar"), "{why}");

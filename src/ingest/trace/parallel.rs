@@ -28,7 +28,7 @@
 //! ([`super::local`]).
 //! The chunks, the threads and the order are [`crate::ingest::chunks`]'.
 
-use std::io::{self, Read};
+use std::io::Read;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,10 +39,10 @@ use super::lines::{Lines, TOO_LONG, note_malformed};
 use super::local::{self, Local, Paired};
 use super::rules::{MAX_NAMES, NameMatcher, Pairer, Recent};
 use super::{EventView, Format, InLine, Parsed, same};
+use crate::ingest::Location;
 use crate::ingest::chunks::{Spares, in_order};
-use crate::ingest::lines::Line;
+use crate::ingest::lines::{Line, ReadResult};
 use crate::ingest::reader::{Job, Reader, for_each_line};
-use crate::ingest::{Location, ReadSummary};
 use crate::span::SpanSink;
 
 /// Distinct names a worker keeps with their masks (beyond, masks are computed per event).
@@ -415,7 +415,7 @@ pub(super) fn read<R: Read + Send>(
     pairer: &mut Pairer,
     sink: &mut impl SpanSink,
     mut progress: impl FnMut(u64),
-) -> io::Result<ReadSummary> {
+) -> ReadResult {
     let matcher = pairer.matcher();
     let (format, columns) = (lines.state.format, lines.state.columns);
     let wanted = lines.state.wanted.clone();
@@ -456,15 +456,9 @@ pub(super) fn read<R: Read + Send>(
             None => ControlFlow::Continue(done.job.buf),
         }
     };
-    in_order(threads, read, parser, apply)?;
-    reader.check_mapped()?;
+    let ended = in_order(threads, read, parser, apply);
     progress(reader.bytes);
-    Ok(ReadSummary {
-        lines: total,
-        bytes: reader.bytes,
-        unterminated_last_line: reader.unterminated,
-        cancelled: reader.cancelled,
-    })
+    reader.finish(total, ended)
 }
 
 /// Takes a parsed chunk whose first line is line `before + 1`; returns its lines.

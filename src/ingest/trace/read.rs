@@ -92,7 +92,7 @@ pub fn read(
     };
     let (summary, read_error) = match drive(input, &how, &mut reading, sink, &mut progress) {
         Ok(summary) => (summary, None),
-        Err(e) => (crate::ingest::ReadSummary::default(), Some(e)),
+        Err(e) => (e.read, Some(e.error)),
     };
     let mut stats = state.stats;
     stats.lines = summary.lines;
@@ -108,7 +108,7 @@ pub fn read(
         return Err(Failed::after(stats, e));
     }
     if let Some(e) = read_error {
-        return Err(io_error(e).into());
+        return Err(Failed::after(stats, io_error(e)));
     }
     state.state.syscalls.finish(sink);
     match mostly_malformed(&stats, layout) {
@@ -143,7 +143,7 @@ impl<S: SpanSink> LineFormat<S> for Reading<'_, '_> {
         threads: usize,
         sink: &mut S,
         progress: &mut dyn FnMut(u64),
-    ) -> io::Result<crate::ingest::ReadSummary> {
+    ) -> crate::ingest::lines::ReadResult {
         super::parallel::read(chunks, threads, self.lines, self.pairer, sink, progress)
     }
 }

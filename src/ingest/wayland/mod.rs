@@ -136,7 +136,7 @@ pub fn analyze(
     // A malformed line under --strict was read before any read error (nothing is read after
     // it), so it is the error, whatever the threads.
     if let Some(error) = state.error.take() {
-        let mut stats = state.stats_after(read.unwrap_or_default());
+        let mut stats = state.stats_after(read.unwrap_or_else(|e| e.read));
         if let Error::Malformed { location, .. } = &error {
             // (up to the line: what the readers read after it, a last line's missing newline
             // included, is not said)
@@ -145,11 +145,16 @@ pub fn analyze(
         }
         return Err(Failed::after(stats, error));
     }
-    let summary = read.map_err(|source| Error::Read {
-        file: file.to_string(),
-        source,
-    })?;
-    Ok(state.stats_after(summary))
+    match read {
+        Ok(summary) => Ok(state.stats_after(summary)),
+        Err(e) => {
+            let error = Error::Read {
+                file: file.to_string(),
+                source: e.error,
+            };
+            Err(Failed::after(state.stats_after(e.read), error))
+        }
+    }
 }
 
 struct FileState<'f> {
@@ -182,7 +187,7 @@ impl<S: SpanSink> LineFormat<S> for FileState<'_> {
         threads: usize,
         sink: &mut S,
         progress: &mut dyn FnMut(u64),
-    ) -> std::io::Result<ReadSummary> {
+    ) -> crate::ingest::lines::ReadResult {
         parallel::read(chunks, threads, self, sink, progress)
     }
 }

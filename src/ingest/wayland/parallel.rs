@@ -29,16 +29,15 @@
 //! instructions: two threads take less CPU time with the small ones, though they run more
 //! instructions to pack them.
 
-use std::io::{self, Read};
+use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::FileState;
 use super::clock::{self, Local};
 use super::line::{self, Malformed, Parsed};
 use super::spans::{Meaning, Packed};
-use crate::ingest::ReadSummary;
 use crate::ingest::chunks::{Spares, in_order};
-use crate::ingest::lines::Line;
+use crate::ingest::lines::{Line, ReadResult};
 use crate::ingest::reader::{Job, Reader, for_each_line};
 use crate::span::SpanSink;
 
@@ -292,7 +291,7 @@ pub(super) fn read(
     state: &mut FileState<'_>,
     sink: &mut impl SpanSink,
     mut progress: impl FnMut(u64),
-) -> io::Result<ReadSummary> {
+) -> ReadResult {
     let mut total = 0u64;
     // bytes read, given to `progress` as chunks are taken (the workers read)
     let read_bytes = AtomicU64::new(0);
@@ -316,15 +315,9 @@ pub(super) fn read(
             None => std::ops::ControlFlow::Continue(job.buf),
         }
     };
-    in_order(threads, read, || |job| parse(job, &spare), apply)?;
-    reader.check_mapped()?;
+    let ended = in_order(threads, read, || |job| parse(job, &spare), apply);
     progress(reader.bytes);
-    Ok(ReadSummary {
-        lines: total,
-        bytes: reader.bytes,
-        unterminated_last_line: reader.unterminated,
-        cancelled: reader.cancelled,
-    })
+    reader.finish(total, ended)
 }
 
 #[cfg(test)]
