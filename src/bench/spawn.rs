@@ -17,7 +17,10 @@
 //! reap. (Killing only the shell, as before, left a `sleep` it had started running, reparented
 //! to init.) For that the benchmark should make latscope a child subreaper
 //! ([`process::reap_orphans_here`]): orphans of a killed group then come back to latscope, which
-//! reaps them, instead of to init.
+//! reaps them, instead of to init. So do the background children a run leaves running (`sleep &`
+//! in a shell): the schedule reaps those that ended before each run
+//! ([`Schedule::reap_orphans`](super::schedule::Schedule::reap_orphans)), as their zombies
+//! would otherwise count against the user's process limit until latscope exits.
 //!
 //! The wait for a run's exit polls a pidfd, waking every 5 ms to look at the cancel flag and
 //! the timeout: a watchdog thread per run (the fallback without pidfds) added 250 µs to the
