@@ -76,3 +76,87 @@ fn bench_reaps_the_orphans_of_its_runs_as_it_goes_and_stays_under_a_process_limi
         stdout(&out)
     );
 }
+
+/// `latscope ARGS` unlimited, as root: the document to compare with.
+fn unlimited(args: &[&str]) -> Output {
+    let out = util::latscope().args(args).output().expect("run latscope");
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
+/// Runs `args` with `--threads 1` unlimited and with `--threads 4` allowed no thread beyond
+/// the two latscope starts with (the main one and the signal watchdog), then with one more: the
+/// same document each time, exit 0.
+fn reads_alone_what_threads_would_have_read(uid: u32, args: &[&str]) {
+    let serial: Vec<&str> = args.iter().copied().chain(["--threads", "1"]).collect();
+    let expected = unlimited(&serial).stdout;
+    // Small chunks: many for the workers that could not be started.
+    let parallel: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--threads", "4", "--chunk-bytes", "4096"])
+        .collect();
+    for nproc in [2, 3] {
+        let out = limited(uid, nproc, &parallel);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "limit {nproc}: {}",
+            stderr(&out)
+        );
+        assert!(
+            out.stdout == expected,
+            "limit {nproc}: not the one-thread document:\n{}",
+            stdout(&out)
+        );
+    }
+}
+
+#[test]
+fn wayland_reads_on_the_calling_thread_when_no_thread_can_be_started() {
+    if !can_switch_user("wayland threads") {
+        return;
+    }
+    let log = util::data("weston-glmark2-build.client.log");
+    reads_alone_what_threads_would_have_read(
+        47_562,
+        &["wayland", "-f", "json", log.to_str().unwrap()],
+    );
+}
+
+#[test]
+fn spans_reads_on_the_calling_thread_when_no_thread_can_be_started() {
+    if !can_switch_user("spans threads") {
+        return;
+    }
+    let trace = util::root().join("tests/data/traces/sched.perf.txt");
+    let mut args = vec!["spans", "-f", "json"];
+    args.extend(util::WAKE);
+    args.push(trace.to_str().unwrap());
+    reads_alone_what_threads_would_have_read(47_563, &args);
+}
+
+#[test]
+fn compare_judges_on_the_calling_thread_when_no_thread_can_be_started() {
+    if !can_switch_user("compare threads") {
+        return;
+    }
+    let log = util::data("weston-glmark2-build.client.log");
+    let dir = tempfile::tempdir().unwrap();
+    let doc = util::write(
+        dir.path(),
+        "run.json",
+        unlimited(&["wayland", "-f", "json", log.to_str().unwrap()]).stdout,
+    );
+    // The user of its own must be able to read it.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let args = ["compare", doc.to_str().unwrap(), doc.to_str().unwrap()];
+    let expected = unlimited(&args).stdout;
+    let out = limited(47_564, 2, &args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), String::from_utf8_lossy(&expected));
+}
