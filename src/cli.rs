@@ -189,11 +189,105 @@ pub fn command() -> clap::Command {
     cmd
 }
 
-/// Parses the process's arguments with [`command`]; a usage error exits with 2.
+/// Parses the process's arguments with [`command`]; a usage error exits with 2, and so does an
+/// output that is one of the inputs ([`same_file`]).
 pub fn parse() -> Cli {
     let mut cmd = command();
     let mut matches = cmd.clone().get_matches();
+    let (mut leaf, args) = leaf(&cmd, &matches);
+    if let Some(message) = same_file(&leaf, args) {
+        leaf.error(clap::error::ErrorKind::ArgumentConflict, message)
+            .exit();
+    }
     Cli::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.format(&mut cmd).exit())
+}
+
+/// The arguments that name a file a command reads, by id, in every command.
+const INPUTS: &[&str] = &[
+    "files", "client", "server", "timeline", "input", "compare", "before", "after", "results",
+    "result",
+];
+
+/// The arguments that name a file a command writes, by id, in every command (`bench --output`
+/// also takes `null`, `pipe` and `inherit`, which are no file).
+const OUTPUTS: &[&str] = &[
+    "save",
+    "report",
+    "export_json",
+    "export_markdown",
+    "export_csv",
+    "output",
+];
+
+/// The subcommand that runs (`lab x11`: `x11`), built so that its usage line names it in full,
+/// and its arguments.
+fn leaf<'m>(
+    cmd: &clap::Command,
+    matches: &'m clap::ArgMatches,
+) -> (clap::Command, &'m clap::ArgMatches) {
+    let mut current = cmd.clone();
+    current.build();
+    let mut args = matches;
+    while let Some((word, sub)) = args.subcommand() {
+        let Some(next) = current.find_subcommand(word) else {
+            break;
+        };
+        current = next.clone();
+        args = sub;
+    }
+    (current, args)
+}
+
+/// The message refusing an output that is one of the inputs: the same regular file, by device
+/// and inode (`./x` and `x`, a hard link, a link), so that writing a report, a saved result or
+/// an export cannot replace the trace or result it is made from. An output that does not exist
+/// yet is none of the inputs; `-` is standard input or output, never a file named so.
+fn same_file(cmd: &clap::Command, args: &clap::ArgMatches) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let keywords: &[&str] = match cmd.get_name() {
+        "bench" => &["null", "pipe", "inherit"],
+        _ => &[],
+    };
+    let given = |ids: &[&str]| -> Vec<(String, PathBuf)> {
+        let mut paths = Vec::new();
+        for id in ids {
+            let Ok(Some(values)) = args.try_get_raw(id) else {
+                continue;
+            };
+            let option = cmd
+                .get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(|a| a.get_long().map(|l| format!("--{l}")))
+                .unwrap_or_default();
+            for value in values.filter(|v| *v != "-" && !keywords.iter().any(|k| v == k)) {
+                paths.push((option.clone(), PathBuf::from(value)));
+            }
+        }
+        paths
+    };
+    let identity = |path: &Path| {
+        std::fs::metadata(path)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| (m.dev(), m.ino()))
+    };
+    let inputs: Vec<_> = given(INPUTS)
+        .into_iter()
+        .filter_map(|(option, path)| Some((option, identity(&path)?, path)))
+        .collect();
+    given(OUTPUTS).into_iter().find_map(|(option, path)| {
+        let id = identity(&path)?;
+        let (input_option, _, input) = inputs.iter().find(|(_, i, _)| *i == id)?;
+        let input_option = match input_option.as_str() {
+            "" => String::new(),
+            o => format!("{o} "),
+        };
+        Some(format!(
+            "{option} {} is the input {input_option}{}: writing it would replace what is read; give another file",
+            path.display(),
+            input.display()
+        ))
+    })
 }
 
 /// `cmd` with the `--format` of its subcommand `words` described by `writes`.
@@ -1956,5 +2050,77 @@ mod tests {
             panic!()
         };
         assert_eq!(args.span_options().enabled, [true, false, true, false]);
+    }
+
+    /// Every argument of every command that takes a path.
+    fn path_arguments(cmd: &clap::Command, words: &str, found: &mut Vec<(String, String)>) {
+        for arg in cmd.get_arguments() {
+            if arg.get_value_parser().type_id() == std::any::TypeId::of::<PathBuf>() {
+                found.push((words.to_string(), arg.get_id().to_string()));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            path_arguments(sub, &format!("{words} {}", sub.get_name()), found);
+        }
+    }
+
+    #[test]
+    fn every_path_argument_is_known_as_an_input_or_an_output() {
+        let mut found = Vec::new();
+        path_arguments(&command(), "latscope", &mut found);
+        assert!(found.len() > 10, "{found:?}");
+        for (words, id) in found {
+            assert!(
+                INPUTS.contains(&id.as_str()) || OUTPUTS.contains(&id.as_str()),
+                "{words} {id}: add it to INPUTS or OUTPUTS, so that same_file checks it"
+            );
+        }
+    }
+
+    /// `same_file`'s message for `args` of `latscope ...`, parsed as the binary parses them.
+    fn same(args: &[&str]) -> Option<String> {
+        let cmd = command();
+        let matches = cmd
+            .clone()
+            .try_get_matches_from(std::iter::once("latscope").chain(args.iter().copied()))
+            .unwrap();
+        let (leaf, args) = leaf(&cmd, &matches);
+        same_file(&leaf, args)
+    }
+
+    #[test]
+    fn an_output_is_refused_when_it_is_an_input_by_any_name_and_only_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.log");
+        std::fs::write(&trace, "x\n").unwrap();
+        let link = dir.path().join("link.log");
+        std::fs::hard_link(&trace, &link).unwrap();
+        let other = dir.path().join("other.log");
+        std::fs::write(&other, "y\n").unwrap();
+        let (t, l, o) = (
+            trace.to_str().unwrap(),
+            link.to_str().unwrap(),
+            other.to_str().unwrap(),
+        );
+        let dotted = format!("{}/./t.log", dir.path().display());
+        for args in [
+            vec!["wayland", t, "--report", &dotted],
+            vec!["spans", o, t, "--report", l],
+            vec!["plot", o, t, "-o", l],
+            vec!["bench", "--input", t, "--export-markdown", l, "true"],
+            vec!["report", t, "-o", l],
+        ] {
+            let message = same(&args).unwrap_or_else(|| panic!("not refused: {args:?}"));
+            assert!(message.contains(t), "{message}");
+        }
+        let fresh = dir.path().join("new.html");
+        for args in [
+            vec!["wayland", t, "--report", fresh.to_str().unwrap()],
+            vec!["spans", t, "--report", o],
+            vec!["export", t, "--to", "hlog"],
+            vec!["bench", "--output", "null", "--input", t, "true"],
+        ] {
+            assert_eq!(same(&args), None, "{args:?}");
+        }
     }
 }

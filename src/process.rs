@@ -654,6 +654,23 @@ pub fn sweep_group(pgid: Pid) {
     while unsafe { libc::waitpid(-pgid, &mut status, libc::WNOHANG) } > 0 {}
 }
 
+/// Reaps, without waiting, every child of this process that has exited; how many.
+///
+/// Only for a process that has no child of its own being waited for at that moment (a
+/// benchmark between two runs): it takes any child's status. A subreaper
+/// ([`reap_orphans_here`]) adopts the background children that a run left behind; their own
+/// group's sweep ([`sweep_group`]) finds them still running, so each becomes a zombie here once
+/// it ends, and, unreaped, they piled up until a process limit refused the next run.
+pub fn reap_exited_children() -> usize {
+    let mut status = 0;
+    let mut reaped = 0;
+    // SAFETY: waitpid on any child, non-blocking; a valid pointer to status.
+    while unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } > 0 {
+        reaped += 1;
+    }
+    reaped
+}
+
 /// Kills what is left of process group `pgid` (its leader reaped) and reaps those of its
 /// members that are our children (orphans come to us as a subreaper), for at most a second.
 pub fn reap_group(pgid: Pid) {

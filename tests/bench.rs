@@ -982,3 +982,35 @@ fn per_layout_medians_show_what_the_placement_of_the_loop_costs() {
         "{wall}"
     );
 }
+
+#[test]
+fn an_export_that_cannot_be_written_keeps_the_summary_and_the_other_exports() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("runs.csv");
+    let out = run(&[
+        "bench",
+        "--runs",
+        "3",
+        "--counters",
+        "none",
+        "--export-json",
+        "/dev/full",
+        "--export-csv",
+        csv.to_str().unwrap(),
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("A (baseline): true"),
+        "{}",
+        stdout(&out)
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("--export-json: cannot write /dev/full"),
+        "{err}"
+    );
+    assert!(!err.contains("--export-csv"), "{err}");
+    let lines = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(lines.lines().count(), 1 + 3, "{lines}");
+}

@@ -123,3 +123,60 @@ fn lab_wayland_on_a_compositor_that_presents_nothing_says_so() {
         "{text}"
     );
 }
+
+/// `latscope ARGS` run in `dir`: refused as a usage error naming `output` and `input`, and
+/// the input still what it was.
+fn refused_as_its_own_output(dir: &std::path::Path, args: &[&str], output: &str, input: &str) {
+    let before = std::fs::read(dir.join(input)).unwrap();
+    let out = crate::util::latscope()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{output} is the input {input}")),
+        "{args:?}: {err}"
+    );
+    assert_eq!(std::fs::read(dir.join(input)).unwrap(), before, "{args:?}");
+}
+
+#[test]
+fn wayland_refuses_to_write_its_report_over_the_log_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("c.log");
+    std::fs::copy(crate::util::data("weston-simple-shm.client.log"), &log).unwrap();
+    std::fs::hard_link(&log, dir.path().join("same.log")).unwrap();
+    refused_as_its_own_output(
+        dir.path(),
+        &["wayland", "c.log", "--report", "./c.log"],
+        "--report ./c.log",
+        "c.log",
+    );
+    refused_as_its_own_output(
+        dir.path(),
+        &["wayland", "c.log", "--report", "same.log"],
+        "--report same.log",
+        "c.log",
+    );
+}
+
+#[test]
+fn spans_refuses_to_write_its_report_over_the_trace_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.txt");
+    std::fs::copy(
+        crate::util::root().join("tests/data/traces/sched.perf.txt"),
+        &trace,
+    )
+    .unwrap();
+    std::fs::hard_link(&trace, dir.path().join("linked.txt")).unwrap();
+    let mut args: Vec<&str> = vec!["spans"];
+    args.extend(crate::util::WAKE);
+    for (input, output) in [("t.txt", "./t.txt"), ("./t.txt", "linked.txt")] {
+        let mut args = args.clone();
+        args.extend([input, "--report", output]);
+        refused_as_its_own_output(dir.path(), &args, &format!("--report {output}"), input);
+    }
+}

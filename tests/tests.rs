@@ -14,6 +14,7 @@ mod golden;
 mod ipc;
 mod lab;
 mod lab_records;
+mod limits;
 mod live;
 mod live_record;
 mod live_system;

@@ -74,6 +74,9 @@ pub struct Schedule {
     pub layouts: Vec<Layout>,
     /// stop early, keeping what was measured
     pub cancel: Option<Cancel>,
+    /// reap every exited child before each run (for a subreaper with no other children: the
+    /// orphans the runs leave; see [`crate::process::reap_exited_children`])
+    pub reap_orphans: bool,
 }
 
 /// Counted rounds: one after every [`COUNT_EVERY`] blocks (and one after the first), so reading
@@ -385,6 +388,10 @@ impl<'a> Runner<'a> {
         counted: Counted<'_>,
         m: &mut Measured,
     ) -> Result<RunMeasure, BenchError> {
+        if self.s.reap_orphans {
+            // Between runs: no run's status can be taken, and no run is being timed.
+            crate::process::reap_exited_children();
+        }
         self.hook(PREPARE)?;
         let prepared = &self.prepared[c][layout];
         let (mut r, unsupported) = match counted {
@@ -513,6 +520,7 @@ mod tests {
             seed: 7,
             layouts: Vec::new(),
             cancel: None,
+            reap_orphans: false,
         }
     }
 

@@ -17,7 +17,10 @@
 //! reap. (Killing only the shell, as before, left a `sleep` it had started running, reparented
 //! to init.) For that the benchmark should make latscope a child subreaper
 //! ([`process::reap_orphans_here`]): orphans of a killed group then come back to latscope, which
-//! reaps them, instead of to init.
+//! reaps them, instead of to init. So do the background children a run leaves running (`sleep &`
+//! in a shell): the schedule reaps those that ended before each run
+//! ([`Schedule::reap_orphans`](super::schedule::Schedule::reap_orphans)), as their zombies
+//! would otherwise count against the user's process limit until latscope exits.
 //!
 //! The wait for a run's exit polls a pidfd, waking every 5 ms to look at the cancel flag and
 //! the timeout: a watchdog thread per run (the fallback without pidfds) added 250 µs to the
@@ -203,15 +206,23 @@ impl Prepared {
         self.streams(&mut setup, drain.is_none());
         let spawner = self.program.spawner(&setup)?;
         drop(setup);
+        let exited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The reader starts before the run, so that a thread that cannot be started (a
+        // process limit) fails the run before it is spawned, and is not timed.
+        let (reader, write_end) = match drain {
+            Some((r, w)) => {
+                let exited = exited.clone();
+                let reader = std::thread::Builder::new()
+                    .name("bench-output".into())
+                    .spawn(move || discard(r, &exited))?;
+                (Some(reader), Some(w))
+            }
+            None => (None, None),
+        };
         let start = Instant::now();
         let spawned = spawner.spawn();
-        let exited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let reader = drain.map(|(r, w)| {
-            // Our copy of the write end: EOF comes when the child's copies go.
-            drop(w);
-            let exited = exited.clone();
-            std::thread::spawn(move || discard(r, &exited))
-        });
+        // Our copy of the write end: EOF comes when the child's copies go.
+        drop(write_end);
         let finished = || exited.store(true, std::sync::atomic::Ordering::Relaxed);
         let pid = match spawned {
             Ok(pid) => pid,
@@ -307,8 +318,17 @@ fn finish(pid: Pid, start: Instant, stops: Stops<'_>) -> Result<RunMeasure, Spaw
         (wall_ns, fired, status, usage)
     } else {
         // Wait for the exit without reaping, so the watchdog can never signal a reused
-        // PID or group; stop the watchdog; only then reap.
-        let dog = watchdog(pid, stops);
+        // PID or group; stop the watchdog; only then reap. Without a watchdog (no thread
+        // could be started), the run cannot be stopped: it is ended and the error said.
+        let dog = match watchdog(pid, stops) {
+            Ok(dog) => dog,
+            Err(e) => {
+                let _ = process::kill_group(pid, libc::SIGKILL);
+                let _ = process::wait(pid);
+                process::reap_group(pid);
+                return Err(SpawnError::System(e));
+            }
+        };
         let exited = process::wait_ended(pid);
         let wall_ns = start.elapsed().as_nanos() as u64;
         let fired = dog.finish();
@@ -439,34 +459,36 @@ struct Watchdog {
     thread: std::thread::JoinHandle<Option<Fired>>,
 }
 
-fn watchdog(pid: Pid, stops: Stops<'_>) -> Watchdog {
+fn watchdog(pid: Pid, stops: Stops<'_>) -> io::Result<Watchdog> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     let done = Arc::new(AtomicBool::new(false));
     let d = done.clone();
     let cancel = stops.cancel.cloned();
     let deadline = stops.timeout.map(|t| Instant::now() + t);
-    let thread = std::thread::spawn(move || {
-        while !d.load(Ordering::Relaxed) {
-            let fired = if cancel.as_ref().is_some_and(Cancel::is_raised) {
-                Some(Fired::Cancel)
-            } else if deadline.is_some_and(|d| Instant::now() >= d) {
-                Some(Fired::Timeout)
-            } else {
-                None
-            };
-            if fired.is_some() {
-                // The leader is not reaped until this thread is joined (the parent waits with
-                // WNOWAIT first), so neither its PID nor its group can have been reused.
-                let _ = process::kill_group(pid, libc::SIGKILL);
-                let _ = process::kill(pid, libc::SIGKILL);
-                return fired;
+    let thread = std::thread::Builder::new()
+        .name("bench-watchdog".into())
+        .spawn(move || {
+            while !d.load(Ordering::Relaxed) {
+                let fired = if cancel.as_ref().is_some_and(Cancel::is_raised) {
+                    Some(Fired::Cancel)
+                } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                    Some(Fired::Timeout)
+                } else {
+                    None
+                };
+                if fired.is_some() {
+                    // The leader is not reaped until this thread is joined (the parent waits with
+                    // WNOWAIT first), so neither its PID nor its group can have been reused.
+                    let _ = process::kill_group(pid, libc::SIGKILL);
+                    let _ = process::kill(pid, libc::SIGKILL);
+                    return fired;
+                }
+                std::thread::sleep(Duration::from_millis(5));
             }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        None
-    });
-    Watchdog { done, thread }
+            None
+        })?;
+    Ok(Watchdog { done, thread })
 }
 
 impl Watchdog {

@@ -6,11 +6,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::cli::{BenchArgs, CounterSet, Format};
 use crate::signals;
 use latscope::bench::analysis::{Runs, analyse, clear};
+use latscope::bench::callgrind;
 use latscope::bench::counters::{DEFAULT_EVENTS, parse_event};
 use latscope::bench::layouts::{self, SEED_PLACEHOLDER, with_seed};
 use latscope::bench::schedule::{self, BenchCommand, Measured, Schedule};
 use latscope::bench::spawn::{Io, Output};
-use latscope::bench::{callgrind, schedule::BenchError};
 use latscope::doc::bench::{BenchDoc, Stop};
 use latscope::doc::rule::{Clock, RuleDoc};
 use latscope::doc::run::Layout;
@@ -68,10 +68,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             anyhow::Error::from,
         ));
     }
-    output(&commands, &measured, callgrind, args, &files, rule)?;
-    match error {
-        Some(e @ BenchError::Failed { .. }) | Some(e @ BenchError::Spawn(_)) => Err(e.into()),
-        None => Ok(()),
+    let written = output(&commands, &measured, callgrind, args, &files, rule);
+    match (error, written) {
+        (None, written) => written,
+        (Some(e), Ok(())) => Err(e.into()),
+        (Some(e), Err(unwritten)) => Err(anyhow::anyhow!("{e}; and {unwritten}")),
     }
 }
 
@@ -200,25 +201,50 @@ fn output(
     };
     let doc = render::document(commands, m, &a, rule_doc);
     let json = doc::to_json(&doc, false);
-    if let Some(file) = &files.json {
-        file.write(json.as_bytes())?;
-    }
-    if let Some(file) = &files.hyperfine {
-        file.write(latscope::report::hyperfine::json(commands, m).as_bytes())?;
-    }
-    if let Some(file) = &files.markdown {
-        file.write(render::markdown(commands, m, &a).as_bytes())?;
-    }
-    if let Some(file) = &files.csv {
-        file.write(render::csv(commands, m).as_bytes())?;
-    }
+    // The summary first: a file that cannot be written (a full disk) must not take the run's
+    // results with it, and one failed file does not stop the others.
     let text = match args.out.get() {
         Format::Text => render::text(commands, m, &a, rule.noise),
-        Format::Json => doc::to_json(&doc, false),
+        Format::Json => json.clone(),
         Format::Markdown => render::markdown(commands, m, &a),
         Format::Csv => render::csv(commands, m),
     };
-    crate::commands::print(&text)
+    let mut failed = Vec::new();
+    if let Err(e) = crate::commands::print(&text) {
+        failed.push(format!("standard output: {e}"));
+    }
+    failed.extend(write_files(files, &json, commands, m, &a));
+    match failed.len() {
+        0 => Ok(()),
+        n => bail!("{n} output(s) not written:\n  {}", failed.join("\n  ")),
+    }
+}
+
+/// Writes each file asked for, going on past one that fails; the failures, each named by its
+/// option.
+fn write_files(
+    files: &Files,
+    json: &str,
+    commands: &[BenchCommand],
+    m: &Measured,
+    a: &latscope::bench::analysis::Analysis,
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    let mut write =
+        |option: &str, file: &Option<latscope::files::Output>, render: &dyn Fn() -> String| {
+            if let Some(Err(e)) = file.as_ref().map(|f| f.write(render().as_bytes())) {
+                failed.push(format!("{option}: {e}"));
+            }
+        };
+    write("--save", &files.json, &|| json.to_string());
+    write("--export-json", &files.hyperfine, &|| {
+        latscope::report::hyperfine::json(commands, m)
+    });
+    write("--export-markdown", &files.markdown, &|| {
+        render::markdown(commands, m, a)
+    });
+    write("--export-csv", &files.csv, &|| render::csv(commands, m));
+    failed
 }
 
 fn parameter_lists(specs: &[String]) -> Result<Vec<(String, Vec<String>)>> {
@@ -314,6 +340,8 @@ fn build_schedule(args: &BenchArgs, commands: usize) -> Result<Schedule> {
         seed: args.seed,
         layouts,
         cancel: Some(signals::cancel_on_interrupt()),
+        // latscope is the subreaper of the runs' orphans (`run`) and has no other children.
+        reap_orphans: true,
     })
 }
 

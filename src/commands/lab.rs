@@ -29,6 +29,7 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
         QueueMode::Model
     };
     let mut runs: Vec<Row> = Vec::new();
+    let mut failed = None;
     let total = configs.len();
     for (labels, p) in configs {
         // A stop (Ctrl-C, SIGTERM) ends a real run's submissions; the rows run so far are
@@ -36,13 +37,16 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
         if cancel.is_raised() {
             break;
         }
-        runs.push(Row {
-            labels,
-            report: run_one(&p, args, &cancel),
-        });
+        match run_one(&p, args, &cancel) {
+            Ok(report) => runs.push(Row { labels, report }),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
     }
     if runs.is_empty() {
-        bail!("interrupted before any run");
+        return Err(failed.unwrap_or_else(|| anyhow::anyhow!("interrupted before any run")));
     }
     if cancel.is_raised() {
         eprintln!(
@@ -61,7 +65,14 @@ pub fn queue(args: &QueueArgs) -> Result<()> {
         }
         Format::Csv => crate::commands::unsupported("lab queue", args.out.get()),
     };
-    crate::commands::print(&text)
+    crate::commands::print(&text)?;
+    match failed {
+        Some(e) => Err(e.context(format!(
+            "{} of {total} configuration(s) ran; what they measured is printed",
+            sweep.rows.len()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Every request of a run is kept while it runs (its stages are reported), and every row keeps
@@ -101,9 +112,9 @@ fn check_memory(configs: &[Config], max_spans: usize) {
     }
 }
 
-fn run_one(p: &Params, args: &QueueArgs, cancel: &latscope::ingest::Cancel) -> RunReport {
+fn run_one(p: &Params, args: &QueueArgs, cancel: &latscope::ingest::Cancel) -> Result<RunReport> {
     let (requests, mut report) = if args.real {
-        let o = real::run(p, Some(cancel));
+        let o = real::run(p, Some(cancel))?;
         let r = RunReport::new(&o.requests, &o.completion_to_next, Vec::new());
         (o.requests, r)
     } else {
@@ -112,7 +123,7 @@ fn run_one(p: &Params, args: &QueueArgs, cancel: &latscope::ingest::Cancel) -> R
         (o.requests, r)
     };
     report.keep(&requests, args.max_spans.get());
-    report
+    Ok(report)
 }
 
 fn duration(name: &str, text: &str) -> Result<u64> {

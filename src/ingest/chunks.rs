@@ -103,9 +103,18 @@ where
     // The calling thread's own parser, for the chunks it parses while it would wait.
     let mut own = parser();
     std::thread::scope(|scope| {
+        // A worker that cannot be started (a process limit) is not waited for: the calling
+        // thread reads and parses what the missing workers would have, and the result is
+        // the same.
+        let mut started = 0;
         for who in 1..=workers {
             let (feed, done_tx, parse) = (&feed, done_tx.clone(), parser());
-            scope.spawn(move || work(who, parse, feed, &done_tx));
+            let worker = std::thread::Builder::new()
+                .spawn_scoped(scope, move || work(who, parse, feed, &done_tx));
+            if worker.is_err() {
+                break;
+            }
+            started += 1;
         }
         drop(done_tx);
         // However this thread leaves (the end, a worker's panic, a panic here), the workers
@@ -116,7 +125,7 @@ where
         // meanwhile. With one, after its read: waiting for its result instead, this thread
         // sat idle while it parsed its chunk, every time it found it reading, and two threads
         // read markedly more slowly.
-        let one_worker = workers == 1;
+        let one_worker = started <= 1;
         let mut help = || {
             let input = match one_worker {
                 true => feed.input(),
@@ -379,7 +388,9 @@ impl<D> InOrder<D> {
         while self.pending[slot].is_none() {
             let (seq, done) = match self.results.try_recv() {
                 Ok((seq, done)) => (seq, done?),
-                Err(TryRecvError::Disconnected) => return None,
+                // No worker left (none could be started, or one failed): the calling thread
+                // goes on alone; after a failure, until the missing result holds up the rest.
+                Err(TryRecvError::Disconnected) => help()?,
                 Err(TryRecvError::Empty) => match help() {
                     Some(helped) => helped,
                     None => {

@@ -145,6 +145,13 @@ impl Held {
     pub fn abandon(self) {
         self.held.abandon();
     }
+
+    /// Ends the held command without running it, for `source`: the error that says so.
+    pub fn fail(self, source: io::Error) -> LaunchError {
+        let command = self.command.clone();
+        self.abandon();
+        LaunchError::Io { command, source }
+    }
 }
 
 /// Sends `signal` to the command's process group (it and whatever it started there).

@@ -121,9 +121,16 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
     };
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let shared = Arc::new(Shared::default());
-    let marker = opts.marker.then(|| call_marker(shared.clone(), child.id()));
-    let watcher = watch(child.id(), opts.pid, opts.cancel.clone(), shared.clone());
-    let errors = thread::spawn(move || forward_stderr(stderr));
+    let threads = helpers(&opts, &mut child, stderr, &shared);
+    let (marker, watcher, errors) = match threads {
+        Ok(threads) => threads,
+        Err(e) => {
+            if let Some(held) = opts.command.take() {
+                held.abandon();
+            }
+            return Err(e);
+        }
+    };
     let mut state = Stream::new(opts.empty, opts.record);
     let mut held = opts.command.take();
     let mut launch_error: Option<String> = None;
@@ -194,18 +201,77 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
     })
 }
 
-/// Releases the held command and starts the thread that reaps it.
+type Helpers = (
+    Option<thread::JoinHandle<()>>,
+    thread::JoinHandle<()>,
+    thread::JoinHandle<String>,
+);
+
+/// Starts the threads beside bpftrace: the marker's (with `--marker`), the watcher, the reader
+/// of its stderr. If one cannot be started (a process limit), bpftrace is ended and reaped,
+/// the threads started are joined, and the error says which could not start.
+fn helpers(
+    opts: &RunOptions,
+    child: &mut std::process::Child,
+    stderr: Option<std::process::ChildStderr>,
+    shared: &Arc<Shared>,
+) -> std::io::Result<Helpers> {
+    let marker = opts
+        .marker
+        .then(|| call_marker(shared.clone(), child.id()))
+        .transpose();
+    let watcher = watch(child.id(), opts.pid, opts.cancel.clone(), shared.clone());
+    let errors = thread::Builder::new()
+        .name("bpftrace-stderr".into())
+        .spawn(move || forward_stderr(stderr));
+    match (marker, watcher, errors) {
+        (Ok(marker), Ok(watcher), Ok(errors)) => Ok((marker, watcher, errors)),
+        (marker, watcher, errors) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            shared.done.store(true, Ordering::Relaxed);
+            let mut failed = None;
+            for joined in [
+                marker.map(|m| m.map(|t| t.join())),
+                watcher.map(|t| Some(t.join())),
+                errors.map(|t| Some(t.join().map(drop))),
+            ] {
+                if let Err(e) = joined {
+                    failed.get_or_insert(e);
+                }
+            }
+            let e = failed.unwrap_or_else(|| std::io::Error::other("unknown"));
+            Err(std::io::Error::new(
+                e.kind(),
+                format!("cannot start a thread beside bpftrace: {e}"),
+            ))
+        }
+    }
+}
+
+/// Starts the thread that reaps the held command, then releases it. The thread comes first:
+/// one that cannot be started (a process limit) leaves the command unrun, with the error.
 fn start(held: Held, shared: &Arc<Shared>) -> Result<(), launch::LaunchError> {
+    let pid = held.pid;
+    let reaper = {
+        let shared = shared.clone();
+        thread::Builder::new()
+            .name("command-reaper".into())
+            .spawn(move || {
+                let status = launch::wait(pid);
+                *shared.status.lock().unwrap() = status;
+                shared.exited.store(true, Ordering::Relaxed);
+            })
+    };
+    if let Err(e) = reaper {
+        shared.exited.store(true, Ordering::Relaxed);
+        return Err(held.fail(e));
+    }
+    // A failed release reaps the child itself; the reaper then finds no status to record.
     let pid = held.release().inspect_err(|_| {
         shared.exited.store(true, Ordering::Relaxed);
     })?;
     *shared.command.lock().unwrap() = Some(pid);
-    let shared = shared.clone();
-    thread::spawn(move || {
-        let status = launch::wait(pid);
-        *shared.status.lock().unwrap() = status;
-        shared.exited.store(true, Ordering::Relaxed);
-    });
     Ok(())
 }
 
@@ -237,20 +303,22 @@ const MARKER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Fires the marker every 10 ms until the program answers or the session ends; past
 /// [`MARKER_TIMEOUT`], asks bpftrace to stop (the held command never runs).
-fn call_marker(shared: Arc<Shared>, bpftrace: u32) -> thread::JoinHandle<()> {
-    thread::spawn(move || {
-        let started = std::time::Instant::now();
-        while !shared.ready.load(Ordering::Relaxed) && !shared.done.load(Ordering::Relaxed) {
-            if started.elapsed() > MARKER_TIMEOUT {
-                shared.marker_timeout.store(true, Ordering::Relaxed);
-                // SAFETY: kill has no memory-safety preconditions.
-                unsafe { libc::kill(bpftrace as i32, libc::SIGINT) };
-                return;
+fn call_marker(shared: Arc<Shared>, bpftrace: u32) -> std::io::Result<thread::JoinHandle<()>> {
+    thread::Builder::new()
+        .name("live-marker".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            while !shared.ready.load(Ordering::Relaxed) && !shared.done.load(Ordering::Relaxed) {
+                if started.elapsed() > MARKER_TIMEOUT {
+                    shared.marker_timeout.store(true, Ordering::Relaxed);
+                    // SAFETY: kill has no memory-safety preconditions.
+                    unsafe { libc::kill(bpftrace as i32, libc::SIGINT) };
+                    return;
+                }
+                fire_marker();
+                thread::sleep(Duration::from_millis(10));
             }
-            fire_marker();
-            thread::sleep(Duration::from_millis(10));
-        }
-    })
+        })
 }
 
 struct Stream {
@@ -355,33 +423,37 @@ fn watch(
     pid: Option<u32>,
     cancel: Cancel,
     shared: Arc<Shared>,
-) -> thread::JoinHandle<()> {
-    thread::spawn(move || {
-        while !shared.done.load(Ordering::Relaxed) {
-            let reason = if cancel.is_raised() {
-                if let Some(command) = *shared.command.lock().unwrap() {
-                    launch::signal_group(command, libc::SIGINT);
+) -> std::io::Result<thread::JoinHandle<()>> {
+    thread::Builder::new()
+        .name("live-watcher".into())
+        .spawn(move || {
+            while !shared.done.load(Ordering::Relaxed) {
+                let reason = if cancel.is_raised() {
+                    if let Some(command) = *shared.command.lock().unwrap() {
+                        launch::signal_group(command, libc::SIGINT);
+                    }
+                    Some("interrupted".to_string())
+                } else if pid.is_some_and(|p| !alive(p)) {
+                    Some("the traced process exited".to_string())
+                } else if shared.exited.load(Ordering::Relaxed) {
+                    Some(match *shared.status.lock().unwrap() {
+                        Some(code) if code != 0 => {
+                            format!("the traced command exited (status {code})")
+                        }
+                        _ => "the traced command exited".to_string(),
+                    })
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    *shared.stopped_by.lock().unwrap() = Some(reason);
+                    // SAFETY: kill has no memory-safety preconditions.
+                    unsafe { libc::kill(bpftrace as i32, libc::SIGINT) };
+                    return;
                 }
-                Some("interrupted".to_string())
-            } else if pid.is_some_and(|p| !alive(p)) {
-                Some("the traced process exited".to_string())
-            } else if shared.exited.load(Ordering::Relaxed) {
-                Some(match *shared.status.lock().unwrap() {
-                    Some(code) if code != 0 => format!("the traced command exited (status {code})"),
-                    _ => "the traced command exited".to_string(),
-                })
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                *shared.stopped_by.lock().unwrap() = Some(reason);
-                // SAFETY: kill has no memory-safety preconditions.
-                unsafe { libc::kill(bpftrace as i32, libc::SIGINT) };
-                return;
+                thread::sleep(Duration::from_millis(50));
             }
-            thread::sleep(Duration::from_millis(50));
-        }
-    })
+        })
 }
 
 /// Copies bpftrace's stderr to ours as it comes (minus a harmless warning) and returns it.

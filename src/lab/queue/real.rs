@@ -72,7 +72,8 @@ pub struct RealOutcome {
 /// Runs the pipeline with real threads.
 ///
 /// A raised `cancel` stops submitting: the requests submitted so far finish and are returned.
-pub fn run(p: &Params, cancel: Option<&Cancel>) -> RealOutcome {
+/// A thread that cannot be started (a process limit) is an error: every engine needs its two.
+pub fn run(p: &Params, cancel: Option<&Cancel>) -> std::io::Result<RealOutcome> {
     let p = Params {
         engines: p.engines.max(1),
         burst: p.burst.max(1),
@@ -96,36 +97,63 @@ pub fn run(p: &Params, cancel: Option<&Cancel>) -> RealOutcome {
         gaps: Mutex::new(Vec::new()),
         cancel: cancel.cloned(),
     });
+    let (to_workers, threads) = start_engines(&shared)?;
+    let submitted = submitter(&shared, &to_workers);
+    wait_for_all(&shared);
+    stop_engines(to_workers, threads);
+    let mut requests = shared.requests.lock().unwrap().clone();
+    requests.truncate(submitted);
+    // Requests skipped after a stop never ran: they are not reported.
+    requests.retain(|r| r.completion > 0);
+    let completion_to_next = shared.gaps.lock().unwrap().clone();
+    Ok(RealOutcome {
+        requests,
+        completion_to_next,
+    })
+}
+
+type Engines = (Vec<Sender<Vec<usize>>>, Vec<thread::JoinHandle<()>>);
+
+/// Each engine's worker and interrupt handler; if one cannot be started, those started are
+/// stopped and joined, and the error is returned.
+fn start_engines(shared: &Arc<Shared>) -> std::io::Result<Engines> {
     let mut to_workers = Vec::new();
     let mut threads = Vec::new();
-    for e in 0..p.engines as usize {
+    for e in 0..shared.p.engines as usize {
         let (groups_tx, groups_rx) = channel::<Vec<usize>>();
         let (ends_tx, ends_rx) = channel::<u64>();
         let s = shared.clone();
-        threads.push(thread::spawn(move || worker(&s, groups_rx, ends_tx)));
+        let worker = thread::Builder::new().spawn(move || worker(&s, groups_rx, ends_tx));
         let s = shared.clone();
         let tx = groups_tx.clone();
-        threads.push(thread::spawn(move || handler(&s, e, ends_rx, tx)));
+        let handler = worker.and_then(|w| {
+            threads.push(w);
+            thread::Builder::new().spawn(move || handler(&s, e, ends_rx, tx))
+        });
         to_workers.push(groups_tx);
+        match handler {
+            Ok(h) => threads.push(h),
+            Err(e) => {
+                stop_engines(to_workers, threads);
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot start the pipeline's threads: {e}"),
+                ));
+            }
+        }
     }
-    let submitted = submitter(&shared, &to_workers);
-    wait_for_all(&shared);
-    // An empty group stops a worker; its handler stops when the worker's channel closes.
+    Ok((to_workers, threads))
+}
+
+/// Stops the workers (an empty group each) and their handlers (when the worker's channel
+/// closes), and joins them.
+fn stop_engines(to_workers: Vec<Sender<Vec<usize>>>, threads: Vec<thread::JoinHandle<()>>) {
     for tx in &to_workers {
         let _ = tx.send(Vec::new());
     }
     drop(to_workers);
     for t in threads {
         let _ = t.join();
-    }
-    let mut requests = shared.requests.lock().unwrap().clone();
-    requests.truncate(submitted);
-    // Requests skipped after a stop never ran: they are not reported.
-    requests.retain(|r| r.completion > 0);
-    let completion_to_next = shared.gaps.lock().unwrap().clone();
-    RealOutcome {
-        requests,
-        completion_to_next,
     }
 }
 
@@ -263,7 +291,7 @@ mod tests {
             batches: 200,
             ..Params::default()
         };
-        let o = run(&p, None);
+        let o = run(&p, None).unwrap();
         assert_eq!(o.requests.len(), 200);
         for (i, r) in o.requests.iter().enumerate() {
             assert!(r.prep_start + p.prep <= r.prep_end, "batch {i}: prep");
@@ -293,7 +321,7 @@ mod tests {
             ring: Some(4),
             ..Params::default()
         };
-        let o = run(&p, None);
+        let o = run(&p, None).unwrap();
         for r in &o.requests {
             let in_flight = o
                 .requests

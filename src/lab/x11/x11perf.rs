@@ -117,13 +117,23 @@ pub fn run(
     let limit = Duration::from_secs(30 + tests.len() as u64 * (u64::from(seconds) + 10));
     let deadline = Instant::now() + limit;
     let stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
+    let reader = std::thread::Builder::new().spawn(move || {
         let mut text = String::new();
         if let Some(mut out) = stdout {
             let _ = std::io::Read::read_to_string(&mut out, &mut text);
         }
         text
     });
+    let reader = match reader {
+        Ok(reader) => reader,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(fail(format!(
+                "cannot start a thread to read its output: {e}"
+            )));
+        }
+    };
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
