@@ -189,20 +189,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     // --report FILE: the user's own choice of file, checked before anything runs.
     let report = super::output_opt("--report", args.output.report.as_deref())?;
     let mut sections = Vec::new();
-    if args.no_ipc {
-        sections.push(Part::Ipc.section(Body::Missing("skipped (--no-ipc)".into())));
+    sections.push(if args.no_ipc {
+        Part::Ipc.section(Body::Missing("skipped (--no-ipc)".into()))
     } else {
-        Part::Ipc.starts("what each transport costs per message (a few seconds)");
-        let plan = ipc_plan();
-        let settings = plan.settings.clone();
-        let ran = execute(plan)?;
-        if text {
-            super::print(&render(&ran, &settings, Format::Text, false))?;
-            super::print(&on_your_system(Part::Ipc))?;
-        }
-        let doc = Document::LabIpc(super::ipc::document(&ran, &settings));
-        sections.push(lab_section(Part::Ipc, doc)?);
-    }
+        ipc_part(text)?
+    });
     sections.push(if args.no_x11 {
         Part::X11.section(Body::Missing("skipped (--no-x11)".into()))
     } else {
@@ -228,18 +219,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         let items = latscope::doc::items("demo", &Document::Spans(doc))?;
         sections.push(Part::Log.section(Body::Spans(items)));
         let page = html::page("latscope demo", &sections, unit);
-        let path = match report {
-            Some(out) => {
-                out.write(page.as_bytes())?;
-                out.path().to_path_buf()
-            }
-            None => {
-                let (mut file, path) = new_report_file()?;
-                std::io::Write::write_all(&mut file, page.as_bytes())
-                    .with_context(|| format!("writing {}", path.display()))?;
-                path
-            }
-        };
+        let path = write_page(report.as_ref(), &page)?;
         eprintln!("latscope: report written to {}", path.display());
         Ok(())
     };
@@ -249,6 +229,37 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         &args.output,
         Some(ReportTo::Page(Box::new(page))),
     )
+}
+
+/// The IPC part: what each transport costs per message, printed as it runs (`text`).
+fn ipc_part(text: bool) -> Result<Section> {
+    Part::Ipc.starts("what each transport costs per message (a few seconds)");
+    let plan = ipc_plan();
+    let settings = plan.settings.clone();
+    let ran = execute(plan)?;
+    if text {
+        super::print(&render(&ran, &settings, Format::Text, false))?;
+        super::print(&on_your_system(Part::Ipc))?;
+    }
+    let doc = Document::LabIpc(super::ipc::document(&ran, &settings));
+    lab_section(Part::Ipc, doc)
+}
+
+/// Writes the report `page` to the user's `--report` file, or to a new file of its own;
+/// returns where it went.
+fn write_page(report: Option<&files::Output>, page: &str) -> Result<PathBuf> {
+    match report {
+        Some(out) => {
+            out.write(page.as_bytes())?;
+            Ok(out.path().to_path_buf())
+        }
+        None => {
+            let (mut file, path) = new_report_file()?;
+            std::io::Write::write_all(&mut file, page.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+            Ok(path)
+        }
+    }
 }
 
 /// The lines that tell the text reader how to measure a part on their own system.
