@@ -120,6 +120,46 @@ not a protocol line [
 }
 
 #[test]
+fn a_client_log_of_the_labs_connections_is_said_to_be_one_and_pairs_as_the_lab_measured() {
+    // `WAYLAND_DEBUG=client latscope lab wayland round-trip frames` (README): one process, a
+    // connection to list the globals, then one per pattern
+    let log = crate::util::data("weston-lab-round-trip-frames.client.log");
+    let doc = crate::util::wayland_json(&log, &[]);
+    let warnings: Vec<&str> = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(
+            "by requests sent (a client's log): it holds at least 2 connections of one process"
+        ),
+        "{warnings:?}"
+    );
+    assert!(!warnings[0].contains("server"), "{warnings:?}");
+    // the lab's own counts, from its report of the same run
+    let lab =
+        std::fs::read_to_string(crate::util::data("weston-lab-round-trip-frames.stdout")).unwrap();
+    let spans = crate::util::spans_by_name(&doc);
+    for name in ["commit_to_release", "frame_to_done", "commit_to_presented"] {
+        let n: u64 = lab
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix(name)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("{name} in {lab}"));
+        assert_eq!(spans[&format!("{name}/client")]["count"], n, "{name}");
+    }
+}
+
+#[test]
 fn lab_wayland_on_a_compositor_that_presents_nothing_says_so() {
     if !crate::util::commands_available(&["sway", "setpriv"], "sway") {
         return;
