@@ -66,6 +66,100 @@ fn markdown_says_what_json_says_of_the_unpaired_and_the_input() {
 }
 
 #[test]
+fn csv_says_on_standard_error_what_text_says_of_the_unpaired_and_the_input() {
+    let log = "\
+[1000.000]  -> wl_surface@3.attach(wl_buffer@5, 0, 0)
+[1000.002]  -> wl_surface@3.commit()
+[1000.500] wl_buffer@7.release()
+[1017.000] wl_buffer@5.release()
+not a protocol line [
+";
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "c.log", log);
+    let out = run(&["wayland", "-f", "csv", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(
+        crate::util::stdout(&out).lines().count(),
+        2,
+        "the header and one sample"
+    );
+    assert!(
+        err.contains("csv: 1 samples of 1 series written to standard output\n"),
+        "{err}"
+    );
+    assert!(err.contains("input: 1 files, "), "{err}");
+    assert!(err.contains(", 4 messages, "), "{err}");
+    assert!(
+        err.contains("not paired: commit_to_release[client]: orphan ends 1\n"),
+        "{err}"
+    );
+
+    let trace = crate::util::root().join("tests/data/traces/requests.jsonl");
+    let rule = ["--span", "req=request_start..request_done", "--key", "id"];
+    let args = |format| {
+        [
+            &["spans", "-f", format][..],
+            &rule,
+            &[trace.to_str().unwrap()],
+        ]
+        .concat()
+    };
+    let text = crate::util::stdout(&run(&args("text")));
+    let out = run(&args("csv"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let counts = text.lines().find(|l| l.starts_with("input: ")).unwrap();
+    assert!(counts.starts_with("input: 432 bytes, 8 lines"), "{text}");
+    assert!(err.lines().any(|l| l == counts), "{counts} in {err}");
+    assert!(
+        err.contains("not paired: req: unmatched 1  orphan ends 1\n"),
+        "{err}"
+    );
+    assert!(text.contains("  unmatched 1  orphan ends 1\n"), "{text}");
+}
+
+#[test]
+fn a_client_log_of_the_labs_connections_is_said_to_be_one_and_pairs_as_the_lab_measured() {
+    // `WAYLAND_DEBUG=client latscope lab wayland round-trip frames` (README): one process, a
+    // connection to list the globals, then one per pattern
+    let log = crate::util::data("weston-lab-round-trip-frames.client.log");
+    let doc = crate::util::wayland_json(&log, &[]);
+    let warnings: Vec<&str> = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(
+            "by requests sent (a client's log): it holds at least 2 connections of one process"
+        ),
+        "{warnings:?}"
+    );
+    assert!(!warnings[0].contains("server"), "{warnings:?}");
+    // the lab's own counts, from its report of the same run
+    let lab =
+        std::fs::read_to_string(crate::util::data("weston-lab-round-trip-frames.stdout")).unwrap();
+    let spans = crate::util::spans_by_name(&doc);
+    for name in ["commit_to_release", "frame_to_done", "commit_to_presented"] {
+        let n: u64 = lab
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix(name)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("{name} in {lab}"));
+        assert_eq!(spans[&format!("{name}/client")]["count"], n, "{name}");
+    }
+}
+
+#[test]
 fn lab_wayland_on_a_compositor_that_presents_nothing_says_so() {
     if !crate::util::commands_available(&["sway", "setpriv"], "sway") {
         return;

@@ -1335,6 +1335,71 @@ fn strace_ltrace_and_perf_trace_calls_are_spans_equal_to_the_reference() {
     }
 }
 
+/// Real traces of a running process taken by its pid and stopped by `timeout -s INT`
+/// (tests/data/traces/README.md): each call's duration is the tracer's own, as the reference
+/// reads it; calls cut off at the end are unmatched and said, none is malformed.
+#[test]
+fn traces_of_a_process_by_pid_stopped_by_a_timeout_equal_the_reference_and_say_what_was_cut_off() {
+    // (file, reference's kind, unmatched, orphan ends, the warning)
+    let cases = [
+        ("onethread.perf-trace.txt", "perf-trace", 0, 1, None),
+        (
+            "threads.perf-trace.txt",
+            "perf-trace",
+            2,
+            3,
+            Some("2 call(s) of "),
+        ),
+        (
+            "threads.strace.txt",
+            "strace",
+            3,
+            0,
+            Some("strace detached from the traced process"),
+        ),
+        (
+            "threads-o.strace.txt",
+            "strace",
+            3,
+            0,
+            Some("strace detached from the traced process"),
+        ),
+    ];
+    for (file, kind, unmatched, orphans, warning) in cases {
+        let path = data(&format!("traces/{file}"));
+        let p = path.to_str().unwrap();
+        let (_, doc) = detected(&[p]);
+        assert_eq!(doc["input"]["malformed"], 0, "{file}");
+        let mine = chrome_series(&doc);
+        let theirs: BTreeMap<String, Value> =
+            serde_json::from_slice(&python("calls.py", &[kind, p])).unwrap();
+        for (name, want) in &theirs {
+            for k in ["count", "min", "p50", "p90", "p99", "p999", "max"] {
+                assert_eq!(mine[name][k], want[k], "{file}: {name}.{k}");
+            }
+        }
+        let measured = mine.values().filter(|v| v["count"] != 0).count();
+        assert_eq!(measured, theirs.len(), "{file}: {mine:?}");
+        assert!(measured >= 5, "{file}: {theirs:?}");
+        let sum = |k: &str| mine.values().map(|v| v[k].as_u64().unwrap()).sum::<u64>();
+        assert_eq!(
+            (sum("unmatched"), sum("orphan_ends")),
+            (unmatched, orphans),
+            "{file}"
+        );
+        let warnings = doc["warnings"].as_array().unwrap();
+        match warning {
+            Some(w) => {
+                assert_eq!(warnings.len(), 1, "{file}: {warnings:?}");
+                let said = warnings[0].as_str().unwrap();
+                assert!(said.contains(w), "{file}: {said}");
+                assert!(said.contains(&format!("{unmatched} call(s)")), "{said}");
+            }
+            None => assert!(warnings.is_empty(), "{file}: {warnings:?}"),
+        }
+    }
+}
+
 #[test]
 fn a_file_of_another_format_is_an_error_at_its_first_bad_line_not_an_empty_result() {
     let dir = tempfile::tempdir().unwrap();

@@ -119,7 +119,7 @@ pub fn run(args: &SpansArgs) -> Result<()> {
     let mut pairer = Pairer::new(rules, names, args.by.clone(), args.keep)
         .with_max_series(args.max_series as usize);
     if args.output.format == Format::Csv {
-        return csv(&inputs, &options, &mut pairer);
+        return csv(&inputs, &options, &mut pairer, args.output.unit.unit());
     }
     let linear = args.output.linear_spec()?;
     let mut sink = (
@@ -175,19 +175,44 @@ pub fn run(args: &SpansArgs) -> Result<()> {
 }
 
 /// `--format csv`: every sample as it is paired, to standard output.
-fn csv(inputs: &[Source], options: &TraceOptions, pairer: &mut Pairer) -> Result<()> {
+fn csv(
+    inputs: &[Source],
+    options: &TraceOptions,
+    pairer: &mut Pairer,
+    unit: latscope::stats::Unit,
+) -> Result<()> {
     let files: Vec<String> = inputs.iter().map(Source::name).collect();
-    let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), Vec::new(), files)
-        .with_span_names(pairer.span_names())
-        .with_labels(pairer.labels());
-    let (_, error) = read_all(inputs, options, pairer, &mut sink, show_progress());
-    if let Some(note) = pairer.folded_note() {
-        eprintln!("latscope: warning: {note}");
-    }
-    match sink.finish() {
+    let csv = CsvSink::new(
+        io::BufWriter::new(io::stdout().lock()),
+        Vec::new(),
+        files.clone(),
+    )
+    .with_span_names(pairer.span_names())
+    .with_labels(pairer.labels());
+    // The aggregator beside the CSV counts what the other formats say (on standard error).
+    let mut sink = (csv, Aggregator::new(Vec::new(), None));
+    let (totals, error) = read_all(inputs, options, pairer, &mut sink, show_progress());
+    let (csv, mut aggregator) = sink;
+    match csv.finish() {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
         other => other.context("writing CSV to standard output")?,
     }
+    if !measured(&aggregator, None)
+        && let Some(e) = error
+    {
+        // as the other formats: an error that stopped a read of nothing is said alone
+        return Err(e.into());
+    }
+    aggregator.set_names(pairer.span_names().borrow().clone());
+    let report = SpansReport {
+        aggregator: &aggregator,
+        input: totals.input(),
+        warnings: totals.warnings(pairer, &aggregator),
+        files,
+        labels: pairer.labels().borrow().clone(),
+        unit,
+    };
+    eprint!("{}", latscope::report::csv::summary(&report));
     error.map_or(Ok(()), |e| Err(e.into()))
 }
 

@@ -48,29 +48,58 @@ pub fn analyse_and_print(
         ..options
     };
     if output.format == Format::Csv {
-        let mut sink = CsvSink::new(io::BufWriter::new(io::stdout().lock()), names, files);
-        let (_, error) = read_all(inputs, &options, &mut sink);
-        match sink.finish() {
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-            other => other.context("writing CSV to standard output")?,
-        }
-        return error.map_or(Ok(()), Err);
+        return csv(inputs, &options, names, files, output);
     }
     let mut aggregator = Aggregator::new(names, linear);
     let (stats, error) = read_all(inputs, &options, &mut aggregator);
-    let report = SpansReport {
-        aggregator: &aggregator,
-        input: stats.fields(),
-        warnings: stats.warnings(),
-        files,
-        labels: Vec::new(),
-        unit: output.unit.unit(),
-    };
+    let report = report(&aggregator, &stats, files, output);
     // Whatever was read is printed, even when reading failed part-way.
     crate::commands::print(&render(&report, output))?;
     if let Some(to) = report_to {
         write_report(&report, to)?;
     }
+    error.map_or(Ok(()), Err)
+}
+
+fn report<'a>(
+    aggregator: &'a Aggregator,
+    stats: &InputStats,
+    files: Vec<String>,
+    output: &OutputArgs,
+) -> SpansReport<'a> {
+    SpansReport {
+        aggregator,
+        input: stats.fields(),
+        warnings: stats.warnings(),
+        files,
+        labels: Vec::new(),
+        unit: output.unit.unit(),
+    }
+}
+
+/// `--format csv`: every sample as it is paired, to standard output; the counts the other
+/// formats give, to standard error.
+fn csv(
+    inputs: &[Source],
+    options: &ReadOptions,
+    names: Vec<String>,
+    files: Vec<String>,
+    output: &OutputArgs,
+) -> Result<()> {
+    let csv = CsvSink::new(
+        io::BufWriter::new(io::stdout().lock()),
+        names.clone(),
+        files.clone(),
+    );
+    let mut sink = (csv, Aggregator::new(names, None));
+    let (stats, error) = read_all(inputs, options, &mut sink);
+    let (csv, aggregator) = sink;
+    match csv.finish() {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        other => other.context("writing CSV to standard output")?,
+    }
+    let report = report(&aggregator, &stats, files, output);
+    eprint!("{}", latscope::report::csv::summary(&report));
     error.map_or(Ok(()), Err)
 }
 

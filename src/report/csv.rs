@@ -1,7 +1,13 @@
 //! Raw samples as CSV, streamed while the input is read: `span,side,group,start_ns,latency_ns`.
+//!
+//! The samples take standard output, so what the other formats say beside them (the input's
+//! counts, what was not paired, the warnings) goes to standard error as one short block
+//! ([`summary`]): a CSV run must not lose what a text run says.
 
+use std::fmt::Write as _;
 use std::io::Write;
 
+use super::SpansReport;
 use crate::span::{Group, Outcome, SeriesKey, SpanSink};
 
 /// A [`SpanSink`] that writes one CSV line per sample. Write errors are kept and reported by
@@ -88,6 +94,34 @@ impl<W: Write> SpanSink for CsvSink<W> {
     fn outcome(&mut self, _key: &SeriesKey, _outcome: Outcome) {}
 }
 
+/// What a CSV run says on standard error after its samples: how many were written, the input's
+/// counts, a line per series with starts or ends that made no sample, and the warnings. The
+/// counts are those of the text and JSON reports of the same input (`report` is built the same
+/// way, from an [`crate::span::Aggregator`] fed beside the CSV).
+pub fn summary(report: &SpansReport<'_>) -> String {
+    let rows = report.rows();
+    let samples: u64 = rows.iter().map(|r| r.distribution.count()).sum();
+    let mut out = format!(
+        "csv: {samples} samples of {} series written to standard output\n",
+        rows.iter().filter(|r| r.distribution.count() > 0).count()
+    );
+    let input: Vec<String> = report
+        .input
+        .iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
+    let _ = writeln!(out, "input: {}", input.join(", "));
+    for row in &rows {
+        if let Some(counts) = super::text::counters_line(row) {
+            let _ = writeln!(out, "not paired: {}: {counts}", super::text::title(row));
+        }
+    }
+    for warning in &report.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+    out
+}
+
 /// Quotes a field when it contains a comma, a quote or a line break (RFC 4180).
 fn quote(field: &str) -> String {
     if field.contains([',', '"', '\n', '\r']) {
@@ -138,6 +172,36 @@ mod tests {
         assert_eq!(
             String::from_utf8(buf).unwrap(),
             "span,side,group,start_ns,latency_ns\ncommit_to_release,client,wl_surface#3a,10,5\ncommit_to_release,,\"a,b.log\",20,7\n"
+        );
+    }
+
+    #[test]
+    fn the_summary_says_the_samples_the_input_what_was_not_paired_and_the_warnings() {
+        let mut aggregator =
+            crate::span::Aggregator::new(vec!["read".into(), "futex".into()], None);
+        let key = |span| SeriesKey {
+            span,
+            side: None,
+            group: Group::All,
+        };
+        aggregator.sample(&key(0), 0, 10);
+        aggregator.sample(&key(0), 5, 20);
+        aggregator.outcome(&key(1), Outcome::Unmatched);
+        aggregator.outcome(&key(1), Outcome::OrphanEnd);
+        let report = SpansReport {
+            aggregator: &aggregator,
+            input: vec![("lines", 4), ("malformed", 0)],
+            warnings: vec!["strace detached".into()],
+            labels: Vec::new(),
+            files: Vec::new(),
+            unit: crate::stats::Unit::Us,
+        };
+        assert_eq!(
+            summary(&report),
+            "csv: 2 samples of 1 series written to standard output\n\
+             input: 4 lines, 0 malformed\n\
+             not paired: futex: unmatched 1  orphan ends 1\n\
+             warning: strace detached\n"
         );
     }
 }

@@ -67,7 +67,7 @@ impl Text {
 }
 
 /// `commit_to_release[client, wl_surface#3a]`
-fn title(row: &Row<'_>) -> String {
+pub(super) fn title(row: &Row<'_>) -> String {
     let parts: Vec<String> = row
         .side
         .map(|s| s.to_string())
@@ -100,7 +100,7 @@ fn stats_line(row: &Row<'_>, unit: Unit) -> Option<String> {
     Some(parts.join("  "))
 }
 
-fn counters_line(row: &Row<'_>) -> Option<String> {
+pub(super) fn counters_line(row: &Row<'_>) -> Option<String> {
     let c = row.counters;
     let parts: Vec<String> = [
         ("unmatched", c.unmatched),

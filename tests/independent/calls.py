@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """Independent reference for call traces with durations, from the tools' manuals:
 
-  calls.py strace FILE       strace -T / ltrace -T (with or without -f, -ttt)
+  calls.py strace FILE       strace -T / ltrace -T (with or without -f, -tt or -ttt)
   calls.py perf-trace FILE   perf trace
 
 strace(1): "-T Show the time spent in system calls. This records the time difference between
 the beginning and the end of each system call", printed as <seconds> at the end of the line;
 with -f a call interrupted by another process's output is printed "<unfinished ...>" and
 finished later by "<... NAME resumed>" on a line of the same pid. ltrace(1) -T prints the same.
-perf-trace(1) prints "START ( DURATION ms): COMM/TID CALL(ARGS) = RET".
+perf-trace(1) prints "START ( DURATION ms): COMM/TID CALL(ARGS) = RET". Its COMM/TID column is
+left out when the traced process has one thread (`perf trace -p PID`). A call that another
+thread's output interrupts is printed without a duration and ending in "...", then finished by
+"START ( DURATION ms): COMM/TID  ... [continued]: CALL()) = RET", which repeats its start and
+gives the whole call's duration (perf's builtin-trace.c, trace__sys_exit); a "?" start is a call
+begun before the trace, with no duration.
 
 Prints {call: {count, min, p50, p90, p99, p999, max}} (integer ns, nearest-rank percentiles).
 """
@@ -19,9 +24,10 @@ import sys
 from decimal import Decimal
 from fractions import Fraction
 
-LINE = re.compile(r"^(?:\[pid\s+(\d+)\]\s+|(\d+)\s+)?(?:(\d+\.\d+)\s+)?(.*)$")
+LINE = re.compile(r"^(?:\[pid\s+(\d+)\]\s+|(\d+)\s+)?(?:((?:\d+:\d+:)?\d+\.\d+)\s+)?(.*)$")
 DUR = re.compile(r"<(\d+\.\d+)>\s*$")
-PERF = re.compile(r"^\s*(\d+\.\d+) \(\s*(\d+\.\d+) ms\): \S+ ([^\s(]+)\(")
+PERF = re.compile(
+    r"^\s*(\d+\.\d+) \(\s*(\d+\.\d+) ms\): (?:\S+/\d+ +)?(?:\.\.\. \[continued\]: )?([^\s(]+)\(")
 
 
 def ns(text, scale=10**9):

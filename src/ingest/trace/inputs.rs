@@ -79,6 +79,17 @@ impl Totals {
                 s.backwards
             ));
         }
+        if s.detached {
+            self.notes.push(format!(
+                "strace detached from the traced process in {file} (`strace -p` stopped): its {} call(s) then in progress were cut off, counted unmatched",
+                s.in_progress
+            ));
+        } else if s.in_progress > 0 {
+            self.notes.push(format!(
+                "{} call(s) of {file} were still in progress at its end (never resumed or continued), counted unmatched",
+                s.in_progress
+            ));
+        }
         if s.chrome.truncated {
             self.notes.push(format!(
                 "{file} ends inside an event: every complete one was read"

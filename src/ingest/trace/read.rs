@@ -110,7 +110,9 @@ pub fn read(
     if let Some(e) = read_error {
         return Err(Failed::after(stats, io_error(e)));
     }
-    state.state.syscalls.finish(sink);
+    let syscalls = &mut state.state.syscalls;
+    syscalls.finish(sink);
+    (stats.in_progress, stats.detached) = (syscalls.in_progress, syscalls.detached);
     match mostly_malformed(&stats, layout) {
         Ok(()) => Ok(stats),
         Err(e) => Err(Failed::after(stats, e)),

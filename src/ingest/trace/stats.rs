@@ -55,6 +55,11 @@ pub struct TraceStats {
     pub first_backwards: Option<Location>,
     /// lines that were not UTF-8
     pub not_utf8: u64,
+    /// strace and perf trace: calls in progress when the trace ended (never resumed or
+    /// continued, or cut off by strace's detach), counted unmatched
+    pub in_progress: u64,
+    /// strace detached from the traced process (`strace -p` stopped)
+    pub detached: bool,
     /// Chrome JSON only
     pub chrome: ChromeStats,
     /// Ctrl-C stopped the read
@@ -71,6 +76,8 @@ impl TraceStats {
         self.malformed += other.malformed;
         self.backwards += other.backwards;
         self.not_utf8 += other.not_utf8;
+        self.in_progress += other.in_progress;
+        self.detached |= other.detached;
         self.chrome.spans += other.chrome.spans;
         self.chrome.flows += other.chrome.flows;
         self.chrome.instants += other.chrome.instants;

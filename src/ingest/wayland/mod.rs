@@ -80,6 +80,10 @@ impl InputStats {
         self.interrupted |= other.interrupted;
         self.stream.unknown_callbacks += other.stream.unknown_callbacks;
         self.stream.reused_live_ids += other.stream.reused_live_ids;
+        self.stream.reused_in_client_log += other.stream.reused_in_client_log;
+        self.stream
+            .first_id_reused
+            .merge(other.stream.first_id_reused);
     }
 }
 
@@ -315,6 +319,34 @@ impl InputStats {
         ]
     }
 
+    /// What ids created again while alive say: a log of several connections, which stock
+    /// libwayland does not tell apart. Said by the side that created them, since it means
+    /// something else in each: requests received are a server's log of clients at once (their
+    /// spans may pair across them); requests sent are a client's log of one process's
+    /// connections, often one after another (`latscope lab wayland` opens one to list the
+    /// globals, then one per pattern), which pair right since an id created again is read as
+    /// a new object. A log of both sides (`WAYLAND_DEBUG=1` of a compositor that is also a
+    /// client) gets both sentences.
+    fn several_connections(&self) -> Vec<String> {
+        let s = &self.stream;
+        let by_server = s.reused_live_ids - s.reused_in_client_log;
+        let mut out = Vec::new();
+        if by_server > 0 {
+            out.push(format!(
+                "object ids were created again while still alive {by_server} times by requests received (a server's log): it holds at least {} clients, which stock libwayland cannot tell apart, so spans may pair across clients",
+                s.first_id_reused.server + 1
+            ));
+        }
+        if s.reused_in_client_log > 0 {
+            out.push(format!(
+                "object ids were created again while still alive {} times by requests sent (a client's log): it holds at least {} connections of one process, which stock libwayland does not tell apart; an id created again is read as a new object (the spans its old one left open are unmatched), so connections used one after another pair right, and spans of connections used at the same time may pair across them",
+                s.reused_in_client_log,
+                s.first_id_reused.client + 1
+            ));
+        }
+        out
+    }
+
     /// One sentence per thing about the input a user should know before trusting the numbers.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -345,12 +377,7 @@ impl InputStats {
                 self.unterminated
             ));
         }
-        if self.stream.reused_live_ids > 0 {
-            out.push(format!(
-                "object ids were created again while still alive {} times: the log probably mixes several connections (a server log of several clients), which stock libwayland cannot tell apart, so spans may pair across clients",
-                self.stream.reused_live_ids
-            ));
-        }
+        out.extend(self.several_connections());
         if self.stream.unknown_callbacks > 0 {
             out.push(format!(
                 "{} wl_callback.done events had no frame or sync request in the log (it started mid-stream?)",
@@ -362,5 +389,69 @@ impl InputStats {
             out.push("no WAYLAND_DEBUG messages found: was the program run with WAYLAND_DEBUG=1 (client) or WAYLAND_DEBUG=server, and its stderr captured?".to_string());
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::span::Kept;
+
+    fn stats_of(log: &'static str) -> InputStats {
+        let source = crate::ingest::Source::Embedded("t.log", log.as_bytes());
+        let opened = source.open(None).unwrap();
+        let mut sink = Kept::new(10);
+        analyze(
+            opened,
+            "t.log",
+            0,
+            &ReadOptions::default(),
+            &mut sink,
+            |_| {},
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn ids_created_again_while_alive_are_said_by_the_side_that_created_them() {
+        // two connections of one client, one after another: each begins with its id 2
+        let client = stats_of(
+            "\
+[1000.000]  -> wl_display@1.get_registry(new id wl_registry@2)
+[1000.010]  -> wl_display@1.sync(new id wl_callback@3)
+[1000.020] wl_display@1.delete_id(3)
+[1000.030] wl_callback@3.done(1)
+[1001.000]  -> wl_display@1.get_registry(new id wl_registry@2)
+[1001.010]  -> wl_display@1.sync(new id wl_callback@3)
+",
+        );
+        assert_eq!(client.stream.reused_live_ids, 1);
+        assert_eq!(client.stream.reused_in_client_log, 1);
+        let said = client.warnings();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("1 times by requests sent (a client's log): it holds at least 2 connections of one process"), "{said:?}");
+        // three clients of one server: their requests received
+        let server = stats_of(
+            "\
+[1000.000] wl_display@1.get_registry(new id wl_registry@2)
+[1000.100] wl_display@1.get_registry(new id wl_registry@2)
+[1000.200] wl_compositor@3.create_surface(new id wl_surface@4)
+[1000.300] wl_display@1.get_registry(new id wl_registry@2)
+[1000.400] wl_compositor@3.create_surface(new id wl_surface@4)
+",
+        );
+        assert_eq!(server.stream.reused_live_ids, 3);
+        assert_eq!(server.stream.reused_in_client_log, 0);
+        let said = server.warnings();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].contains(
+                "3 times by requests received (a server's log): it holds at least 3 clients"
+            ),
+            "{said:?}"
+        );
+        let mut both = client.clone();
+        both.merge(&server);
+        assert_eq!(both.warnings().len(), 2, "{:?}", both.warnings());
     }
 }

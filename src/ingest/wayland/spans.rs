@@ -157,6 +157,54 @@ pub struct StreamStats {
     /// client ids created again with no `delete_id` in between: usually several connections
     /// interleaved in one server-side log, which stock libwayland cannot tell apart
     pub reused_live_ids: u64,
+    /// of those, the ids created by requests the log shows sent: a client's own log, of a
+    /// process with several connections (as `latscope lab wayland` opens)
+    pub reused_in_client_log: u64,
+    /// [`FIRST_CLIENT_ID`] created again while alive, in a client's log and in a server's: each
+    /// is a connection more, at least (one that begins after the one before freed its id 2 is
+    /// not seen)
+    pub first_id_reused: Sides,
+}
+
+/// A count in a client's log and in a server's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sides {
+    /// requests sent: a client's log
+    pub client: u64,
+    /// requests received: a server's log
+    pub server: u64,
+}
+
+impl Sides {
+    fn add(&mut self, side: Side) {
+        match side {
+            Side::Client => self.client += 1,
+            Side::Server => self.server += 1,
+        }
+    }
+
+    /// Adds `other`'s counts.
+    pub fn merge(&mut self, other: Sides) {
+        self.client += other.client;
+        self.server += other.server;
+    }
+}
+
+/// The first id a connection allocates (`wl_display` is 1): its first request creates it.
+pub const FIRST_CLIENT_ID: u32 = 2;
+
+impl StreamStats {
+    /// Client id `id` was created again while alive, on `side`.
+    #[cold]
+    fn note_reused(&mut self, id: u32, side: Side) {
+        self.reused_live_ids += 1;
+        if side == Side::Client {
+            self.reused_in_client_log += 1;
+        }
+        if id == FIRST_CLIENT_ID {
+            self.first_id_reused.add(side);
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -811,7 +859,9 @@ impl SpanTracker {
             let ci = self.conn_index(side, meaning.conn);
             let conn = &mut self.conns[ci];
             let made = conn.objects.create(id);
-            self.stats.reused_live_ids += u64::from(made.reused_live_id);
+            if made.reused_live_id {
+                self.stats.note_reused(id, side);
+            }
             // Only the tables that can hold the old object are looked in (a `sync` makes its
             // callback again every frame, so four look-ups of the old one each time add up,
             // more so on several threads); the outcomes keep their order.
