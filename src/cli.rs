@@ -1383,10 +1383,10 @@ pub struct X11Args {
     /// 1s, 500ms.
     #[arg(long, default_value = "1s", value_parser = duration_s)]
     pub max_time: std::time::Duration,
-    /// Longest wait for a reply, event or write (bare: s)
+    /// Longest wait for the connection setup, a reply, an event or a write (bare: s)
     ///
-    /// A server that stops answering fails the configuration after it; the rows measured before are
-    /// kept.
+    /// A deadline for the whole wait, not for each read: a server that stops answering, or answers
+    /// a byte at a time, fails the configuration after it; the rows measured before are kept.
     #[arg(long, default_value = "10s", value_parser = duration_s)]
     pub timeout: std::time::Duration,
     /// Also run x11perf on the same server and print its rates

@@ -29,3 +29,4 @@ mod spans_parallel;
 mod wayland_cli;
 mod wayland_lab;
 mod x11;
+mod x11_hostile;

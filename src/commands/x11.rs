@@ -1,5 +1,7 @@
 //! `latscope lab x11`: build the configurations, find or start the server, run, print.
 
+use std::time::Duration;
+
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -9,7 +11,7 @@ use latscope::lab::ipc::clock::{Monotonic, timer_overhead};
 use latscope::lab::x11::report::{self, X11Report};
 use latscope::lab::x11::run::{Lab, Outcome, Stop};
 use latscope::lab::x11::server::Server;
-use latscope::lab::x11::{Method, Pattern, Settings, Upload, Via, x11perf};
+use latscope::lab::x11::{Method, Pattern, Settings, Upload, Via, X11Error, x11perf};
 
 /// A usage error: printed by clap, exit status 2.
 fn usage(message: impl std::fmt::Display) -> ! {
@@ -142,6 +144,8 @@ struct Ran {
     skipped: Vec<(String, String)>,
     interrupted: bool,
     server_gone: bool,
+    /// the server broke the protocol while a configuration was set up: no more are run on it
+    broken: Option<String>,
 }
 
 fn execute(server: &Server, patterns: &[Pattern], settings: &Settings) -> Ran {
@@ -162,6 +166,7 @@ fn execute(server: &Server, patterns: &[Pattern], settings: &Settings) -> Ran {
         skipped: Vec::new(),
         interrupted: false,
         server_gone: false,
+        broken: None,
     };
     for p in patterns {
         if cancel.is_raised() {
@@ -180,6 +185,11 @@ fn execute(server: &Server, patterns: &[Pattern], settings: &Settings) -> Ran {
             Err(e) if server.gone_within(std::time::Duration::from_millis(500)) => {
                 ran.skipped.push((p.to_string(), e.to_string()));
                 ran.server_gone = true;
+                break;
+            }
+            Err(e @ X11Error::Misbehaved(_)) => {
+                ran.broken = Some(format!("{p}: {e}"));
+                ran.skipped.push((p.to_string(), e.to_string()));
                 break;
             }
             Err(e) => ran.skipped.push((p.to_string(), e.to_string())),
@@ -270,7 +280,12 @@ pub fn run(args: &X11Args) -> Result<()> {
     let settings = settings(args);
     let save = crate::commands::output_opt("--save", args.save.path())?;
     let cancel = crate::signals::cancel_on_interrupt();
-    let server = Server::open(args.display.as_deref(), &args.xvfb_arg, &cancel)?;
+    let server = Server::open(
+        args.display.as_deref(),
+        &args.xvfb_arg,
+        Duration::from_nanos(settings.timeout_ns),
+        &cancel,
+    )?;
     let tests = if args.compare_x11perf {
         x11perf_tests(&server, &patterns)
     } else {
@@ -278,7 +293,7 @@ pub fn run(args: &X11Args) -> Result<()> {
     };
     let before = run_x11perf(&server, &tests)?;
     let ran = execute(&server, &patterns, &settings);
-    let after = if ran.server_gone || ran.interrupted {
+    let after = if ran.server_gone || ran.interrupted || ran.broken.is_some() {
         Default::default()
     } else {
         run_x11perf(&server, &tests)?
@@ -296,6 +311,12 @@ pub fn run(args: &X11Args) -> Result<()> {
     if ran.server_gone {
         bail!(
             "the X server {} went away during the run; the rows measured before are printed above",
+            server.info.display
+        );
+    }
+    if let Some(why) = &ran.broken {
+        bail!(
+            "{why}; the configurations after it were not run on the X server {}, the rows measured before are printed above",
             server.info.display
         );
     }
@@ -347,7 +368,12 @@ pub fn demo() -> Result<Option<latscope::doc::x11::LabX11Doc>> {
         timeout_ns: 10_000_000_000,
     };
     let cancel = crate::signals::cancel_on_interrupt();
-    let server = Server::open(None, &[], &cancel)?;
+    let server = Server::open(
+        None,
+        &[],
+        Duration::from_nanos(settings.timeout_ns),
+        &cancel,
+    )?;
     let ran = execute(&server, &patterns, &settings);
     Ok(Some(document(&server, &settings, &ran, 10_000)))
 }

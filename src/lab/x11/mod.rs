@@ -19,7 +19,9 @@
 //! * [`run`]: one configuration end to end, with usage of every side; [`report`] renders;
 //! * [`wire`]: the connection every measured request goes over: a copy into a 16 KiB buffer per
 //!   request and one write per flush, as Xlib does, so the client is not what is measured;
-//! * [`x11perf`]: x11perf's rates on the same server, beside the lab's (`--compare-x11perf`).
+//! * [`x11perf`]: x11perf's rates on the same server, beside the lab's (`--compare-x11perf`);
+//! * [`stream`]: what a server can make the lab wait for or hold, on both connections: one
+//!   deadline per wait, and no answer larger than the request in flight allows.
 //!
 //! Everything is pure Rust (`x11rb`, x11rb-protocol, `zbus`): no libX11, no libxcb.
 
@@ -28,6 +30,7 @@ pub mod report;
 pub mod run;
 pub mod screen;
 pub mod server;
+pub mod stream;
 pub mod upload;
 pub mod wire;
 pub mod x11perf;
@@ -215,6 +218,9 @@ pub enum X11Error {
     /// the server did not answer (or read) in time
     #[error("timed out: {0}")]
     Timeout(String),
+    /// the server sent what no request of the lab allows (a flood, an impossible length)
+    #[error("the X server broke the protocol: {0}")]
+    Misbehaved(String),
 }
 
 impl X11Error {

@@ -9,11 +9,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use x11rb::rust_connection::RustConnection;
-
 use super::backend::Backend;
 use super::screen::{self, Cached, Randr};
 use super::server::Server;
+use super::stream::{Conn, exchange};
 use super::upload::{self, ShmRing, Target};
 use super::wire::{Counters, Wire};
 use super::{Method, Pattern, Settings, Upload, Via, X11Error};
@@ -467,7 +466,7 @@ fn driver<'b>(
     })
 }
 
-fn upload_driver(conn: &RustConnection, root: u32, u: Upload) -> Result<Driver<'static>, X11Error> {
+fn upload_driver(conn: &Conn, root: u32, u: Upload) -> Result<Driver<'static>, X11Error> {
     let target = upload::prepare(conn, root, u)?;
     Ok(match (u.method, u.pipelined) {
         (Method::Put, false) => Driver::PutSync(target),
@@ -501,16 +500,22 @@ fn bytes_per_op(driver: &Driver<'_>, wire: &mut Wire, root: u32) -> Result<u64, 
 }
 
 /// Errors of unchecked requests arrive as events: any one fails the configuration.
-fn check_errors(conn: &RustConnection) -> Result<(), X11Error> {
+fn check_errors(conn: &Conn) -> Result<(), X11Error> {
     use x11rb::connection::Connection;
-    while let Some(event) = conn.poll_for_event().map_err(X11Error::protocol)? {
-        if let x11rb::protocol::Event::Error(e) = event {
-            return Err(X11Error::Protocol(format!(
-                "the server refused a request: {e:?}"
-            )));
+    let refused = exchange(conn, 0, |c| {
+        while let Some(event) = c.poll_for_event()? {
+            if let x11rb::protocol::Event::Error(e) = event {
+                return Ok(Some(e));
+            }
         }
+        Ok::<_, x11rb::errors::ConnectionError>(None)
+    })?;
+    match refused {
+        Some(e) => Err(X11Error::Protocol(format!(
+            "the server refused a request: {e:?}"
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn describe_failure(e: X11Error, server: &Server) -> String {
@@ -521,7 +526,7 @@ fn describe_failure(e: X11Error, server: &Server) -> String {
     }
 }
 
-fn release(driver: Driver<'_>, conn: &RustConnection) {
+fn release(driver: Driver<'_>, conn: &Conn) {
     match driver {
         Driver::PutSync(t) | Driver::PutPipelined(t) => upload::release(conn, &t),
         Driver::Shm(t, ring) | Driver::ShmPipelined(t, ring) => {

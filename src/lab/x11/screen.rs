@@ -13,7 +13,20 @@ use x11rb::protocol::randr;
 use x11rb::protocol::xproto::{AtomEnum, InternAtomReply, InternAtomRequest};
 
 use super::X11Error;
-use super::wire::Wire;
+use super::wire::{SMALL_REPLY, Wire};
+
+/// What the protocol allows each reply, bytes, so a server cannot announce more (see
+/// [`Wire`]): its lists are counted in 16 bits. `GetScreenResourcesCurrent`: CRTCs and outputs
+/// (4 bytes each), mode infos (32), the mode names' bytes.
+const RESOURCES_MAX: usize = 32 + 65535 * (4 + 4 + 32 + 1) + 3;
+/// `GetOutputInfo`: 36 bytes, CRTCs, modes and clones (4 bytes each), the name's bytes.
+const OUTPUT_INFO_MAX: usize = 36 + 65535 * (4 + 4 + 4 + 1) + 3;
+/// The EDID asked for: at most this many 4-byte units (a 128-byte block and three extensions).
+const EDID_UNITS: u32 = 128;
+/// `GetOutputProperty`: the data asked for, at most.
+const EDID_PROPERTY_MAX: usize = 32 + 4 * EDID_UNITS as usize;
+/// `GetCrtcInfo`: outputs and possible outputs (4 bytes each).
+const CRTC_INFO_MAX: usize = 32 + 65535 * (4 + 4);
 
 /// One output (a connector).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +127,7 @@ pub fn check(wire: &mut Wire) -> Result<Randr, X11Error> {
             minor_version: 6,
         },
         ext.major_opcode,
+        SMALL_REPLY,
     )?;
     let v: randr::QueryVersionReply = wire.reply_of(seq)?;
     if (v.major_version, v.minor_version) < (1, 3) {
@@ -136,6 +150,7 @@ pub fn edid_atom(wire: &mut Wire) -> Result<u32, X11Error> {
             name: Cow::Borrowed(b"EDID"),
         },
         0,
+        SMALL_REPLY,
     )?;
     let reply: InternAtomReply = wire.reply_of(seq)?;
     Ok(reply.atom)
@@ -146,6 +161,7 @@ pub fn query(wire: &mut Wire, r: Randr, root: u32, edid: u32) -> Result<ScreenCo
     let seq = wire.request(
         randr::GetScreenResourcesCurrentRequest { window: root },
         r.major,
+        RESOURCES_MAX,
     )?;
     let res: randr::GetScreenResourcesCurrentReply = wire.reply_of(seq)?;
     let ts = res.config_timestamp;
@@ -157,6 +173,7 @@ pub fn query(wire: &mut Wire, r: Randr, root: u32, edid: u32) -> Result<ScreenCo
                 config_timestamp: ts,
             },
             r.major,
+            OUTPUT_INFO_MAX,
         )?;
         let prop = wire.request(
             randr::GetOutputPropertyRequest {
@@ -164,11 +181,12 @@ pub fn query(wire: &mut Wire, r: Randr, root: u32, edid: u32) -> Result<ScreenCo
                 property: edid,
                 type_: AtomEnum::ANY.into(),
                 long_offset: 0,
-                long_length: 128,
+                long_length: EDID_UNITS,
                 delete: false,
                 pending: false,
             },
             r.major,
+            EDID_PROPERTY_MAX,
         )?;
         output_seqs.push((output, info, prop));
     }
@@ -180,6 +198,7 @@ pub fn query(wire: &mut Wire, r: Randr, root: u32, edid: u32) -> Result<ScreenCo
                 config_timestamp: ts,
             },
             r.major,
+            CRTC_INFO_MAX,
         )?;
         crtc_seqs.push((crtc, seq));
     }

@@ -27,7 +27,8 @@ use x11rb::protocol::xproto::Setup;
 use x11rb::rust_connection::{DefaultStream, RustConnection};
 
 use super::X11Error;
-use super::wire::Wire;
+use super::stream::{Conn, Guarded, exchange};
+use super::wire::{SMALL_REPLY, Wire};
 use crate::files::{self, PrivateDir};
 use crate::ingest::Cancel;
 
@@ -75,8 +76,8 @@ pub struct Xvfb {
 
 /// An open connection to a server, and the server itself when latscope started it.
 pub struct Server {
-    /// the connection
-    pub conn: RustConnection,
+    /// the connection (every wait on it through [`exchange`])
+    pub conn: Conn,
     /// the screen in use
     pub screen: usize,
     /// what it is
@@ -212,22 +213,16 @@ impl Xvfb {
         })
     }
 
-    /// Connects with this server's cookie.
-    fn connect(&self) -> Result<RustConnection, X11Error> {
-        let connect_error = |reason: String| X11Error::Connect {
-            display: self.display(),
-            reason,
-        };
+    /// Connects with this server's cookie; every wait is limited to `timeout`.
+    fn connect(&self, timeout: Duration) -> Result<Conn, X11Error> {
         let stream = self.socket()?;
         let (stream, _) =
-            DefaultStream::from_unix_stream(stream).map_err(|e| connect_error(e.to_string()))?;
-        RustConnection::connect_to_stream_with_auth_info(
-            stream,
-            0,
-            b"MIT-MAGIC-COOKIE-1".to_vec(),
-            self.cookie.to_vec(),
-        )
-        .map_err(|e| connect_error(e.to_string()))
+            DefaultStream::from_unix_stream(stream).map_err(|e| X11Error::Connect {
+                display: self.display(),
+                reason: e.to_string(),
+            })?;
+        let auth = (b"MIT-MAGIC-COOKIE-1".to_vec(), self.cookie.to_vec());
+        connect_guarded(stream, auth, 0, timeout).map_err(|e| name_display(e, &self.display()))
     }
 }
 
@@ -321,10 +316,11 @@ fn peer_pid(fd: i32) -> Option<u32> {
 
 impl Server {
     /// The server named by `display` or `$DISPLAY`, or else a private Xvfb started with
-    /// `xvfb_args`.
+    /// `xvfb_args`. Every wait on the connection is limited to `timeout` (`--timeout`).
     pub fn open(
         display: Option<&str>,
         xvfb_args: &[String],
+        timeout: Duration,
         cancel: &Cancel,
     ) -> Result<Server, X11Error> {
         let named = display
@@ -332,23 +328,21 @@ impl Server {
             .or_else(|| std::env::var("DISPLAY").ok().filter(|d| !d.is_empty()));
         match named {
             Some(name) => {
-                let (conn, screen) =
-                    RustConnection::connect(Some(&name)).map_err(|e| X11Error::Connect {
-                        display: name.clone(),
-                        reason: e.to_string(),
-                    })?;
+                let (stream, auth, screen) = open_stream(Some(&name))?;
+                let conn = connect_guarded(stream, auth, screen, timeout)
+                    .map_err(|e| name_display(e, &name))?;
                 Server::new(conn, screen, name, None)
             }
             None => {
                 let xvfb = Xvfb::start(xvfb_args, cancel)?;
-                let conn = xvfb.connect()?;
+                let conn = xvfb.connect(timeout)?;
                 Server::new(conn, 0, xvfb.display(), Some(xvfb))
             }
         }
     }
 
     fn new(
-        conn: RustConnection,
+        conn: Conn,
         screen: usize,
         display: String,
         xvfb: Option<Xvfb>,
@@ -426,13 +420,13 @@ impl Server {
     }
 }
 
-/// A [`Wire`] to the server `display` names (`None`: `$DISPLAY`), authorized as Xlib would be
-/// (`$XAUTHORITY` or `~/.Xauthority`), as x11rb's `RustConnection::connect` does.
-/// Returns the connection, the server's setup and the screen the name asks for.
-pub fn connect_wire(
-    display: Option<&str>,
-    timeout: Duration,
-) -> Result<(Wire, Setup, usize), X11Error> {
+/// An authorization: its name (`MIT-MAGIC-COOKIE-1`) and data.
+type Auth = (Vec<u8>, Vec<u8>);
+
+/// A socket to the server `display` names (`None`: `$DISPLAY`), the authorization Xlib would
+/// present (`$XAUTHORITY` or `~/.Xauthority`), as x11rb's `RustConnection::connect` finds
+/// them, and the screen the name asks for.
+fn open_stream(display: Option<&str>) -> Result<(DefaultStream, Auth, usize), X11Error> {
     use x11rb::reexports::x11rb_protocol::{parse_display, xauth};
     let name = display.map(str::to_string).unwrap_or_default();
     let connect_error = |reason: String| X11Error::Connect {
@@ -440,17 +434,31 @@ pub fn connect_wire(
         reason,
     };
     let parsed = parse_display::parse_display(display).map_err(|e| connect_error(e.to_string()))?;
+    // A display that is a socket's path (`/path/X0`, `unix:/path/X0`, as libxcb takes it):
+    // x11rb parses it but connects to display 0's socket instead.
+    let path =
+        (parsed.protocol.as_deref() == Some("unix") && parsed.host.starts_with('/')).then(|| {
+            UnixStream::connect(&parsed.host)
+                .and_then(DefaultStream::from_unix_stream)
+                .map_err(|e| connect_error(format!("{}: {e}", parsed.host)))
+        });
+    if let Some(opened) = path {
+        let (stream, (family, address)) = opened?;
+        let auth = xauth::get_auth(family, &address, parsed.display)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        return Ok((stream, auth, usize::from(parsed.screen)));
+    }
     let mut last = None;
     for addr in parsed.connect_instruction() {
         match DefaultStream::connect(&addr) {
             Ok((stream, (family, address))) => {
-                let (auth_name, auth_data) = xauth::get_auth(family, &address, parsed.display)
+                let auth = xauth::get_auth(family, &address, parsed.display)
                     .ok()
                     .flatten()
                     .unwrap_or_default();
-                let (wire, setup) =
-                    Wire::connect(OwnedFd::from(stream), auth_name, auth_data, timeout)?;
-                return Ok((wire, setup, usize::from(parsed.screen)));
+                return Ok((stream, auth, usize::from(parsed.screen)));
             }
             Err(e) => last = Some(e.to_string()),
         }
@@ -458,6 +466,38 @@ pub fn connect_wire(
     Err(connect_error(
         last.unwrap_or_else(|| "no address to connect to".into()),
     ))
+}
+
+/// x11rb's connection on `stream` under a [`Guarded`] stream: the setup is the first exchange.
+fn connect_guarded(
+    stream: DefaultStream,
+    (auth_name, auth_data): Auth,
+    screen: usize,
+    timeout: Duration,
+) -> Result<Conn, X11Error> {
+    let stream = Guarded::new(stream, timeout);
+    let watch = stream.watch();
+    let conn =
+        RustConnection::connect_to_stream_with_auth_info(stream, screen, auth_name, auth_data)
+            .map_err(|e| {
+                watch.violation().unwrap_or_else(|| X11Error::Connect {
+                    display: String::new(),
+                    reason: e.to_string(),
+                })
+            })?;
+    conn.stream().done();
+    Ok(conn)
+}
+
+/// A [`Wire`] to the server `display` names (`None`: `$DISPLAY`), authorized as Xlib would be.
+/// Returns the connection, the server's setup and the screen the name asks for.
+pub fn connect_wire(
+    display: Option<&str>,
+    timeout: Duration,
+) -> Result<(Wire, Setup, usize), X11Error> {
+    let (stream, (auth_name, auth_data), screen) = open_stream(display)?;
+    let (wire, setup) = Wire::connect(OwnedFd::from(stream), auth_name, auth_data, timeout)?;
+    Ok((wire, setup, screen))
 }
 
 fn name_display(e: X11Error, display: &str) -> X11Error {
@@ -470,58 +510,63 @@ fn name_display(e: X11Error, display: &str) -> X11Error {
     }
 }
 
+/// The largest `ListExtensions` reply: up to 255 names of up to 255 bytes, each after its length.
+const LIST_EXTENSIONS_MAX: usize = 32 + 255 * 256;
+
 fn describe(
-    conn: &RustConnection,
+    conn: &Conn,
     screen: usize,
     display: String,
     private_xvfb: bool,
 ) -> Result<ServerInfo, X11Error> {
     let setup = conn.setup();
     let root = &setup.roots[screen];
-    let mut extensions: Vec<String> = conn
-        .list_extensions()
-        .map_err(X11Error::protocol)?
-        .reply()
-        .map_err(X11Error::protocol)?
+    let names = exchange(conn, LIST_EXTENSIONS_MAX, |c| c.list_extensions()?.reply())?;
+    let mut extensions: Vec<String> = names
         .names
         .into_iter()
         .map(|n| String::from_utf8_lossy(&n.name).into_owned())
         .collect();
     extensions.sort();
-    let shm = match conn
-        .extension_information(x11rb::protocol::shm::X11_EXTENSION_NAME)
-        .map_err(X11Error::protocol)?
-    {
-        Some(_) => conn
-            .shm_query_version()
-            .ok()
-            .and_then(|c| c.reply().ok())
+    let has = |name: &'static str| exchange(conn, SMALL_REPLY, |c| c.extension_information(name));
+    // A server that refuses a version query is described without it.
+    let shm = match has(x11rb::protocol::shm::X11_EXTENSION_NAME)? {
+        Some(_) => exchange(conn, SMALL_REPLY, |c| c.shm_query_version()?.reply())
+            .map(Some)
+            .or_else(keep_violation)?
             .map(|r| (r.major_version, r.minor_version)),
         None => None,
     };
-    let randr = match conn
-        .extension_information(x11rb::protocol::randr::X11_EXTENSION_NAME)
-        .map_err(X11Error::protocol)?
-    {
-        Some(_) => conn
-            .randr_query_version(1, 6)
-            .ok()
-            .and_then(|c| c.reply().ok())
+    let randr = match has(x11rb::protocol::randr::X11_EXTENSION_NAME)? {
+        Some(_) => exchange(conn, SMALL_REPLY, |c| c.randr_query_version(1, 6)?.reply())
+            .map(Some)
+            .or_else(keep_violation)?
             .map(|r| (r.major_version, r.minor_version)),
         None => None,
     };
+    let max_request_bytes = exchange(conn, SMALL_REPLY, |c| {
+        Ok::<_, X11Error>(c.maximum_request_bytes() as u64)
+    })?;
     Ok(ServerInfo {
         display,
         vendor: String::from_utf8_lossy(&setup.vendor).into_owned(),
         release: setup.release_number,
         private_xvfb,
         extensions,
-        max_request_bytes: conn.maximum_request_bytes() as u64,
+        max_request_bytes,
         shm,
         randr,
         pid: peer_pid(conn.stream().as_raw_fd()),
         root: (root.root_depth, root.width_in_pixels, root.height_in_pixels),
     })
+}
+
+/// An optional answer: a refusal is `None`, a broken connection or server is still an error.
+fn keep_violation<T>(e: X11Error) -> Result<Option<T>, X11Error> {
+    match e {
+        X11Error::Protocol(_) => Ok(None),
+        other => Err(other),
+    }
 }
 
 #[cfg(test)]

@@ -25,11 +25,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use x11rb::connection::{Connection, RequestConnection};
 use x11rb::protocol::shm::ConnectionExt as _;
 use x11rb::protocol::xproto::{ConnectionExt as _, CreateGCAux, ImageFormat, ImageOrder};
-use x11rb::reexports::x11rb_protocol::connection::ReplyFdKind;
 use x11rb::reexports::x11rb_protocol::x11_utils::TryParse;
-use x11rb::rust_connection::RustConnection;
 
-use super::wire::{Wire, describe_error};
+use super::stream::{Conn, exchange};
+use super::wire::{Answer, SMALL_REPLY, Wire, describe_error};
 use super::{Method, Upload, X11Error};
 use crate::lab::ipc::clock::monotonic_ns;
 
@@ -81,7 +80,7 @@ fn protocol(e: impl std::fmt::Display) -> X11Error {
 }
 
 /// Creates the pixmap and checks the image can be uploaded as asked.
-pub fn prepare(conn: &RustConnection, root: u32, upload: Upload) -> Result<Target, X11Error> {
+pub fn prepare(conn: &Conn, root: u32, upload: Upload) -> Result<Target, X11Error> {
     let setup = conn.setup();
     let format = setup
         .pixmap_formats
@@ -104,16 +103,18 @@ pub fn prepare(conn: &RustConnection, root: u32, upload: Upload) -> Result<Targe
     let stride = bits.div_ceil(pad) * pad / 8;
     let bytes = stride * usize::from(upload.height);
     check_size(conn, &upload, bytes)?;
-    let pixmap = conn.generate_id().map_err(protocol)?;
-    conn.create_pixmap(upload.depth, pixmap, root, upload.width, upload.height)
-        .map_err(protocol)?
-        .check()
-        .map_err(protocol)?;
-    let gc = conn.generate_id().map_err(protocol)?;
-    conn.create_gc(gc, pixmap, &CreateGCAux::new())
-        .map_err(protocol)?
-        .check()
-        .map_err(protocol)?;
+    // Each check is a round trip: a GetInputFocus reply.
+    let pixmap = exchange(conn, SMALL_REPLY, |c| {
+        let id = c.generate_id()?;
+        c.create_pixmap(upload.depth, id, root, upload.width, upload.height)?
+            .check()?;
+        Ok::<_, x11rb::errors::ReplyOrIdError>(id)
+    })?;
+    let gc = exchange(conn, SMALL_REPLY, |c| {
+        let id = c.generate_id()?;
+        c.create_gc(id, pixmap, &CreateGCAux::new())?.check()?;
+        Ok::<_, x11rb::errors::ReplyOrIdError>(id)
+    })?;
     let image: Vec<u8> = (0..bytes).map(|i| (i * 7 % 251) as u8).collect();
     let put_request = put_request(pixmap, gc, &upload, &image);
     let whole = put_request.0.len() + image.len() + put_request.1.len();
@@ -151,20 +152,22 @@ fn put_request(pixmap: u32, gc: u32, u: &Upload, image: &[u8]) -> (Vec<u8>, Vec<
 }
 
 /// A `PutImage` larger than the server takes is refused before anything runs.
-fn check_size(conn: &RustConnection, upload: &Upload, bytes: usize) -> Result<(), X11Error> {
+fn check_size(conn: &Conn, upload: &Upload, bytes: usize) -> Result<(), X11Error> {
     let request = 24 + bytes.div_ceil(4) * 4;
-    let max = conn.maximum_request_bytes();
+    let max = exchange(conn, SMALL_REPLY, |c| {
+        Ok::<_, X11Error>(c.maximum_request_bytes())
+    })?;
     if upload.method == Method::Put && request > max {
         return Err(X11Error::TooLarge(format!(
             "a {}x{} image at depth {} is a {request}-byte PutImage request; this server takes at most {max} bytes per request{}: use a smaller --size or --method shm",
             upload.width,
             upload.height,
             upload.depth,
-            if conn
-                .extension_information("BIG-REQUESTS")
-                .ok()
-                .flatten()
-                .is_some()
+            if exchange(conn, SMALL_REPLY, |c| c
+                .extension_information("BIG-REQUESTS"))
+            .ok()
+            .flatten()
+            .is_some()
             {
                 " (with BIG-REQUESTS)"
             } else {
@@ -179,10 +182,10 @@ fn check_size(conn: &RustConnection, upload: &Upload, bytes: usize) -> Result<()
 pub fn put(wire: &mut Wire, t: &mut Target, seq: u64) -> Result<(), X11Error> {
     t.stamp(seq);
     if let Some(whole) = &t.put_whole {
-        wire.send_whole(whole, ReplyFdKind::NoReply)?;
+        wire.send_whole(whole, Answer::Nothing)?;
     } else {
         let (header, padding) = &t.put_request;
-        wire.send(&[header, &t.image, padding], ReplyFdKind::NoReply)?;
+        wire.send(&[header, &t.image, padding], Answer::Nothing)?;
     }
     Ok(())
 }
@@ -204,7 +207,7 @@ impl Drop for Segment {
 }
 
 impl Segment {
-    fn new(conn: &RustConnection, len: usize) -> Result<Segment, X11Error> {
+    fn new(conn: &Conn, len: usize) -> Result<Segment, X11Error> {
         let io = |e: std::io::Error| X11Error::Protocol(format!("shared segment: {e}"));
         // SAFETY: a NUL-terminated name; memfd_create returns a new descriptor or -1.
         let fd = unsafe { libc::memfd_create(c"latscope-x11-shm".as_ptr(), libc::MFD_CLOEXEC) };
@@ -230,18 +233,18 @@ impl Segment {
         if map == libc::MAP_FAILED {
             return Err(io(std::io::Error::last_os_error()));
         }
-        let id = conn.generate_id().map_err(protocol)?;
         let server_fd = fd.try_clone().map_err(io)?;
-        let segment = Segment {
-            id,
+        let mut segment = Segment {
+            id: 0,
             map: map.cast(),
             len,
             _fd: fd,
         };
-        conn.shm_attach_fd(id, server_fd, true)
-            .map_err(protocol)?
-            .check()
-            .map_err(protocol)?;
+        segment.id = exchange(conn, SMALL_REPLY, |c| {
+            let id = c.generate_id()?;
+            c.shm_attach_fd(id, server_fd, true)?.check()?;
+            Ok::<_, x11rb::errors::ReplyOrIdError>(id)
+        })?;
         Ok(segment)
     }
 
@@ -296,11 +299,11 @@ pub struct ShmRing {
 
 impl ShmRing {
     /// Attaches `k` segments of one image each.
-    pub fn new(conn: &RustConnection, t: &Target, k: u32) -> Result<ShmRing, X11Error> {
-        let ext = conn
-            .extension_information(x11rb::protocol::shm::X11_EXTENSION_NAME)
-            .map_err(protocol)?
-            .ok_or(X11Error::Missing("MIT-SHM"))?;
+    pub fn new(conn: &Conn, t: &Target, k: u32) -> Result<ShmRing, X11Error> {
+        let ext = exchange(conn, SMALL_REPLY, |c| {
+            c.extension_information(x11rb::protocol::shm::X11_EXTENSION_NAME)
+        })?
+        .ok_or(X11Error::Missing("MIT-SHM"))?;
         let major = ext.major_opcode;
         let segments = (0..k)
             .map(|_| Segment::new(conn, t.image_bytes().max(1)))
@@ -372,7 +375,7 @@ impl ShmRing {
         } else {
             &self.unsynced
         };
-        wire.send_whole(request, ReplyFdKind::NoReply)?;
+        wire.send_whole(request, Answer::Nothing)?;
         Ok(())
     }
 
@@ -423,23 +426,26 @@ impl ShmRing {
     }
 
     /// Detaches every segment from the server.
-    pub fn detach(self, conn: &RustConnection) {
-        for s in &self.segments {
-            let _ = conn.shm_detach(s.id);
-        }
-        let _ = conn.flush();
+    pub fn detach(self, conn: &Conn) {
+        let _ = exchange(conn, 0, |c| {
+            for s in &self.segments {
+                c.shm_detach(s.id)?;
+            }
+            c.flush()
+        });
     }
 }
 
 /// Reads the pixmap back and compares it with the last image uploaded (padding, and the unused
 /// byte of a 24-bit pixel stored in 32 bits, are not compared). `Ok(None)`: equal.
-pub fn verify(conn: &RustConnection, t: &Target) -> Result<Option<String>, X11Error> {
+pub fn verify(conn: &Conn, t: &Target) -> Result<Option<String>, X11Error> {
     let u = t.upload;
-    let reply = conn
-        .get_image(ImageFormat::Z_PIXMAP, t.pixmap, 0, 0, u.width, u.height, !0)
-        .map_err(protocol)?
-        .reply()
-        .map_err(protocol)?;
+    // The reply is the pixmap's rows, padded as the server's format says: the image's size.
+    let max_reply = 32 + t.image_bytes().next_multiple_of(4);
+    let reply = exchange(conn, max_reply, |c| {
+        c.get_image(ImageFormat::Z_PIXMAP, t.pixmap, 0, 0, u.width, u.height, !0)?
+            .reply()
+    })?;
     let row_bytes = usize::from(u.width) * usize::from(t.bits_per_pixel) / 8;
     let unused =
         (u.depth == 24 && t.bits_per_pixel == 32).then_some(if t.lsb_first { 3 } else { 0 });
@@ -467,8 +473,10 @@ pub fn verify(conn: &RustConnection, t: &Target) -> Result<Option<String>, X11Er
 }
 
 /// Frees the pixmap and GC.
-pub fn release(conn: &RustConnection, t: &Target) {
-    let _ = conn.free_gc(t.gc);
-    let _ = conn.free_pixmap(t.pixmap);
-    let _ = conn.flush();
+pub fn release(conn: &Conn, t: &Target) {
+    let _ = exchange(conn, 0, |c| {
+        c.free_gc(t.gc)?;
+        c.free_pixmap(t.pixmap)?;
+        c.flush()
+    });
 }

@@ -10,12 +10,23 @@
 //! x11rb-protocol. Requests larger than the buffer go out in one `sendmsg(2)` from the caller's
 //! slices, as Xlib writes large images.
 //!
-//! The socket is blocking with `SO_RCVTIMEO`/`SO_SNDTIMEO`: a server that stops answering (or
-//! stops reading) fails the wait after the timeout, with no `poll(2)` per wait. The connection is a
-//! second client of the same server: the pixmaps, GCs and shared segments the lab creates on its
-//! x11rb connection are server resources that any client may name.
+//! `--timeout` is a deadline for each whole wait (a reply, an event, a flush, the setup), not
+//! per read: a server that answers a byte at a time cannot stretch it. The socket is blocking
+//! with `SO_RCVTIMEO`/`SO_SNDTIMEO` set to the whole timeout, so the first `recv`/`send` of a
+//! wait needs no `poll(2)`; only a wait that needs more than one (a reply in pieces, a server
+//! that reads slowly) polls for what is left of it.
+//!
+//! What is held is bounded by what the requests in flight allow, never by a length the server
+//! announces: a reply larger than its request can have ([`Answer::Reply`]), a reply to no
+//! request, or an event larger than 32 bytes (the lab asks for no generic event) is refused at
+//! its header, and at most [`MAX_EVENTS`] events wait unread. Each is an
+//! [`X11Error::Misbehaved`] that says what the server did.
+//!
+//! The connection is a second client of the same server: the pixmaps, GCs and shared segments
+//! the lab creates on its x11rb connection are server resources that any client may name.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
@@ -27,6 +38,7 @@ use xproto_crate::x11_utils::{ReplyRequest, TryParse, VoidRequest};
 use xproto_crate::{DiscardMode, SequenceNumber};
 
 use super::X11Error;
+use super::stream::{Deadline, too_large};
 
 /// Bytes buffered before a flush (Xlib's `XLIBBUFFERSIZE` and libxcb's queue are 16 KiB).
 pub const BUFFER: usize = 16 * 1024;
@@ -34,8 +46,56 @@ pub const BUFFER: usize = 16 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
 /// `GetInputFocus`: what `XSync` sends, four bytes.
 const GET_INPUT_FOCUS: [u8; 4] = [43, 0, 1, 0];
+/// What a wait for the server to read says when it times out.
+const TOOK_NOTHING: &str = "the X server did not read the requests";
 /// A server's largest request without BIG-REQUESTS: 65535 four-byte units.
 const SMALL_MAX: usize = 65535 * 4;
+/// A reply with nothing after its 32 bytes (`GetInputFocus`, `QueryExtension`, `InternAtom`).
+pub const SMALL_REPLY: usize = 32;
+/// Events (and errors of requests without a reply) held unread at most. The lab reads what it
+/// asks for as it comes (K completions in flight, a few RandR notifications), so a server
+/// that sends more while the lab waits is flooding it.
+pub const MAX_EVENTS: usize = 1 << 16;
+/// While this little of a wait is gone, the socket's own timeout (the whole one) stands for what
+/// is left: one `recv` with no `poll`.
+const SLACK: Duration = Duration::from_millis(1);
+/// What a wait for the server's answer says when it times out.
+const NO_ANSWER: &str = "no answer from the X server";
+
+/// What a request gets back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// nothing (an error, if the server refuses it)
+    Nothing,
+    /// a reply of at most this many bytes
+    Reply(usize),
+}
+
+/// One wait on the server: its deadline, what it waits for, the bytes that came.
+struct Wait {
+    deadline: Deadline,
+    what: &'static str,
+    came: usize,
+    /// no system call of this wait has run: the whole timeout is left, with no clock reading
+    fresh: bool,
+}
+
+impl Wait {
+    fn new(timeout: Duration, what: &'static str) -> Wait {
+        Wait {
+            deadline: Deadline::after(timeout),
+            what,
+            came: 0,
+            fresh: true,
+        }
+    }
+
+    /// Whether the next system call may block on the socket's own timeout: only while almost
+    /// the whole wait is left.
+    fn blocking(&mut self) -> bool {
+        std::mem::take(&mut self.fresh) || self.deadline.left() + SLACK >= self.deadline.timeout()
+    }
+}
 
 /// System calls and requests of a connection, for the client's own profile.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,6 +130,10 @@ pub struct Wire {
     input: Vec<u8>,
     /// the first byte of `input` not yet split into packets
     consumed: usize,
+    /// requests with a reply not yet answered, oldest first: sequence, most bytes of the reply
+    awaiting: VecDeque<(SequenceNumber, usize)>,
+    /// events and errors of requests without a reply, not yet read
+    events: VecDeque<Vec<u8>>,
     max_request_bytes: usize,
     big_requests: bool,
     timeout: Duration,
@@ -202,16 +266,20 @@ impl Wire {
             out: Vec::with_capacity(BUFFER),
             input: Vec::new(),
             consumed: 0,
+            awaiting: VecDeque::new(),
+            events: VecDeque::new(),
             max_request_bytes: SMALL_MAX,
             big_requests: false,
             timeout,
             counters: Counters::default(),
         };
         let (mut connect, request) = Connect::with_authorization(auth_name, auth_data);
-        wire.send_bytes(&[&request])?;
+        let mut wait = Wait::new(timeout, "the X server did not answer the connection setup");
+        wire.send_bytes(&[&request], &mut wait)?;
+        // The setup's length is a 16-bit count of 4-byte units: at most 256 KiB.
         loop {
             let buf = connect.buffer();
-            let n = wire.recv_raw(buf.as_mut_ptr(), buf.len(), 0)?;
+            let n = wire.recv_raw(buf.as_mut_ptr(), buf.len(), Some(&mut wait))?;
             if connect.advance(n) {
                 break;
             }
@@ -230,7 +298,7 @@ impl Wire {
             return Ok(());
         };
         let (bytes, _) = xproto_crate::protocol::bigreq::EnableRequest.serialize(ext.major_opcode);
-        let seq = self.send(&[&bytes[0]], ReplyFdKind::ReplyWithoutFDs)?;
+        let seq = self.send(&[&bytes[0]], Answer::Reply(SMALL_REPLY))?;
         let reply: xproto_crate::protocol::bigreq::EnableReply = self.reply_of(seq)?;
         self.big_requests = true;
         self.max_request_bytes = (reply.maximum_request_length as usize).saturating_mul(4);
@@ -245,7 +313,7 @@ impl Wire {
         let request = xproto_crate::protocol::xproto::QueryExtensionRequest {
             name: Cow::Borrowed(name.as_bytes()),
         };
-        let seq = self.request(request, 0)?;
+        let seq = self.request(request, 0, SMALL_REPLY)?;
         let reply: xproto_crate::protocol::xproto::QueryExtensionReply = self.reply_of(seq)?;
         Ok(reply.present.then_some(reply))
     }
@@ -263,7 +331,7 @@ impl Wire {
     /// Buffers one request made of `parts` (x11rb-protocol's serialization; the length in
     /// bytes 2–3 is written here, in the BIG-REQUESTS form when it does not fit) and returns its
     /// sequence number. A request larger than the buffer is sent at once from `parts`.
-    pub fn send(&mut self, parts: &[&[u8]], kind: ReplyFdKind) -> Result<SequenceNumber, X11Error> {
+    pub fn send(&mut self, parts: &[&[u8]], answer: Answer) -> Result<SequenceNumber, X11Error> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let head = parts.first().copied().unwrap_or_default();
         if head.len() < 4 || !len.is_multiple_of(4) {
@@ -279,7 +347,7 @@ impl Wire {
                 self.max_request_bytes
             )));
         }
-        let seq = self.sequence(kind)?;
+        let seq = self.sequence(answer)?;
         if self.out.len() + wire_len > BUFFER {
             self.flush()?;
         }
@@ -298,7 +366,8 @@ impl Wire {
             slices.push(header);
             slices.push(&head[4..]);
             slices.extend_from_slice(&parts[1..]);
-            self.send_bytes(&slices)?;
+            let mut wait = Wait::new(self.timeout, NO_ANSWER);
+            self.send_bytes(&slices, &mut wait)?;
         } else {
             self.out.extend_from_slice(header);
             self.out.extend_from_slice(&head[4..]);
@@ -315,14 +384,14 @@ impl Wire {
     pub fn send_whole(
         &mut self,
         request: &[u8],
-        kind: ReplyFdKind,
+        answer: Answer,
     ) -> Result<SequenceNumber, X11Error> {
         debug_assert!(
             request.len() >= 4
                 && request.len() <= BUFFER
                 && usize::from(u16::from_ne_bytes([request[2], request[3]])) * 4 == request.len()
         );
-        let seq = self.sequence(kind)?;
+        let seq = self.sequence(answer)?;
         if self.out.len() + request.len() > BUFFER {
             self.flush()?;
         }
@@ -333,9 +402,16 @@ impl Wire {
 
     /// The next sequence number; every 65535 requests without a reply a `GetInputFocus` goes
     /// first (its reply discarded), so the 16-bit numbers on the wire can be extended again.
-    fn sequence(&mut self, kind: ReplyFdKind) -> Result<SequenceNumber, X11Error> {
+    fn sequence(&mut self, answer: Answer) -> Result<SequenceNumber, X11Error> {
+        let kind = match answer {
+            Answer::Nothing => ReplyFdKind::NoReply,
+            Answer::Reply(_) => ReplyFdKind::ReplyWithoutFDs,
+        };
         loop {
             if let Some(seq) = self.protocol.send_request(kind) {
+                if let Answer::Reply(max) = answer {
+                    self.awaiting.push_back((seq, max));
+                }
                 return Ok(seq);
             }
             let Some(sync) = self.protocol.send_request(ReplyFdKind::ReplyWithoutFDs) else {
@@ -345,10 +421,11 @@ impl Wire {
             };
             self.protocol
                 .discard_reply(sync, DiscardMode::DiscardReplyAndError);
+            self.awaiting.push_back((sync, SMALL_REPLY));
             // The replies of the syncs before this one may have arrived: reading them lets the
             // protocol state forget the requests they cover, so a pipelined run of millions of
             // requests keeps at most two syncs' worth in memory.
-            self.fill_with(libc::MSG_DONTWAIT)?;
+            self.fill(None)?;
             if self.out.len() + GET_INPUT_FOCUS.len() > BUFFER {
                 self.flush()?;
             }
@@ -357,36 +434,43 @@ impl Wire {
         }
     }
 
-    /// Buffers a request of x11rb-protocol with a reply; `major` is its extension's opcode (0
-    /// for the core protocol).
+    /// Buffers a request of x11rb-protocol with a reply of at most `max_reply` bytes; `major`
+    /// is its extension's opcode (0 for the core protocol).
     pub fn request<R: ReplyRequest>(
         &mut self,
         request: R,
         major: u8,
+        max_reply: usize,
     ) -> Result<SequenceNumber, X11Error> {
         let (bytes, _) = request.serialize(major);
-        self.send(&[&bytes], ReplyFdKind::ReplyWithoutFDs)
+        self.send(&[&bytes], Answer::Reply(max_reply))
     }
 
     /// Buffers a request of x11rb-protocol without a reply.
     pub fn void<R: VoidRequest>(&mut self, request: R, major: u8) -> Result<(), X11Error> {
         let (bytes, _) = request.serialize(major);
-        self.send(&[&bytes], ReplyFdKind::NoReply).map(|_| ())
+        self.send(&[&bytes], Answer::Nothing).map(|_| ())
     }
 
     /// Sends everything buffered: one `send(2)` (more only when the socket takes part).
     pub fn flush(&mut self) -> Result<(), X11Error> {
+        let mut wait = Wait::new(self.timeout, NO_ANSWER);
+        self.flush_within(&mut wait)
+    }
+
+    /// [`Wire::flush`] as part of `wait`.
+    fn flush_within(&mut self, wait: &mut Wait) -> Result<(), X11Error> {
         if self.out.is_empty() {
             return Ok(());
         }
         let out = std::mem::take(&mut self.out);
-        let result = self.send_bytes(&[&out]);
+        let result = self.send_bytes(&[&out], wait);
         self.out = out;
         self.out.clear();
         result
     }
 
-    fn send_bytes(&mut self, slices: &[&[u8]]) -> Result<(), X11Error> {
+    fn send_bytes(&mut self, slices: &[&[u8]], wait: &mut Wait) -> Result<(), X11Error> {
         let mut iov: Vec<libc::iovec> = slices
             .iter()
             .filter(|s| !s.is_empty())
@@ -397,21 +481,30 @@ impl Wire {
             .collect();
         let mut first = 0;
         while first < iov.len() {
+            let blocking = wait.blocking();
+            let flags = if blocking {
+                libc::MSG_NOSIGNAL
+            } else {
+                self.ready(wait, libc::POLLOUT, TOOK_NOTHING)?;
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT
+            };
             // SAFETY: a msghdr over iovecs that point into the live slices above.
             let n = unsafe {
                 let mut msg: libc::msghdr = std::mem::zeroed();
                 msg.msg_iov = iov[first..].as_mut_ptr();
                 msg.msg_iovlen = iov.len() - first;
-                libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+                libc::sendmsg(self.fd.as_raw_fd(), &msg, flags)
             };
             self.counters.writes += 1;
             if n < 0 {
                 let e = std::io::Error::last_os_error();
                 match e.kind() {
                     std::io::ErrorKind::Interrupted => continue,
-                    std::io::ErrorKind::WouldBlock => {
-                        return Err(self.timed_out("the server read none of the requests"));
+                    // the socket's timeout, the whole wait's
+                    std::io::ErrorKind::WouldBlock if blocking => {
+                        return Err(self.timed_out(wait, TOOK_NOTHING));
                     }
+                    std::io::ErrorKind::WouldBlock => continue,
                     _ => return Err(os_error("writing to the X server", e)),
                 }
             }
@@ -430,21 +523,51 @@ impl Wire {
         Ok(())
     }
 
-    fn timed_out(&self, what: &str) -> X11Error {
+    fn timed_out(&self, wait: &Wait, what: &str) -> X11Error {
+        let came = match wait.came {
+            0 => String::new(),
+            n => format!("; {n} bytes came in that time"),
+        };
         X11Error::Timeout(format!(
-            "{what} within {} ms (--timeout)",
+            "{what} within {} ms (--timeout{came})",
             self.timeout.as_millis()
         ))
     }
 
-    /// One `recv(2)` of up to `len` bytes at `ptr`: at least one byte, or an error (closed,
-    /// timed out).
-    fn recv_raw(&mut self, ptr: *mut u8, len: usize, flags: i32) -> Result<usize, X11Error> {
+    /// Waits until the socket has `events` or the wait's deadline passes (an error).
+    fn ready(&self, wait: &Wait, events: i16, what: &str) -> Result<(), X11Error> {
+        match wait.deadline.ready(self.fd.as_raw_fd(), events) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.timed_out(wait, what)),
+            Err(e) => Err(os_error("waiting for the X server", e)),
+        }
+    }
+
+    /// One `recv(2)` of up to `len` bytes at `ptr` as part of `wait`: at least one byte, or
+    /// an error (closed, timed out). With no wait, whatever has arrived, maybe nothing (0).
+    fn recv_raw(
+        &mut self,
+        ptr: *mut u8,
+        len: usize,
+        mut wait: Option<&mut Wait>,
+    ) -> Result<usize, X11Error> {
         loop {
+            let blocking = wait.as_deref_mut().is_some_and(Wait::blocking);
+            let flags = match wait.as_deref() {
+                Some(w) if !blocking => {
+                    self.ready(w, libc::POLLIN, w.what)?;
+                    libc::MSG_DONTWAIT
+                }
+                Some(_) => 0,
+                None => libc::MSG_DONTWAIT,
+            };
             // SAFETY: the caller gives `len` writable bytes at `ptr`.
             let n = unsafe { libc::recv(self.fd.as_raw_fd(), ptr.cast(), len, flags) };
             self.counters.reads += 1;
             if n > 0 {
+                if let Some(w) = wait.as_deref_mut() {
+                    w.came += n as usize;
+                }
                 return Ok(n as usize);
             }
             if n == 0 {
@@ -453,26 +576,23 @@ impl Wire {
                 ));
             }
             let e = std::io::Error::last_os_error();
-            match e.kind() {
-                std::io::ErrorKind::Interrupted => continue,
-                std::io::ErrorKind::WouldBlock if flags & libc::MSG_DONTWAIT != 0 => return Ok(0),
-                std::io::ErrorKind::WouldBlock => {
-                    return Err(self.timed_out("no answer from the X server"));
+            match (e.kind(), wait.as_deref()) {
+                (std::io::ErrorKind::Interrupted, _) => continue,
+                (std::io::ErrorKind::WouldBlock, None) => return Ok(0),
+                // the socket's timeout, the whole wait's
+                (std::io::ErrorKind::WouldBlock, Some(w)) if blocking => {
+                    return Err(self.timed_out(w, w.what));
                 }
+                (std::io::ErrorKind::WouldBlock, Some(_)) => continue,
                 _ => return Err(os_error("reading from the X server", e)),
             }
         }
     }
 
-    /// Reads what the server has sent (waiting for at least one byte) and hands every complete
-    /// packet to the protocol state. Memory grows with the bytes read, never with a length
-    /// the server announces.
-    fn fill(&mut self) -> Result<(), X11Error> {
-        self.fill_with(0)
-    }
-
-    /// [`Wire::fill`] with `recv` flags (`MSG_DONTWAIT`: whatever has arrived, maybe nothing).
-    fn fill_with(&mut self, flags: i32) -> Result<(), X11Error> {
+    /// Reads what the server has sent (as part of `wait`: at least one byte; with none,
+    /// whatever has arrived) and hands every complete packet to the protocol state. Memory
+    /// grows with the bytes read, up to what the requests in flight allow.
+    fn fill(&mut self, wait: Option<&mut Wait>) -> Result<(), X11Error> {
         if self.consumed > 0 {
             self.input.drain(..self.consumed);
             self.consumed = 0;
@@ -482,25 +602,80 @@ impl Wire {
         let room = self.input.capacity() - have;
         // SAFETY: `room` bytes of spare capacity after the `have` valid ones.
         let ptr = unsafe { self.input.as_mut_ptr().add(have) };
-        let n = self.recv_raw(ptr, room, flags)?;
+        let n = self.recv_raw(ptr, room, wait)?;
         // SAFETY: recv wrote `n` ≤ `room` bytes there.
         unsafe { self.input.set_len(have + n) };
+        self.split()
+    }
+
+    /// Takes every complete packet out of `input`; a packet longer than it may be is refused
+    /// as soon as its header is in, before its body is read.
+    fn split(&mut self) -> Result<(), X11Error> {
         while self.input.len() - self.consumed >= 32 {
             let rest = &self.input[self.consumed..];
             let len = packet_len(rest);
+            let max = self.limit(rest)?;
+            if len > max {
+                return Err(X11Error::Misbehaved(too_large(rest, len, max)));
+            }
             if rest.len() < len {
                 break;
             }
             let packet = rest[..len].to_vec();
             self.consumed += len;
-            self.protocol.enqueue_packet(packet);
+            self.take(packet)?;
         }
         Ok(())
     }
 
+    /// The most bytes the packet that starts with `head` may have: a reply, what the oldest
+    /// request awaiting one allows (replies come in order); an error or an event, 32.
+    fn limit(&self, head: &[u8]) -> Result<usize, X11Error> {
+        if head[0] != 1 {
+            return Ok(32);
+        }
+        let seq = u16::from_ne_bytes([head[2], head[3]]);
+        match self.awaiting.front() {
+            Some(&(s, max)) if s as u16 == seq => Ok(max),
+            _ => Err(X11Error::Misbehaved(format!(
+                "it sent a reply to no request the lab is waiting for (sequence number {seq})"
+            ))),
+        }
+    }
+
+    /// Hands `packet` to the protocol state, and moves the events out of it into the bounded
+    /// queue.
+    fn take(&mut self, packet: Vec<u8>) -> Result<(), X11Error> {
+        let seq = u16::from_ne_bytes([packet[2], packet[3]]);
+        // A reply or an error answers the oldest request awaiting a reply, if it is its.
+        if packet[0] <= 1 && self.awaiting.front().is_some_and(|&(s, _)| s as u16 == seq) {
+            self.awaiting.pop_front();
+        }
+        self.protocol.enqueue_packet(packet);
+        while let Some((event, _)) = self.protocol.poll_for_event_with_sequence() {
+            if self.events.len() >= MAX_EVENTS {
+                return Err(self.flooded());
+            }
+            self.events.push_back(event);
+        }
+        Ok(())
+    }
+
+    /// The error of a full event queue: the first X error in it, if any (a refused request
+    /// says more than the count), or the flood.
+    fn flooded(&self) -> X11Error {
+        match self.events.iter().find(|p| p[0] == 0) {
+            Some(error) => X11Error::Protocol(describe_error(error)),
+            None => X11Error::Misbehaved(format!(
+                "it sent more than {MAX_EVENTS} events the lab had not read (a flood of events)"
+            )),
+        }
+    }
+
     /// Waits for the reply to request `seq` (an X error is an `Err`).
     pub fn reply(&mut self, seq: SequenceNumber) -> Result<Vec<u8>, X11Error> {
-        self.flush()?;
+        let mut wait = Wait::new(self.timeout, NO_ANSWER);
+        self.flush_within(&mut wait)?;
         loop {
             if let Some((packet, _)) = self.protocol.poll_for_reply_or_error(seq) {
                 if packet[0] == 0 {
@@ -508,7 +683,7 @@ impl Wire {
                 }
                 return Ok(packet);
             }
-            self.fill()?;
+            self.fill(Some(&mut wait))?;
         }
     }
 
@@ -522,35 +697,30 @@ impl Wire {
 
     /// `GetInputFocus` and its reply: every request before it has been handled.
     pub fn sync(&mut self) -> Result<(), X11Error> {
-        let seq = self.send_whole(&GET_INPUT_FOCUS, ReplyFdKind::ReplyWithoutFDs)?;
+        let seq = self.send_whole(&GET_INPUT_FOCUS, Answer::Reply(SMALL_REPLY))?;
         self.reply(seq).map(|_| ())
-    }
-
-    fn queued_event(&mut self) -> Option<Vec<u8>> {
-        self.protocol
-            .poll_for_event_with_sequence()
-            .map(|(packet, _)| packet)
     }
 
     /// The next event (or error of a request without a reply) if one has arrived: read without
     /// waiting when none is queued.
     pub fn poll_event(&mut self) -> Result<Option<Vec<u8>>, X11Error> {
-        if let Some(packet) = self.queued_event() {
+        if let Some(packet) = self.events.pop_front() {
             return Ok(Some(packet));
         }
         self.flush()?;
-        self.fill_with(libc::MSG_DONTWAIT)?;
-        Ok(self.queued_event())
+        self.fill(None)?;
+        Ok(self.events.pop_front())
     }
 
     /// Waits for the next event (or error of a request without a reply).
     pub fn wait_event(&mut self) -> Result<Vec<u8>, X11Error> {
-        self.flush()?;
+        let mut wait = Wait::new(self.timeout, NO_ANSWER);
+        self.flush_within(&mut wait)?;
         loop {
-            if let Some(packet) = self.queued_event() {
+            if let Some(packet) = self.events.pop_front() {
                 return Ok(packet);
             }
-            self.fill()?;
+            self.fill(Some(&mut wait))?;
         }
     }
 
@@ -645,7 +815,7 @@ mod tests {
         let before = wire.counters();
         let request = [127u8, 0, 1, 0]; // NoOperation
         for _ in 0..1000 {
-            wire.send(&[&request], ReplyFdKind::NoReply).unwrap();
+            wire.send(&[&request], Answer::Nothing).unwrap();
         }
         // 1000 × 4 bytes fit the buffer: nothing is written until the flush, then once.
         assert_eq!(wire.counters().writes, before.writes);
@@ -670,7 +840,7 @@ mod tests {
         request[0] = 127;
         let before = wire.counters().writes;
         for _ in 0..3 {
-            wire.send(&[&request], ReplyFdKind::NoReply).unwrap();
+            wire.send(&[&request], Answer::Nothing).unwrap();
         }
         wire.flush().unwrap();
         // two fit 16 KiB, the third waits for the next write
@@ -694,9 +864,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
-        let seq = wire
-            .send(&[&GET_INPUT_FOCUS], ReplyFdKind::ReplyWithoutFDs)
-            .unwrap();
+        let seq = wire.send(&[&GET_INPUT_FOCUS], Answer::Reply(44)).unwrap();
         let got = wire.reply(seq).unwrap();
         assert_eq!(got.len(), 44);
         assert_eq!(got[8], 7);
@@ -734,6 +902,109 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_that_drips_in_times_out_once_for_the_whole_wait() {
+        let (mut wire, mut server) = pair(Duration::from_millis(300));
+        let writer = std::thread::spawn(move || {
+            let mut req = [0u8; 4];
+            server.read_exact(&mut req).unwrap();
+            // a byte every 100 ms: each read gets one well within the timeout
+            for b in reply(2, 0, 0) {
+                if server.write_all(&[b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let start = std::time::Instant::now();
+        let err = wire.sync().unwrap_err();
+        let took = start.elapsed();
+        assert!(matches!(err, X11Error::Timeout(_)), "{err}");
+        assert!(took < Duration::from_millis(600), "{took:?}");
+        assert!(err.to_string().contains("bytes came in that time"), "{err}");
+        drop(wire);
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_reply_longer_than_its_request_allows_is_refused_before_its_body() {
+        let (mut wire, mut server) = pair(Duration::from_secs(5));
+        let writer = std::thread::spawn(move || {
+            let mut req = [0u8; 4];
+            server.read_exact(&mut req).unwrap();
+            let mut head = reply(2, 0, 0);
+            head[4..8].copy_from_slice(&u32::MAX.to_ne_bytes());
+            server.write_all(&head).unwrap();
+            server
+        });
+        let err = wire.sync().unwrap_err();
+        assert!(matches!(err, X11Error::Misbehaved(_)), "{err}");
+        assert!(
+            err.to_string().contains("a reply of 17179869212 bytes")
+                && err.to_string().contains("at most 32"),
+            "{err}"
+        );
+        // only the header was read
+        assert!(wire.input.capacity() <= 2 * READ_CHUNK);
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_reply_to_no_request_is_refused() {
+        let (mut wire, mut server) = pair(Duration::from_secs(5));
+        server.write_all(&reply(7, 0, 0)).unwrap();
+        let err = wire.poll_event().unwrap_err();
+        assert!(
+            matches!(&err, X11Error::Misbehaved(m) if m.contains("sequence number 7")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_flood_of_events_fills_a_bounded_queue_and_is_an_error() {
+        let (mut wire, mut server) = pair(Duration::from_secs(5));
+        let writer = std::thread::spawn(move || {
+            let mut req = [0u8; 4];
+            server.read_exact(&mut req).unwrap();
+            let mut event = [0u8; 32];
+            event[0] = 6; // MotionNotify, never asked for
+            let burst: Vec<u8> = event.iter().copied().cycle().take(32 * 1024).collect();
+            while server.write_all(&burst).is_ok() {}
+        });
+        let err = wire.sync().unwrap_err();
+        assert!(
+            matches!(&err, X11Error::Misbehaved(m) if m.contains("flood of events")),
+            "{err}"
+        );
+        assert_eq!(wire.events.len(), MAX_EVENTS);
+        drop(wire);
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn in_a_flood_a_refused_request_is_the_error() {
+        let (mut wire, mut server) = pair(Duration::from_secs(5));
+        let writer = std::thread::spawn(move || {
+            let mut req = [0u8; 4];
+            server.read_exact(&mut req).unwrap();
+            let mut error = [0u8; 32];
+            error[1] = 8; // BadMatch of request 1 (QueryExtension)... an earlier one
+            error[10] = 72;
+            let _ = server.write_all(&error);
+            let mut event = [0u8; 32];
+            event[0] = 6;
+            let burst: Vec<u8> = event.iter().copied().cycle().take(32 * 1024).collect();
+            while server.write_all(&burst).is_ok() {}
+        });
+        let err = wire.sync().unwrap_err().to_string();
+        assert!(
+            err.contains("BadMatch") && err.contains("request 72.0"),
+            "{err}"
+        );
+        drop(wire);
+        writer.join().unwrap();
+    }
+
+    #[test]
     fn a_closed_connection_is_an_error() {
         let (mut wire, server) = pair(Duration::from_secs(5));
         drop(server);
@@ -749,7 +1020,7 @@ mod tests {
         let (mut wire, _server) = pair(Duration::from_secs(5));
         let big = vec![0u8; SMALL_MAX + 4];
         let before = wire.counters();
-        let err = wire.send(&[&big], ReplyFdKind::NoReply).unwrap_err();
+        let err = wire.send(&[&big], Answer::Nothing).unwrap_err();
         assert!(matches!(err, X11Error::TooLarge(_)), "{err}");
         assert_eq!(wire.counters(), before);
     }
@@ -768,7 +1039,7 @@ mod tests {
         });
         let request = [127u8, 0, 1, 0];
         for _ in 0..70_000 {
-            wire.send(&[&request], ReplyFdKind::NoReply).unwrap();
+            wire.send(&[&request], Answer::Nothing).unwrap();
         }
         wire.flush().unwrap();
         assert_eq!(reader.join().unwrap(), 1);
