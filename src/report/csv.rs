@@ -105,12 +105,7 @@ pub fn summary(report: &SpansReport<'_>) -> String {
         "csv: {samples} samples of {} series written to standard output\n",
         rows.iter().filter(|r| r.distribution.count() > 0).count()
     );
-    let input: Vec<String> = report
-        .input
-        .iter()
-        .map(|(k, v)| format!("{v} {k}"))
-        .collect();
-    let _ = writeln!(out, "input: {}", input.join(", "));
+    out.push_str(&super::text::input_line(report));
     for row in &rows {
         if let Some(counts) = super::text::counters_line(row) {
             let _ = writeln!(out, "not paired: {}: {counts}", super::text::title(row));

@@ -15,15 +15,19 @@ pub struct Text {
     pub no_histogram: bool,
 }
 
+/// The `input:` line: the input's counts, each with its name.
+pub(crate) fn input_line(report: &SpansReport<'_>) -> String {
+    let input: Vec<String> = report
+        .input
+        .iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
+    format!("input: {}\n", input.join(", "))
+}
+
 impl Renderer for Text {
     fn render(&self, report: &SpansReport<'_>) -> String {
-        let mut out = String::new();
-        let input: Vec<String> = report
-            .input
-            .iter()
-            .map(|(k, v)| format!("{v} {k}"))
-            .collect();
-        let _ = writeln!(out, "input: {}", input.join(", "));
+        let mut out = input_line(report);
         for warning in &report.warnings {
             let _ = writeln!(out, "warning: {warning}");
         }
