@@ -34,7 +34,13 @@ pub fn read(
         file: file.to_string(),
         source,
     };
-    let head = read_head(&mut reader, options.cancel.as_ref()).map_err(io_error)?;
+    // A read error in the first bytes comes after them, as it would later in the input: the
+    // lines before it are read and counted.
+    let (head, head_error) = read_head(&mut reader, options.cancel.as_ref());
+    let head = match head_error {
+        Some(e) if head.is_empty() => return Err(io_error(e).into()),
+        _ => head,
+    };
     let detected_layout = detect_layout(&head).map_err(|why| TraceError::Refused {
         file: file.to_string(),
         why,
@@ -59,13 +65,20 @@ pub fn read(
     };
     // Ctrl-C during the first read: what was read is still analysed, nothing more is read.
     let interrupted = options.cancel.as_ref().is_some_and(Cancel::is_raised);
-    let rest = reader.take(if interrupted { 0 } else { u64::MAX });
+    let failed = head_error.is_some();
+    let rest = ErrorFirst {
+        error: head_error,
+        reader: reader.take(if interrupted || failed { 0 } else { u64::MAX }),
+    };
     let input = io::Cursor::new(head).chain(rest);
     if format == Format::Chrome {
         drop(mapped); // (read with `read`: its slot is free for another file)
-        read_chrome(input, options, pairer, sink, &mut stats, progress).map_err(io_error)?;
+        let read = read_chrome(input, options, pairer, sink, &mut stats, progress);
         stats.interrupted |= interrupted;
-        return Ok(stats);
+        return match read {
+            Ok(()) => Ok(stats),
+            Err(e) => Err(Failed::after(stats, io_error(e))),
+        };
     }
     let mut state = Lines {
         file,
@@ -83,7 +96,7 @@ pub fn read(
         blanks: splits_on_spaces(format),
     };
     let input = Stream {
-        mapped: mapped.filter(|_| !interrupted),
+        mapped: mapped.filter(|_| !interrupted && !failed),
         ..Stream::of(input)
     };
     let mut reading = Reading {
@@ -172,9 +185,11 @@ fn mostly_malformed(stats: &TraceStats, layout: &'static str) -> Result<(), Trac
 /// The first bytes, enough to detect the format: 64 KiB, the end of the input, or 16 whole
 /// lines (a pipe from a live tracer must not wait for 64 KiB), whichever comes first. Ctrl-C
 /// stops the wait.
-fn read_head(reader: &mut impl Read, cancel: Option<&Cancel>) -> io::Result<Vec<u8>> {
+/// A read error ends the head: it is returned beside the bytes read before it.
+fn read_head(reader: &mut impl Read, cancel: Option<&Cancel>) -> (Vec<u8>, Option<io::Error>) {
     let mut head = vec![0u8; HEAD];
     let mut filled = 0;
+    let mut error = None;
     while filled < HEAD {
         match reader.read(&mut head[filled..]) {
             Ok(0) => break,
@@ -189,40 +204,74 @@ fn read_head(reader: &mut impl Read, cancel: Option<&Cancel>) -> io::Result<Vec<
                     break;
                 }
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
         }
     }
     head.truncate(filled);
-    Ok(head)
+    (head, error)
 }
 
+/// `reader`, after `error` if there is one (the error that ended the head).
+struct ErrorFirst<R> {
+    error: Option<io::Error>,
+    reader: R,
+}
+
+impl<R: Read> Read for ErrorFirst<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => self.reader.read(buf),
+        }
+    }
+}
+
+/// Reads Chrome JSON into `stats`, on one thread or several; what was read before a read error
+/// is counted and paired (its events, its spans), then the error is returned.
 fn read_chrome(
-    mut input: impl Read + Send,
+    input: impl Read + Send,
     options: &TraceOptions,
     pairer: &mut Pairer,
     sink: &mut impl SpanSink,
     stats: &mut TraceStats,
-    mut progress: impl FnMut(u64),
+    progress: impl FnMut(u64),
 ) -> io::Result<()> {
     let mut chrome = Chrome::default();
-    if options.threads > 1 {
-        let ended =
-            super::parallel_chrome::read(input, options, &mut chrome, pairer, sink, progress)?;
-        stats.bytes += ended.bytes;
-        stats.interrupted |= ended.interrupted;
-        finish_chrome(chrome, sink, stats);
-        return Ok(());
-    }
+    let read = if options.threads > 1 {
+        super::parallel_chrome::read(input, options, &mut chrome, pairer, sink, progress).map(
+            |ended| {
+                stats.bytes += ended.bytes;
+                stats.interrupted |= ended.interrupted;
+            },
+        )
+    } else {
+        read_chrome_serial(input, options, &mut chrome, (pairer, sink), stats, progress)
+    };
+    finish_chrome(chrome, sink, stats);
+    read
+}
+
+fn read_chrome_serial(
+    mut input: impl Read,
+    options: &TraceOptions,
+    chrome: &mut Chrome,
+    (pairer, sink): (&mut Pairer, &mut impl SpanSink),
+    stats: &mut TraceStats,
+    mut progress: impl FnMut(u64),
+) -> io::Result<()> {
     let mut buf = vec![0u8; 1 << 20];
     let cancelled = || options.cancel.as_ref().is_some_and(Cancel::is_raised);
     loop {
         let n = match input.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted && !cancelled() => continue,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {
                 stats.interrupted = true;
-                break;
+                return Ok(());
             }
             Err(e) => return Err(e),
         };
@@ -231,11 +280,9 @@ fn read_chrome(
         progress(stats.bytes);
         if cancelled() {
             stats.interrupted = true;
-            break;
+            return Ok(());
         }
     }
-    finish_chrome(chrome, sink, stats);
-    Ok(())
 }
 
 fn finish_chrome(mut chrome: Chrome, sink: &mut impl SpanSink, stats: &mut TraceStats) {
@@ -243,4 +290,68 @@ fn finish_chrome(mut chrome: Chrome, sink: &mut impl SpanSink, stats: &mut Trace
     stats.chrome = chrome.stats;
     stats.events = chrome.stats.elements;
     stats.malformed = chrome.stats.malformed;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::trace::rules::{Key, Repeat, Rule, parse_span};
+    use crate::span::Aggregator;
+
+    /// `data`, then an error.
+    struct Failing(&'static [u8]);
+
+    impl Read for Failing {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(io::Error::other("disk on fire"));
+            }
+            let n = buf.len().min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_read_error_keeps_the_spans_and_says_the_lines_and_events_before_it() {
+        let text: &'static [u8] = b"{\"ts\": 1000, \"name\": \"begin\", \"id\": 1}\n\
+            {\"ts\": 1500, \"name\": \"done\", \"id\": 1}\n\
+            {\"ts\": 2000, \"name\": \"begin\", \"id\": 2}\n\
+            {\"ts\": 2700, \"name\": \"done\", \"id\": 2}\n\
+            {\"ts\": 3000, \"name\": \"be";
+        let (name, start, end) = parse_span("req=begin..done").unwrap();
+        let rule = Rule {
+            span: 0,
+            start,
+            end,
+            key: Key::parse("id").unwrap(),
+        };
+        let mut pairer = Pairer::new(vec![rule], vec![name], None, Repeat::KeepLast);
+        let mut sink = Aggregator::new(Vec::new(), None);
+        let options = TraceOptions::default();
+        let failed = read(
+            Stream::of(Failing(text)),
+            "f",
+            &options,
+            &mut pairer,
+            &mut sink,
+            |_| {},
+        )
+        .unwrap_err();
+        assert!(
+            failed.error.to_string().contains("disk on fire"),
+            "{}",
+            failed.error
+        );
+        let read = failed.read.expect("what was read before the error");
+        assert_eq!((read.lines, read.events), (4, 4));
+        assert_eq!(read.bytes, text.len() as u64);
+        let samples: u64 = sink
+            .sorted()
+            .iter()
+            .map(|(_, s)| s.distribution.count())
+            .sum();
+        assert_eq!(samples, 2);
+    }
 }
