@@ -658,6 +658,11 @@ pub struct WaylandArgs {
     #[arg(long, short = 's', value_delimiter = ',', value_parser = named::<SpanKind>())]
     pub span: Vec<SpanKind>,
     /// One series per span and group
+    ///
+    /// A surface or object is named INTERFACE#ID and a generation: libwayland reuses an id once
+    /// its object is destroyed, so `wl_surface#9a` is the first object with id 9 in the log,
+    /// `wl_surface#9b` the next one created with that id, and after `z` come `aa`, `ab`, ... A
+    /// log that names its connections (wayland-debug's libwayland) puts `<CONN> ` in front.
     #[arg(long, short = 'g', default_value = "none", value_parser = named::<GroupBy>())]
     pub group: GroupBy,
     #[command(flatten)]
@@ -1920,6 +1925,28 @@ mod tests {
             .or(arg.get_help())
             .map(|h| h.to_string())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn group_help_explains_the_generation_letters_as_the_library_writes_them() {
+        let help = arg_help("wayland", "group");
+        let label = |generation| latscope::span::ObjectLabel {
+            conn: None,
+            interface: "wl_surface",
+            id: 9,
+            generation,
+        };
+        for (generation, shown) in [(0, "`wl_surface#9a`"), (1, "`wl_surface#9b`")] {
+            assert_eq!(format!("`{}`", label(generation)), shown);
+            assert!(help.contains(shown), "{help}");
+        }
+        assert_eq!(label(26).to_string(), "wl_surface#9aa");
+        assert!(help.contains("after `z` come `aa`"), "{help}");
+        let guide = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide/wayland.md"),
+        )
+        .unwrap();
+        assert!(guide.contains("`wl_surface#9b` the next one created with id 9"));
     }
 
     /// Whether `text` holds `word` as a whole word (`json` not inside `chrome-json`).
