@@ -253,7 +253,8 @@ fn integer(value: &str) -> Option<String> {
         None => digits.parse::<u64>().ok()?,
     };
     if neg {
-        (n <= i64::MAX as u64).then(|| format!("-{n}"))
+        // i64::MIN's magnitude is one more than i64::MAX: a valid value too.
+        (n <= i64::MIN.unsigned_abs()).then(|| format!("-{n}"))
     } else {
         Some(n.to_string())
     }
@@ -421,6 +422,15 @@ print fmt: \"prev_comm=%s\", REC->prev_comm
         );
         assert_eq!(c("next_pid!=0x10").unwrap(), "args->next_pid != 16");
         assert_eq!(c("prev_state==-1").unwrap(), "args->prev_state == -1");
+        assert_eq!(
+            c("prev_state==-9223372036854775808").unwrap(),
+            "args->prev_state == -9223372036854775808"
+        );
+        assert!(c("prev_state==-9223372036854775809").is_err());
+        assert_eq!(
+            c("prev_state==0xffffffffffffffff").unwrap(),
+            "args->prev_state == 18446744073709551615"
+        );
         assert!(
             c("next_pid==abc")
                 .unwrap_err()
