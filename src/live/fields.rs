@@ -169,7 +169,12 @@ pub fn resolve(name: &str, probe: &Probe, formats: &Formats) -> Result<Resolved,
             return Ok(b);
         }
         let mut known: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
-        known.extend(["comm", "pid", "tid", "cpu"].map(String::from));
+        // A tracepoint's own `comm` or `pid` (sched_wakeup's) shadows the task's: named once.
+        for task in ["comm", "pid", "tid", "cpu"] {
+            if !known.iter().any(|k| k == task) {
+                known.push(task.to_string());
+            }
+        }
         return Err(field_error(probe, name, &known));
     }
     if let Some(b) = builtin(name) {
@@ -392,6 +397,23 @@ print fmt: \"prev_comm=%s\", REC->prev_comm
         // Without a format (--print-program), a name is a field only if it is an identifier.
         assert!(resolve("pid-1", &tp(), &Formats::new()).is_err());
         assert!(resolve("arg0", &tp(), &f).is_err());
+    }
+
+    #[test]
+    fn a_tracepoint_with_its_own_comm_and_pid_names_each_field_once() {
+        let wakeup = "format:
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;
+";
+        let mut f = Formats::new();
+        f.insert(
+            ("sched".into(), "sched_wakeup".into()),
+            Some(parse_format(wakeup)),
+        );
+        let probe: Probe = "tracepoint:sched:sched_wakeup".parse().unwrap();
+        let e = resolve("nope", &probe, &f).unwrap_err().to_string();
+        assert!(e.contains("it has: comm, pid, prio, tid, cpu ("), "{e}");
     }
 
     #[test]
