@@ -448,6 +448,9 @@ fn every_writer_writes_a_character_device_in_place_and_refuses_a_block_device_or
         let out = write_to(&args, &full);
         assert_eq!(out.status.code(), Some(1), "{args:?} into a full device");
         assert!(stderr(&out).contains("No space left"), "{}", stderr(&out));
+        // The output is blamed, never the input (parquet's writer wraps the device's error).
+        let blamed = format!("cannot write {}: No space left", full.display());
+        assert!(stderr(&out).contains(&blamed), "{args:?}: {}", stderr(&out));
         assert!(
             fs::symlink_metadata(&full)
                 .unwrap()
