@@ -541,3 +541,30 @@ fn every_writer_on_a_full_disk_fails_and_leaves_the_old_file_and_no_temporary_fi
         assert_eq!(entries, ["result"], "{args:?} left a temporary file");
     }
 }
+
+#[test]
+fn a_full_standard_output_is_named_standard_output_in_the_error() {
+    let full = || {
+        fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let trace = util::root().join("tests/data/traces/calls.strace.txt");
+    let doc = util::root().join("tests/data/docs/spans-live.json");
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["spans", trace.to_str().unwrap()],
+            "writing standard output: No space left",
+        ),
+        (
+            &["export", doc.to_str().unwrap(), "--to", "hlog", "-o", "-"],
+            "cannot write standard output (-): No space left",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = util::latscope().args(args).stdout(full()).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&out).contains(said), "{args:?}: {}", stderr(&out));
+    }
+}
