@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::values::{
-    Named, buffers, count, duration_s, duration_us, named, named_or_auto, payload, percent, size,
-    whole_seconds, window_size,
+    Named, buffers, count, duration_s, duration_us, named, named_or_auto, payload, percent,
+    positive_duration_s, size, whole_seconds, window_size,
 };
 
 use latscope::doc::rule::Clock;
@@ -1651,8 +1651,10 @@ pub struct BenchArgs {
     /// Accepted for hyperfine's users: commands run without a shell by default.
     #[arg(short = 'N', hide = true)]
     pub no_shell: bool,
-    /// Kill a run that takes longer: 10s, 500ms (bare: s).
-    #[arg(long, value_parser = duration_s)]
+    /// Kill a run that takes longer: 10s, 500ms (bare: s)
+    ///
+    /// Above 0; without --timeout a run has no time limit.
+    #[arg(long, value_parser = positive_duration_s)]
     pub timeout: Option<std::time::Duration>,
     /// A parameter list NAME=a,b,c substituted for {NAME}
     ///
