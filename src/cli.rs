@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::values::{
-    Named, buffers, count, duration_s, duration_us, named, named_or_auto, payload, percent, size,
-    whole_seconds, window_size,
+    Named, buffers, count, duration_s, duration_us, named, named_or_auto, payload, percent,
+    positive_duration_s, size, whole_seconds, window_size,
 };
 
 use latscope::doc::rule::Clock;
@@ -658,6 +658,11 @@ pub struct WaylandArgs {
     #[arg(long, short = 's', value_delimiter = ',', value_parser = named::<SpanKind>())]
     pub span: Vec<SpanKind>,
     /// One series per span and group
+    ///
+    /// A surface or object is named INTERFACE#ID and a generation: libwayland reuses an id once
+    /// its object is destroyed, so `wl_surface#9a` is the first object with id 9 in the log,
+    /// `wl_surface#9b` the next one created with that id, and after `z` come `aa`, `ab`, ... A
+    /// log that names its connections (wayland-debug's libwayland) puts `<CONN> ` in front.
     #[arg(long, short = 'g', default_value = "none", value_parser = named::<GroupBy>())]
     pub group: GroupBy,
     #[command(flatten)]
@@ -1646,8 +1651,10 @@ pub struct BenchArgs {
     /// Accepted for hyperfine's users: commands run without a shell by default.
     #[arg(short = 'N', hide = true)]
     pub no_shell: bool,
-    /// Kill a run that takes longer: 10s, 500ms (bare: s).
-    #[arg(long, value_parser = duration_s)]
+    /// Kill a run that takes longer: 10s, 500ms (bare: s)
+    ///
+    /// Above 0; without --timeout a run has no time limit.
+    #[arg(long, value_parser = positive_duration_s)]
     pub timeout: Option<std::time::Duration>,
     /// A parameter list NAME=a,b,c substituted for {NAME}
     ///
@@ -1920,6 +1927,28 @@ mod tests {
             .or(arg.get_help())
             .map(|h| h.to_string())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn group_help_explains_the_generation_letters_as_the_library_writes_them() {
+        let help = arg_help("wayland", "group");
+        let label = |generation| latscope::span::ObjectLabel {
+            conn: None,
+            interface: "wl_surface",
+            id: 9,
+            generation,
+        };
+        for (generation, shown) in [(0, "`wl_surface#9a`"), (1, "`wl_surface#9b`")] {
+            assert_eq!(format!("`{}`", label(generation)), shown);
+            assert!(help.contains(shown), "{help}");
+        }
+        assert_eq!(label(26).to_string(), "wl_surface#9aa");
+        assert!(help.contains("after `z` come `aa`"), "{help}");
+        let guide = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide/wayland.md"),
+        )
+        .unwrap();
+        assert!(guide.contains("`wl_surface#9b` the next one created with id 9"));
     }
 
     /// Whether `text` holds `word` as a whole word (`json` not inside `chrome-json`).

@@ -39,6 +39,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 /// A process id (also a process group id, for a group leader).
 pub type Pid = libc::pid_t;
@@ -75,6 +76,18 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 unsafe extern "C" {
     /// The process environment, as `execve` takes it.
     static environ: *const *const libc::c_char;
+}
+
+/// The error for a command whose first word is the path of a directory (it holds a `/`), which
+/// `execve` refuses with EACCES: "Permission denied" would send the user to the permissions
+/// of what is no program at all.
+pub fn directory_error(argv0: &str) -> Option<io::Error> {
+    (argv0.contains('/') && Path::new(argv0).is_dir()).then(|| {
+        io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "it is a directory, not a program",
+        )
+    })
 }
 
 /// A program and its arguments (and, if set, its whole environment), converted to C strings

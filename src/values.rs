@@ -34,6 +34,17 @@ pub fn duration_s(text: &str) -> Result<Duration, String> {
     nanos(text, Unit::S).map(Duration::from_nanos)
 }
 
+/// [`duration_s`] above zero: a limit of 0 would end everything at once (`bench --timeout`,
+/// which has no limit when left out).
+pub fn positive_duration_s(text: &str) -> Result<Duration, String> {
+    match duration_s(text)? {
+        d if d.is_zero() => Err(format!(
+            "'{text}' would end every run at once: give a duration above 0, or leave the option out for no limit"
+        )),
+        d => Ok(d),
+    }
+}
+
 /// A duration in ns; bare numbers are microseconds (`2us`, `1.5ms`, `500ns`, `3`).
 pub fn duration_us(text: &str) -> Result<u64, String> {
     nanos(text, Unit::Us)
@@ -198,6 +209,11 @@ mod tests {
         assert_eq!(duration_us("500ns"), Ok(500));
         assert_eq!(duration_us("1.5ms"), Ok(1_500_000));
         assert!(duration_s("soon").is_err() && duration_s("-1s").is_err());
+        assert_eq!(positive_duration_s("1ns"), Ok(Duration::from_nanos(1)));
+        for zero in ["0", "0s", "0ms"] {
+            let e = positive_duration_s(zero).unwrap_err();
+            assert!(e.contains("above 0"), "{e}");
+        }
         assert_eq!(whole_seconds("14s"), Ok(14));
         assert_eq!(whole_seconds("2m"), Ok(120));
         assert!(whole_seconds("1.5s").is_err() && whole_seconds("0").is_err());

@@ -1014,3 +1014,31 @@ fn an_export_that_cannot_be_written_keeps_the_summary_and_the_other_exports() {
     let lines = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(lines.lines().count(), 1 + 3, "{lines}");
 }
+
+#[test]
+fn a_timeout_of_zero_is_a_usage_error_not_a_kill_of_every_run() {
+    let out = run(&["bench", "--runs", "2", "--timeout", "0", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("above 0"), "{}", stderr(&out));
+}
+
+#[test]
+fn control_characters_in_a_command_name_are_escaped_in_the_text_report() {
+    let out = run(&[
+        "bench",
+        "--runs",
+        "2",
+        "--counters",
+        "none",
+        "-n",
+        "a\u{1b}[31mred\nforged",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("A (baseline): a\\u{1b}[31mred\\nforged"),
+        "{text}"
+    );
+    assert!(!text.contains('\u{1b}'), "{text}");
+}

@@ -448,6 +448,9 @@ fn every_writer_writes_a_character_device_in_place_and_refuses_a_block_device_or
         let out = write_to(&args, &full);
         assert_eq!(out.status.code(), Some(1), "{args:?} into a full device");
         assert!(stderr(&out).contains("No space left"), "{}", stderr(&out));
+        // The output is blamed, never the input (parquet's writer wraps the device's error).
+        let blamed = format!("cannot write {}: No space left", full.display());
+        assert!(stderr(&out).contains(&blamed), "{args:?}: {}", stderr(&out));
         assert!(
             fs::symlink_metadata(&full)
                 .unwrap()
@@ -536,5 +539,32 @@ fn every_writer_on_a_full_disk_fails_and_leaves_the_old_file_and_no_temporary_fi
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(entries, ["result"], "{args:?} left a temporary file");
+    }
+}
+
+#[test]
+fn a_full_standard_output_is_named_standard_output_in_the_error() {
+    let full = || {
+        fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let trace = util::root().join("tests/data/traces/calls.strace.txt");
+    let doc = util::root().join("tests/data/docs/spans-live.json");
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["spans", trace.to_str().unwrap()],
+            "writing standard output: No space left",
+        ),
+        (
+            &["export", doc.to_str().unwrap(), "--to", "hlog", "-o", "-"],
+            "cannot write standard output (-): No space left",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = util::latscope().args(args).stdout(full()).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&out).contains(said), "{args:?}: {}", stderr(&out));
     }
 }

@@ -378,6 +378,28 @@ fn the_slowest_spans_are_listed_with_their_start_in_the_trace() {
 }
 
 #[test]
+fn an_empty_trace_is_said_to_be_empty_not_of_an_unknown_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = util::write(dir.path(), "empty.txt", "");
+    let out = run(&["spans", empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("empty.txt: the input is empty (0 bytes)"),
+        "{err}"
+    );
+    assert!(!err.contains("not a trace latscope recognises"), "{err}");
+    // Standard input too.
+    let out = util::run_stdin(&["spans", "-"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("the input is empty"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn bad_traces_are_named_and_counted_and_never_panic() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -503,6 +503,27 @@ fn fake_compositor_sending_an_error(path: &Path, message: &str) -> std::thread::
 }
 
 #[test]
+fn a_socket_that_is_not_a_compositor_is_said_to_be_one_without_a_bare_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("not-wayland");
+    let listener = UnixListener::bind(&socket).unwrap();
+    // Hangs up on the client's first request, leaving the rest of it unread: a reset.
+    let server = std::thread::spawn(move || {
+        if let Ok((mut stream, _)) = listener.accept() {
+            let _ = stream.read(&mut [0u8; 1]);
+        }
+    });
+    let out = lab(&["--display", socket.to_str().unwrap(), "round-trip"])
+        .output()
+        .unwrap();
+    server.join().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("not a Wayland compositor?"), "{e}");
+    assert!(e.lines().all(|l| l.starts_with("latscope: ")), "{e}");
+}
+
+#[test]
 fn a_protocol_error_from_the_compositor_is_shown_with_its_message() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("fake-0");
@@ -516,6 +537,8 @@ fn a_protocol_error_from_the_compositor_is_shown_with_its_message() {
     assert!(e.contains("protocol error"), "{e}");
     assert!(e.contains("latscope test: no such method"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
+    // libwayland's line is said as latscope's, and wayland-backend's copy of the error is not.
+    assert!(e.lines().all(|l| l.starts_with("latscope: ")), "{e}");
 }
 
 #[test]

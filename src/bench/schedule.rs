@@ -405,7 +405,7 @@ impl<'a> Runner<'a> {
         }
         if (r.timed_out || r.exit_code != Some(0)) && !self.s.ignore_failure {
             return Err(BenchError::Failed {
-                command: self.commands[c].name.clone(),
+                command: crate::report::format::printable(&self.commands[c].name),
                 what: failure_text(&r, &self.s),
             });
         }

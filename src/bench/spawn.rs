@@ -143,6 +143,12 @@ impl Prepared {
                 reason: io::Error::other("empty command"),
             });
         }
+        if let Some(reason) = crate::process::directory_error(&argv[0]) {
+            return Err(SpawnError::Exec {
+                program: argv[0].clone(),
+                reason,
+            });
+        }
         let stdin = match &io.input {
             Some(p) => path_c(p)?,
             None => c"/dev/null".to_owned(),
@@ -567,6 +573,20 @@ mod tests {
         let err = run(&["/nonexistent/prog".to_string()], &[], None, false).unwrap_err();
         assert!(matches!(err, SpawnError::Exec { .. }), "{err}");
         assert!(err.to_string().contains("No such file"), "{err}");
+    }
+
+    #[test]
+    fn a_directory_is_said_to_be_one_not_a_permission_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = format!("{}/", dir.path().display());
+        let err = Prepared::new(std::slice::from_ref(&path), &Io::default())
+            .err()
+            .expect("a directory is refused");
+        assert!(matches!(err, SpawnError::Exec { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!("cannot run '{path}': it is a directory, not a program")
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::cli::{ExportArgs, MergeArgs};
 use latscope::doc::Document;
-use latscope::fleet::parquet::Run;
+use latscope::fleet::parquet::{Run, WriteError};
 
 /// Runs `latscope merge`.
 pub fn merge(args: &MergeArgs) -> Result<()> {
@@ -85,9 +85,13 @@ pub fn export_parquet(args: &ExportArgs) -> Result<()> {
     };
     let mut failure = None;
     let written = output.write_with(|sink| {
-        latscope::fleet::parquet::write(doc, &run, sink, args.max_rows).map_err(|e| {
-            failure = Some(format!("{}: {e}", path.display()));
-            std::io::Error::other("not written")
+        latscope::fleet::parquet::write(doc, &run, sink, args.max_rows).map_err(|e| match e {
+            // The output's own error: `cannot write OUT: ...`.
+            WriteError::Output(io) => io,
+            WriteError::Result(e) => {
+                failure = Some(format!("{}: {e}", path.display()));
+                std::io::Error::other("not written")
+            }
         })
     });
     if let Some(failure) = failure {

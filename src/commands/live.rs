@@ -76,6 +76,7 @@ pub fn run(args: &LiveArgs) -> Result<()> {
         record: args
             .record_spans
             .then(|| Recorder::new(args.max_spans.get())),
+        duration_s: args.duration,
     };
     let outcome = runner::run(options, |event| {
         show(args, &names, &traced, publish(&shared, event))

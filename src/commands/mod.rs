@@ -16,6 +16,7 @@ pub mod wayland;
 pub mod wayland_lab;
 pub mod x11;
 
+use anyhow::Context;
 use std::io::Write;
 use std::path::Path;
 
@@ -48,7 +49,7 @@ pub fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
+        other => Ok(other.context("writing standard output")?),
     }
 }
 

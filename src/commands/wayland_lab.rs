@@ -130,8 +130,51 @@ fn execute(
     (outcomes, skipped)
 }
 
+/// wayland-backend's and libwayland's messages, which reach `log` (Cargo.toml turns on
+/// wayland-backend's `log`): each on stderr, marked as libwayland's, except the errors the lab
+/// gets back anyway, which latscope's own message says with what they mean.
+struct BackendLog;
+
+impl log::Log for BackendLog {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Warn && metadata.target().starts_with("wayland_")
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata())
+            && let Some(line) = backend_line(&record.args().to_string())
+        {
+            eprintln!("{line}");
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// The stderr line of one of wayland-backend's messages, `None` for the errors it returns
+/// ("Io error: ...", "Protocol error N on object ...": its Display of them).
+fn backend_line(text: &str) -> Option<String> {
+    let text = text.trim_end();
+    let returned = text.starts_with("Io error: ") || text.starts_with("Protocol error ");
+    (!text.is_empty() && !returned).then(|| {
+        format!(
+            "latscope: libwayland: {}",
+            latscope::report::format::printable(text)
+        )
+    })
+}
+
+/// Sends wayland-backend's messages to [`BackendLog`] (once: a second call changes nothing).
+fn log_backend() {
+    static LOGGER: BackendLog = BackendLog;
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
+}
+
 /// Runs `latscope lab wayland`.
 pub fn run(args: &WaylandLabArgs) -> Result<()> {
+    log_backend();
     let configs = plan(args);
     let save = crate::commands::output_opt("--save", args.save.path())?;
     let cancel = crate::signals::cancel_on_interrupt();
@@ -189,5 +232,31 @@ pub fn run(args: &WaylandLabArgs) -> Result<()> {
 
 /// Runs the hidden `latscope lab wayland-peer`.
 pub fn peer(args: &IpcPeerArgs) -> Result<()> {
+    log_backend();
     outputs::peer_main(&args.spec).context("wayland lab D-Bus helper")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libwaylands_own_messages_are_said_and_the_errors_the_lab_returns_are_not() {
+        assert_eq!(
+            backend_line("wl_registry@2: error 0: no such method\n").as_deref(),
+            Some("latscope: libwayland: wl_registry@2: error 0: no such method")
+        );
+        assert_eq!(
+            backend_line("Io error: Connection reset by peer (os error 104)"),
+            None
+        );
+        assert_eq!(
+            backend_line("Protocol error 0 on object wl_registry@2"),
+            None
+        );
+        assert_eq!(
+            backend_line("a\x1b[2Jb").as_deref(),
+            Some("latscope: libwayland: a\\u{1b}[2Jb")
+        );
+    }
 }

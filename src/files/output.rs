@@ -51,7 +51,7 @@ pub enum OutputError {
         source: io::Error,
     },
     /// The path could not be examined, opened or written.
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {source}", shown(path))]
     Write {
         /// the output path
         path: PathBuf,
@@ -144,6 +144,16 @@ fn descriptor(path: &Path) -> Option<i32> {
             .iter()
             .find_map(|p| text.strip_prefix(p))
             .and_then(|n| n.parse().ok()),
+    }
+}
+
+/// An output as a message names it: `-` and `/dev/stdout` are standard output, as the
+/// user knows them (a shell's `> /dev/full` never appears on the command line).
+fn shown(path: &Path) -> String {
+    match descriptor(path) {
+        Some(1) => format!("standard output ({})", path.display()),
+        Some(2) => format!("standard error ({})", path.display()),
+        _ => path.display().to_string(),
     }
 }
 

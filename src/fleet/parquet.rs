@@ -221,9 +221,64 @@ fn source_name(source: Source) -> &'static str {
     }
 }
 
+/// Why a result was not written as Parquet: the result, or the output.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The result cannot be written as rows (too many, a forged count).
+    #[error("{0}")]
+    Result(String),
+    /// The output refused a write (a full disk): the output's fault, not the result's.
+    #[error("{0}")]
+    Output(std::io::Error),
+}
+
 /// Writes the rows of `doc` as a zstd Parquet file to `out`, in row groups of [`ROW_GROUP`]
 /// rows; refuses a result of more than `max_rows` rows before writing any.
 pub fn write<W: std::io::Write + Send>(
+    doc: &SpansDoc,
+    run: &Run,
+    out: W,
+    max_rows: u64,
+) -> Result<u64, WriteError> {
+    // The parquet crate turns the sink's errors into its own, as text like the result's
+    // errors; the watcher keeps the sink's own error so that it is blamed on the output.
+    let mut watched = Watched { out, error: None };
+    write_rows(doc, run, &mut watched, max_rows).map_err(|e| match watched.error.take() {
+        Some(io) => WriteError::Output(io),
+        None => WriteError::Result(e),
+    })
+}
+
+/// A sink that keeps a copy of the first error it returned.
+struct Watched<W> {
+    out: W,
+    error: Option<std::io::Error>,
+}
+
+impl<W: std::io::Write> Watched<W> {
+    fn kept<T>(&mut self, result: std::io::Result<T>) -> std::io::Result<T> {
+        result.inspect_err(|e| {
+            self.error.get_or_insert_with(|| match e.raw_os_error() {
+                Some(code) => std::io::Error::from_raw_os_error(code),
+                None => std::io::Error::new(e.kind(), e.to_string()),
+            });
+        })
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Watched<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let result = self.out.write(buf);
+        self.kept(result)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let result = self.out.flush();
+        self.kept(result)
+    }
+}
+
+fn write_rows<W: std::io::Write + Send>(
     doc: &SpansDoc,
     run: &Run,
     out: W,
@@ -483,12 +538,37 @@ mod tests {
         doc.spans.push(hdr_series(&[(1000, 7), (5000, 4)]));
         let mut out = Vec::new();
         let e = write(&doc, &Run::default(), &mut out, 10).unwrap_err();
+        assert!(matches!(e, WriteError::Result(_)), "{e:?}");
         assert_eq!(
-            e,
+            e.to_string(),
             "11 rows (one per sample); at most 10 (--max-rows raises the limit)"
         );
         assert!(out.is_empty());
         assert_eq!(row_count(&doc).unwrap(), 11);
+    }
+
+    /// A sink that is full from its first byte, as `/dev/full` is.
+    struct Full;
+
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_sink_that_refuses_a_write_is_the_outputs_fault_with_its_own_error() {
+        let mut doc = SpansDoc::new(Source::Wayland);
+        doc.spans.push(hdr_series(&[(1000, 7)]));
+        let e = write(&doc, &Run::default(), Full, DEFAULT_MAX_ROWS).unwrap_err();
+        let WriteError::Output(io) = e else {
+            panic!("blamed on the result: {e:?}");
+        };
+        assert_eq!(io.raw_os_error(), Some(libc::ENOSPC));
     }
 
     #[test]

@@ -169,7 +169,12 @@ pub fn resolve(name: &str, probe: &Probe, formats: &Formats) -> Result<Resolved,
             return Ok(b);
         }
         let mut known: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
-        known.extend(["comm", "pid", "tid", "cpu"].map(String::from));
+        // A tracepoint's own `comm` or `pid` (sched_wakeup's) shadows the task's: named once.
+        for task in ["comm", "pid", "tid", "cpu"] {
+            if !known.iter().any(|k| k == task) {
+                known.push(task.to_string());
+            }
+        }
         return Err(field_error(probe, name, &known));
     }
     if let Some(b) = builtin(name) {
@@ -253,7 +258,8 @@ fn integer(value: &str) -> Option<String> {
         None => digits.parse::<u64>().ok()?,
     };
     if neg {
-        (n <= i64::MAX as u64).then(|| format!("-{n}"))
+        // i64::MIN's magnitude is one more than i64::MAX: a valid value too.
+        (n <= i64::MIN.unsigned_abs()).then(|| format!("-{n}"))
     } else {
         Some(n.to_string())
     }
@@ -394,6 +400,23 @@ print fmt: \"prev_comm=%s\", REC->prev_comm
     }
 
     #[test]
+    fn a_tracepoint_with_its_own_comm_and_pid_names_each_field_once() {
+        let wakeup = "format:
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;
+";
+        let mut f = Formats::new();
+        f.insert(
+            ("sched".into(), "sched_wakeup".into()),
+            Some(parse_format(wakeup)),
+        );
+        let probe: Probe = "tracepoint:sched:sched_wakeup".parse().unwrap();
+        let e = resolve("nope", &probe, &f).unwrap_err().to_string();
+        assert!(e.contains("it has: comm, pid, prio, tid, cpu ("), "{e}");
+    }
+
+    #[test]
     fn arguments_and_return_values_exist_only_where_the_probe_has_them() {
         let f = Formats::new();
         let up: Probe = "uprobe:/bin/x:f".parse().unwrap();
@@ -421,6 +444,15 @@ print fmt: \"prev_comm=%s\", REC->prev_comm
         );
         assert_eq!(c("next_pid!=0x10").unwrap(), "args->next_pid != 16");
         assert_eq!(c("prev_state==-1").unwrap(), "args->prev_state == -1");
+        assert_eq!(
+            c("prev_state==-9223372036854775808").unwrap(),
+            "args->prev_state == -9223372036854775808"
+        );
+        assert!(c("prev_state==-9223372036854775809").is_err());
+        assert_eq!(
+            c("prev_state==0xffffffffffffffff").unwrap(),
+            "args->prev_state == 18446744073709551615"
+        );
         assert!(
             c("next_pid==abc")
                 .unwrap_err()

@@ -24,6 +24,9 @@ pub enum LaunchError {
     /// Not on PATH, or no such file.
     #[error("cannot start '{0}': not found (give a path, or a command on PATH)")]
     NotFound(String),
+    /// A directory, named by its path.
+    #[error("cannot start '{0}': it is a directory, not a program")]
+    Directory(String),
     /// The file is not executable.
     #[error("cannot start '{0}': not executable (chmod +x it, or run it through its interpreter)")]
     NotExecutable(String),
@@ -65,6 +68,9 @@ fn is_executable(path: &Path) -> bool {
 /// The file that `argv[0]` runs, checked: it exists, is executable, and is an ELF binary or a
 /// script with `#!` (which `execve` runs; without `#!` it fails with ENOEXEC).
 pub fn resolve(argv0: &str) -> Result<PathBuf, LaunchError> {
+    if process::directory_error(argv0).is_some() {
+        return Err(LaunchError::Directory(argv0.to_string()));
+    }
     let path = which(argv0).ok_or_else(|| LaunchError::NotFound(argv0.to_string()))?;
     if !is_executable(&path) {
         return Err(LaunchError::NotExecutable(argv0.to_string()));
@@ -208,6 +214,12 @@ mod tests {
             resolve(script.to_str().unwrap()),
             Err(LaunchError::NotExecutable(_))
         ));
+        let e = resolve(dir.path().to_str().unwrap()).unwrap_err();
+        assert!(matches!(e, LaunchError::Directory(_)), "{e}");
+        assert!(
+            e.to_string().ends_with("it is a directory, not a program"),
+            "{e}"
+        );
     }
 
     #[test]

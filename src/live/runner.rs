@@ -45,6 +45,8 @@ pub struct RunOptions {
     pub cancel: Cancel,
     /// keeps the spans the program prints (`--record-spans`)
     pub record: Option<Recorder>,
+    /// the program's `--duration`, seconds: how a clean exit of bpftrace is explained
+    pub duration_s: Option<u64>,
 }
 
 /// What happened while tracing.
@@ -173,11 +175,12 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
     let error_text = errors.join().unwrap_or_default();
     let failed = !status.success() && !state.finished;
     let pid_gone = opts.pid.is_some_and(|p| !alive(p));
-    let stopped_by = match shared.stopped_by.lock().unwrap().clone() {
-        Some(reason) => reason,
-        None if pid_gone => "the traced process exited".to_string(),
-        None => "bpftrace exited".to_string(),
-    };
+    let stopped_by = stop_reason(
+        shared.stopped_by.lock().unwrap().clone(),
+        pid_gone,
+        status.success() && state.finished,
+        opts.duration_s,
+    );
     if shared.marker_timeout.load(Ordering::Relaxed) && launch_error.is_none() {
         launch_error = Some(format!(
             "the probes were not confirmed attached within {} s (latscope's marker probe never fired): the command was not started",
@@ -199,6 +202,24 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
         pids_full: state.pids_full,
         launch_error,
     })
+}
+
+/// Why a session stopped: the watcher's reason when it stopped bpftrace; else the traced
+/// process's exit; else, for a clean exit with the final snapshot, the program's `--duration`
+/// probe, the only `exit()` in a program that has one; else bpftrace's own exit.
+fn stop_reason(
+    watcher: Option<String>,
+    pid_gone: bool,
+    clean_exit: bool,
+    duration_s: Option<u64>,
+) -> String {
+    match (watcher, duration_s) {
+        (Some(reason), _) => reason,
+        (None, _) if pid_gone => "the traced process exited".to_string(),
+        // The program rounds a duration under 1 s up to 1 s ([`super::program`]).
+        (None, Some(d)) if clean_exit => format!("--duration ended after {} s", d.max(1)),
+        (None, _) => "bpftrace exited".to_string(),
+    }
 }
 
 type Helpers = (
@@ -480,4 +501,34 @@ fn forward_stderr(stderr: Option<impl Read>) -> String {
         kept.push('\n');
     }
     kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clean_exit_with_a_duration_is_said_to_be_the_duration_ending() {
+        assert_eq!(
+            stop_reason(None, false, true, Some(10)),
+            "--duration ended after 10 s"
+        );
+        assert_eq!(
+            stop_reason(None, false, true, Some(0)),
+            "--duration ended after 1 s"
+        );
+    }
+
+    #[test]
+    fn other_stops_keep_their_own_reason() {
+        let ctrl_c = Some("interrupted".to_string());
+        assert_eq!(stop_reason(ctrl_c, false, true, Some(10)), "interrupted");
+        assert_eq!(
+            stop_reason(None, true, true, Some(10)),
+            "the traced process exited"
+        );
+        // Without the final snapshot bpftrace failed: the duration did not end it.
+        assert_eq!(stop_reason(None, false, false, Some(10)), "bpftrace exited");
+        assert_eq!(stop_reason(None, false, true, None), "bpftrace exited");
+    }
 }

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::format::printable;
 use crate::bench::analysis::{Analysis, Kind, Summary, sentence};
 use crate::bench::layouts::{LayoutTable, MIN_RUNS_PER_LAYOUT};
 use crate::bench::schedule::{BenchCommand, Measured};
@@ -68,7 +69,7 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
     }
     for (c, cmd) in commands.iter().enumerate() {
         let role = if c == 0 { " (baseline)" } else { "" };
-        let _ = writeln!(out, "\n{}{role}: {}", letter(c), cmd.name);
+        let _ = writeln!(out, "\n{}{role}: {}", letter(c), printable(&cmd.name));
         let mut parts = Vec::new();
         for (metric, sums) in a.metrics.iter().zip(&a.summaries) {
             if let Some(s) = sums[c] {
@@ -132,14 +133,17 @@ pub fn text(commands: &[BenchCommand], m: &Measured, a: &Analysis, noise: f64) -
             } else {
                 ""
             };
-            let _ = writeln!(out, "  {on}{}", sentence(commands, *c, change, noise));
+            let sentence = sentence(commands, *c, change, noise);
+            let _ = writeln!(out, "  {on}{}", printable(&sentence));
         }
     }
     if commands.len() >= 3 {
         out.push_str(&matrix(commands, a));
     }
+    // A warning names commands (`-n` names, command lines): no control character reaches
+    // the terminal.
     for w in &a.warnings {
-        let _ = writeln!(out, "\nwarning: {w}");
+        let _ = writeln!(out, "\nwarning: {}", printable(w));
     }
     out
 }

@@ -1,5 +1,5 @@
 //! The one place for what every renderer needs: choosing a unit for a duration, and escaping
-//! text for Markdown tables, HTML and CSV. Renderers call these instead of their own copies, so
+//! text for Markdown tables, HTML, CSV and the terminal. Renderers call these instead of their own copies, so
 //! a fix to escaping (an input's `|` breaking a table, a `<script>` in an HTML report) is made
 //! once.
 
@@ -69,6 +69,21 @@ pub fn html(text: &str) -> String {
     out
 }
 
+/// Text for a terminal: control characters (an escape sequence that recolours or clears the
+/// screen, a line break that forges a line of the report) written as Rust escapes, `\u{1b}`,
+/// `\n`; everything else as it is.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A CSV field (RFC 4180): quoted, with inner quotes doubled.
 pub fn csv_field(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
@@ -99,5 +114,9 @@ mod tests {
             "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
         );
         assert_eq!(csv_field("say \"hi\", bye"), "\"say \"\"hi\"\", bye\"");
+        assert_eq!(
+            printable("a\x1b[31mred\nx\t\u{7f}\u{9b}é"),
+            "a\\u{1b}[31mred\\nx\\t\\u{7f}\\u{9b}é"
+        );
     }
 }

@@ -50,6 +50,14 @@ pub fn read(
             Ok(Some((d, layout))) if d == f => (f, layout, false),
             _ => (f, f.layout(), false),
         },
+        // An empty input is said as such, not as a format not recognised (a capture whose
+        // program printed nothing, a redirect that went elsewhere).
+        None if head.is_empty() && !options.cancel.as_ref().is_some_and(Cancel::is_raised) => {
+            return Err(TraceError::Empty {
+                file: file.to_string(),
+            }
+            .into());
+        }
         None => {
             let (f, layout) = detected_layout?.ok_or_else(|| TraceError::Unknown {
                 file: file.to_string(),

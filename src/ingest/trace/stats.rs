@@ -102,6 +102,12 @@ pub enum TraceError {
         /// the OS error
         source: io::Error,
     },
+    /// nothing to read: the input holds no byte
+    #[error("{file}: the input is empty (0 bytes): nothing to read")]
+    Empty {
+        /// the input
+        file: String,
+    },
     /// no format recognised
     #[error(
         "{file}: not a trace latscope recognises (perf script, the tracefs trace file, trace-cmd report, babeltrace2 text, Chrome JSON, strace/ltrace -T, perf trace, JSON lines, CSV); give --input-format if it is one of them (see `latscope spans --help`)"

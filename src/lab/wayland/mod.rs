@@ -51,7 +51,10 @@ pub enum LabError {
     #[error("{0}")]
     Setup(String),
     /// The compositor sent a protocol error.
-    #[error("protocol error from the compositor: {interface}#{id}: error {code}: {message}")]
+    #[error(
+        "protocol error from the compositor: {interface}#{id}: error {code}{}",
+        said(message)
+    )]
     Protocol {
         /// the object's interface
         interface: String,
@@ -65,12 +68,27 @@ pub enum LabError {
     /// The connection broke: the compositor exited or closed it.
     #[error("the compositor closed the connection (did it exit?): {0}")]
     Gone(String),
+    /// The socket closed the connection before answering the first round trip.
+    #[error(
+        "the socket closed the connection before answering the first wl_display.sync: not a Wayland compositor? ({0})"
+    )]
+    NotCompositor(String),
     /// A global the pattern needs is not offered.
     #[error("the compositor does not offer {0}")]
     Missing(String),
     /// Nothing happened for too long.
     #[error("{0}")]
     Stalled(String),
+}
+
+/// A protocol error's message. libwayland (the `system` backend) keeps it from the error it
+/// returns and prints it itself, on the line latscope marks as libwayland's.
+fn said(message: &str) -> String {
+    if message.is_empty() {
+        " (its message is on libwayland's line above)".to_string()
+    } else {
+        format!(": {message}")
+    }
 }
 
 /// How frames are paced.
@@ -305,6 +323,24 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_protocol_error_without_its_message_says_where_the_message_is() {
+        let error = |message: &str| LabError::Protocol {
+            interface: "wl_registry".into(),
+            id: 2,
+            code: 0,
+            message: message.into(),
+        };
+        assert_eq!(
+            error("").to_string(),
+            "protocol error from the compositor: wl_registry#2: error 0 (its message is on libwayland's line above)"
+        );
+        assert_eq!(
+            error("bad").to_string(),
+            "protocol error from the compositor: wl_registry#2: error 0: bad"
+        );
+    }
 
     #[test]
     fn paces_parse_and_print_the_same_words() {

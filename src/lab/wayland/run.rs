@@ -14,7 +14,12 @@ use crate::lab::ipc::clock::monotonic_ns;
 /// The compositor at `socket`: its process name and the globals it offers.
 pub fn describe(socket: &Path, origin: &str, cancel: &Cancel) -> Result<CompositorDoc, LabError> {
     let (mut client, name) = Client::connect(socket)?;
-    client.registry(cancel)?;
+    // A compositor answers the first sync; a socket that hangs up before it (another
+    // program's socket given to --display) is most likely not one.
+    client.registry(cancel).map_err(|e| match e {
+        LabError::Gone(why) => LabError::NotCompositor(why),
+        e => e,
+    })?;
     Ok(CompositorDoc {
         name: name.unwrap_or_else(|| "unknown".into()),
         origin: origin.to_string(),
