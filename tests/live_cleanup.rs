@@ -5,6 +5,20 @@
 use crate::util::{self, run, stderr};
 
 #[test]
+fn an_empty_key_is_a_usage_error() {
+    let span = "a=tracepoint:sched:sched_wakeup..tracepoint:sched:sched_switch";
+    for key in ["", ","] {
+        let out = run(&["live", "--print-program", "--span", span, "--key", key]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("--key '{key}' names no field")),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
 fn an_interval_over_an_hour_is_a_usage_error() {
     let rate = "tracepoint:sched:sched_switch";
     let out = run(&[

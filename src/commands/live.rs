@@ -232,6 +232,13 @@ fn request(args: &LiveArgs) -> Result<Request, SpecError> {
         .iter()
         .map(|k| Key::parse(k))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some((spec, _)) = args.key.iter().zip(&keys).find(|(_, k)| k.is_empty()) {
+        // `spans` pairs each start with the next end under an empty key; in live that is one
+        // slot for the whole system, which any traced process's end would close.
+        return Err(SpecError::Rule(format!(
+            "--key '{spec}' names no field: give the field(s) that pair an end with its start (tid, pid, arg0, START=END, a,b)"
+        )));
+    }
     if keys.len() > 1 && keys.len() != args.span.len() {
         return Err(SpecError::Rule(format!(
             "{} --key options for {} spans: give one for all, or one per span in order",
