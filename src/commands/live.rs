@@ -49,7 +49,13 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     // Before tracing, so that a port in use is an error before anything is lost.
     let (_server, shared) = serve(args, &names)?;
     let held = match &program_path {
-        Some(path) => Some(launch::spawn_held(path, &args.command)?),
+        Some(path) => {
+            // Orphans of the command's group (a script's background job once the script has
+            // exited) come back to latscope, which kills and reaps them at the end, rather than
+            // to an init that, in a container, may never reap them.
+            latscope::process::reap_orphans_here();
+            Some(launch::spawn_held(path, &args.command)?)
+        }
         None => None,
     };
     plan.target = target(args, held.as_ref());

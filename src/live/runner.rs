@@ -275,20 +275,34 @@ fn start(held: Held, shared: &Arc<Shared>) -> Result<(), launch::LaunchError> {
     Ok(())
 }
 
-/// Ends what is left of the command's process group and waits (briefly) for it to be reaped.
+/// How long the command's group has, after SIGTERM, to end before SIGKILL.
+const GROUP_GRACE: Duration = Duration::from_secs(1);
+
+/// Ends what is left of the command's process group: SIGTERM, up to [`GROUP_GRACE`] for it to
+/// empty, then SIGKILL to whatever is left, and reaps it. The leader may have exited long
+/// before, leaving children that ignore SIGTERM (a script's background job): the group is
+/// killed whether its leader lives or not.
 fn end_command(shared: &Shared) {
     let Some(pid) = *shared.command.lock().unwrap() else {
         return;
     };
     launch::signal_group(pid, libc::SIGTERM);
-    for _ in 0..50 {
-        if shared.exited.load(Ordering::Relaxed) {
+    let deadline = std::time::Instant::now() + GROUP_GRACE;
+    while !launch::group_ended(pid, shared.exited.load(Ordering::Relaxed)) {
+        if std::time::Instant::now() >= deadline {
             break;
         }
         thread::sleep(Duration::from_millis(20));
     }
-    if !shared.exited.load(Ordering::Relaxed) {
-        launch::signal_group(pid, libc::SIGKILL);
+    launch::signal_group(pid, libc::SIGKILL);
+    // The reaper thread reaps the leader: the group's sweep waits until it has, so as not to
+    // take the leader's status from it.
+    let deadline = std::time::Instant::now() + GROUP_GRACE;
+    while !shared.exited.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(5));
+    }
+    if shared.exited.load(Ordering::Relaxed) {
+        launch::reap_group(pid);
     }
 }
 
