@@ -2,6 +2,10 @@
 //! background job that ignores SIGTERM, bpftrace when latscope is killed outright, a program
 //! longer than one argument may be, and an empty `--key` or an interval too long refused.
 
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
 use crate::live::{fixture, probe, saved};
 use crate::util::{self, run, stderr};
 
@@ -30,6 +34,26 @@ fn running(pid: u32) -> bool {
         .rsplit_once(')')
         .and_then(|(_, rest)| rest.trim_start().chars().next());
     !matches!(state, Some('Z' | 'X') | None)
+}
+
+/// The children of `pid` named `name`.
+fn children_named(pid: u32, name: &str) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    tasks
+        .filter_map(Result::ok)
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .filter(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|comm| comm.trim() == name)
+        })
+        .collect()
 }
 
 fn sigkill(pid: u32) {
@@ -64,6 +88,73 @@ fn a_scripts_background_job_that_ignores_sigterm_is_killed_after_its_leader_exit
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(saved(&f.save)["rates"][0]["count"], 20);
     assert!(left.is_empty(), "left running: {left:?}");
+}
+
+#[test]
+fn bpftrace_and_its_program_file_go_when_latscope_is_killed_outright() {
+    let Some(f) = fixture() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut latscope = util::latscope()
+        .env("TMPDIR", tmp.path())
+        .args(["live", "-q", "--interval", "60m", "--rate"])
+        .arg(probe(&f.target, "tick"))
+        .arg("--")
+        .arg(&f.target)
+        .args(["100000", "5"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(latscope.stderr.take().unwrap()).lines();
+    let tracing = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("tracing"));
+    let bpftrace = children_named(latscope.id(), "bpftrace");
+    sigkill(latscope.id());
+    latscope.wait().unwrap();
+    let killed = Instant::now();
+    while bpftrace.iter().any(|&p| running(p)) && killed.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<u32> = bpftrace.iter().copied().filter(|&p| running(p)).collect();
+    left.iter().for_each(|&pid| sigkill(pid));
+    assert!(tracing, "latscope never said it was tracing");
+    assert_eq!(bpftrace.len(), 1, "bpftrace children: {bpftrace:?}");
+    assert!(
+        left.is_empty(),
+        "bpftrace still running 2 s after latscope was killed"
+    );
+    let files: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(files.is_empty(), "left in TMPDIR: {files:?}");
+}
+
+#[test]
+fn a_program_longer_than_one_argument_may_be_runs() {
+    let Some(f) = fixture() else { return };
+    let (start, end) = (
+        probe(&f.target, "request_start"),
+        probe(&f.target, "request_end"),
+    );
+    // Each span adds over a kilobyte of program: 120 pass Linux's 128 KiB argument limit.
+    let spans: Vec<String> = (0..120).map(|i| format!("s{i}={start}..{end}")).collect();
+    let mut args: Vec<&str> = vec!["live", "-q", "--save", f.save.to_str().unwrap()];
+    for span in &spans {
+        args.extend(["--span", span]);
+    }
+    let printed = run(&[&args[..], &["--print-program"]].concat());
+    assert!(
+        printed.stdout.len() > 128 * 1024,
+        "{}",
+        printed.stdout.len()
+    );
+    let target = f.target.to_str().unwrap();
+    let out = run(&[&args[..], &["--", target, "20"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = saved(&f.save);
+    let spans = doc["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), 120);
+    assert!(spans.iter().all(|s| s["count"] == 20), "{doc}");
 }
 
 #[test]
