@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::values::{
-    Named, buffers, count, duration_s, duration_us, named, named_or_auto, payload, percent,
-    positive_duration_s, size, whole_seconds, window_size,
+    Named, buffers, count, duration_s, duration_us, interval_seconds, named, named_or_auto,
+    payload, percent, positive_duration_s, size, whole_seconds, window_size,
 };
 
 use latscope::doc::rule::Clock;
@@ -1004,10 +1004,10 @@ pub struct LiveArgs {
     /// With a COMMAND: trace only its own process, not what it forks
     #[arg(long)]
     pub this_process_only: bool,
-    /// Time between reports, whole seconds (bare: s)
+    /// Time between reports, whole seconds (bare: s), at most 1h
     ///
-    /// 5, 5s, 1m is 60s.
-    #[arg(long, default_value = "5", value_parser = whole_seconds)]
+    /// 5, 5s, 1m is 60s; from 1 s to 60m (3600 s).
+    #[arg(long, default_value = "5", value_parser = interval_seconds)]
     pub interval: u64,
     /// Stop after this long, whole seconds (bare: s)
     ///

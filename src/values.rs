@@ -61,6 +61,22 @@ pub fn whole_seconds(text: &str) -> Result<u64, String> {
     Ok(ns / 1_000_000_000)
 }
 
+/// The longest `live --interval`, in seconds: an hour. Reports further apart are no longer live
+/// (one total at the end is `--duration` with `-q`), and bpftrace notices a vanished reader only
+/// when it next prints: a bound on the interval bounds that, should its death signal not come.
+pub const MAX_INTERVAL_S: u64 = 3600;
+
+/// `live --interval`: whole seconds, from 1 to [`MAX_INTERVAL_S`].
+pub fn interval_seconds(text: &str) -> Result<u64, String> {
+    let s = whole_seconds(text)?;
+    if s > MAX_INTERVAL_S {
+        return Err(format!(
+            "'{text}' is longer than the longest interval, {MAX_INTERVAL_S} s (1 h); for one total at the end, give --duration and -q"
+        ));
+    }
+    Ok(s)
+}
+
 /// A percentage as a fraction: `1%` and `0.01` are both 0.01; between 0 and 100%.
 pub fn percent(text: &str) -> Result<f64, String> {
     let t = text.trim();
@@ -217,6 +233,15 @@ mod tests {
         assert_eq!(whole_seconds("14s"), Ok(14));
         assert_eq!(whole_seconds("2m"), Ok(120));
         assert!(whole_seconds("1.5s").is_err() && whole_seconds("0").is_err());
+    }
+
+    #[test]
+    fn a_live_interval_is_at_most_an_hour() {
+        assert_eq!(interval_seconds("60m"), Ok(3600));
+        assert_eq!(interval_seconds("5"), Ok(5));
+        let e = interval_seconds("3601").unwrap_err();
+        assert!(e.contains("3600 s") && e.contains("--duration"), "{e}");
+        assert!(interval_seconds("1000000").is_err() && interval_seconds("0").is_err());
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod lab;
 mod lab_records;
 mod limits;
 mod live;
+mod live_cleanup;
 mod live_record;
 mod live_system;
 mod mir_lttng;

@@ -49,7 +49,13 @@ pub fn run(args: &LiveArgs) -> Result<()> {
     // Before tracing, so that a port in use is an error before anything is lost.
     let (_server, shared) = serve(args, &names)?;
     let held = match &program_path {
-        Some(path) => Some(launch::spawn_held(path, &args.command)?),
+        Some(path) => {
+            // Orphans of the command's group (a script's background job once the script has
+            // exited) come back to latscope, which kills and reaps them at the end, rather than
+            // to an init that, in a container, may never reap them.
+            latscope::process::reap_orphans_here();
+            Some(launch::spawn_held(path, &args.command)?)
+        }
         None => None,
     };
     plan.target = target(args, held.as_ref());
@@ -233,6 +239,13 @@ fn request(args: &LiveArgs) -> Result<Request, SpecError> {
         .iter()
         .map(|k| Key::parse(k))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some((spec, _)) = args.key.iter().zip(&keys).find(|(_, k)| k.is_empty()) {
+        // `spans` pairs each start with the next end under an empty key; in live that is one
+        // slot for the whole system, which any traced process's end would close.
+        return Err(SpecError::Rule(format!(
+            "--key '{spec}' names no field: give the field(s) that pair an end with its start (tid, pid, arg0, START=END, a,b)"
+        )));
+    }
     if keys.len() > 1 && keys.len() != args.span.len() {
         return Err(SpecError::Rule(format!(
             "{} --key options for {} spans: give one for all, or one per span in order",

@@ -165,6 +165,23 @@ pub fn signal_group(pid: u32, signal: libc::c_int) {
     let _ = process::kill_group(pid as process::Pid, signal);
 }
 
+/// Whether no process is left in the command's group. Its members that latscope reaps (the
+/// orphans it adopts, [`process::reap_orphans_here`]) are reaped first, but only once
+/// `leader_reaped`: a sweep before could take the leader's status from its own waiter.
+pub fn group_ended(pid: u32, leader_reaped: bool) -> bool {
+    if !leader_reaped {
+        return false;
+    }
+    process::sweep_group(pid as process::Pid);
+    process::kill_group(pid as process::Pid, 0).is_err()
+}
+
+/// Kills what is left of the command's group and reaps it, for at most a second; only once
+/// its leader has been reaped.
+pub fn reap_group(pid: u32) {
+    process::reap_group(pid as process::Pid);
+}
+
 /// Waits for the command; its exit status as a shell reports it (128 + signal).
 pub fn wait(pid: u32) -> Option<i32> {
     let (status, _) = process::wait(pid as process::Pid).ok()?;

@@ -3,9 +3,10 @@
 //!
 //! [`spec`] parses what to trace, [`program`] generates the bpftrace program (pure),
 //! [`output`] reads bpftrace's JSON stream into cumulative snapshots (pure), [`check`]
-//! validates probes and privileges with messages that say the fix, and [`runner`] runs
-//! bpftrace and hands snapshots to the caller (the only part doing I/O).
+//! validates probes and privileges with messages that say the fix, [`bpftrace`] starts
+//! bpftrace and [`runner`] runs it and hands snapshots to the caller (the I/O edge).
 
+pub mod bpftrace;
 pub mod check;
 pub mod compile;
 pub mod diagnose;

@@ -1,22 +1,22 @@
 //! Running bpftrace and streaming its snapshots: the I/O edge of live tracing.
 //!
-//! bpftrace gets the generated program with `-e` and `-f json`, and never starts or filters a
-//! process itself: the program holds the set of traced pids (see [`super::program::Target`]).
+//! bpftrace gets the generated program in a private file with `-f json` ([`super::bpftrace`]:
+//! it dies with latscope), and never starts or filters a process itself: the program holds the set of traced pids (see [`super::program::Target`]).
 //! A traced command is forked by latscope and held before `execve` ([`super::launch`]) until
 //! the program's marker probe, attached last, answers latscope's own USDT probe: from then on
 //! every probe is in place, and the command runs from its first instruction. A watcher thread
 //! asks bpftrace to finish (SIGINT, which runs the program's `END`: the final snapshot) when
 //! latscope is interrupted, the traced PID is gone or the command has exited. Whatever
 //! happens, the last complete snapshot is returned, and the command's process group is ended
-//! and reaped.
+//! and reaped: every process left in it, whether its leader is alive or not.
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use super::bpftrace::Bpftrace;
 use super::launch::{self, Held};
 use super::output::{Line, Snapshot};
 use super::record::Recorder;
@@ -105,14 +105,10 @@ struct Shared {
     marker_timeout: AtomicBool,
 }
 
-/// Runs bpftrace, calling `on_event` as snapshots arrive.
+/// Runs bpftrace, calling `on_event` as snapshots arrive. bpftrace dies with the calling
+/// thread ([`Bpftrace::start`]): call it from latscope's main thread.
 pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io::Result<Outcome> {
-    let mut cmd = Command::new(&opts.bpftrace);
-    cmd.args(["-f", "json", "-e", &opts.program])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = match cmd.spawn() {
+    let mut child = match Bpftrace::start(&opts.bpftrace, &opts.program) {
         Ok(c) => c,
         Err(e) => {
             if let Some(held) = opts.command.take() {
@@ -143,6 +139,9 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
         while reader.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
             let text = String::from_utf8_lossy(&line);
             let parsed = state.line(text.trim_end_matches(['\n', '\r']), &mut on_event);
+            if let Some(Line::Attached(_)) = parsed {
+                child.remove_program();
+            }
             let start_now = match parsed {
                 Some(Line::Ready) => true,
                 Some(Line::Attached(_)) if !opts.marker => {
@@ -233,8 +232,8 @@ type Helpers = (
 /// the threads started are joined, and the error says which could not start.
 fn helpers(
     opts: &RunOptions,
-    child: &mut std::process::Child,
-    stderr: Option<std::process::ChildStderr>,
+    child: &mut Bpftrace,
+    stderr: Option<std::fs::File>,
     shared: &Arc<Shared>,
 ) -> std::io::Result<Helpers> {
     let marker = opts
@@ -296,20 +295,34 @@ fn start(held: Held, shared: &Arc<Shared>) -> Result<(), launch::LaunchError> {
     Ok(())
 }
 
-/// Ends what is left of the command's process group and waits (briefly) for it to be reaped.
+/// How long the command's group has, after SIGTERM, to end before SIGKILL.
+const GROUP_GRACE: Duration = Duration::from_secs(1);
+
+/// Ends what is left of the command's process group: SIGTERM, up to [`GROUP_GRACE`] for it to
+/// empty, then SIGKILL to whatever is left, and reaps it. The leader may have exited long
+/// before, leaving children that ignore SIGTERM (a script's background job): the group is
+/// killed whether its leader lives or not.
 fn end_command(shared: &Shared) {
     let Some(pid) = *shared.command.lock().unwrap() else {
         return;
     };
     launch::signal_group(pid, libc::SIGTERM);
-    for _ in 0..50 {
-        if shared.exited.load(Ordering::Relaxed) {
+    let deadline = std::time::Instant::now() + GROUP_GRACE;
+    while !launch::group_ended(pid, shared.exited.load(Ordering::Relaxed)) {
+        if std::time::Instant::now() >= deadline {
             break;
         }
         thread::sleep(Duration::from_millis(20));
     }
-    if !shared.exited.load(Ordering::Relaxed) {
-        launch::signal_group(pid, libc::SIGKILL);
+    launch::signal_group(pid, libc::SIGKILL);
+    // The reaper thread reaps the leader: the group's sweep waits until it has, so as not to
+    // take the leader's status from it.
+    let deadline = std::time::Instant::now() + GROUP_GRACE;
+    while !shared.exited.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(5));
+    }
+    if shared.exited.load(Ordering::Relaxed) {
+        launch::reap_group(pid);
     }
 }
 
