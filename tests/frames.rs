@@ -435,6 +435,37 @@ fn the_frames_document_exports_a_slice_per_stage_and_makes_a_report() {
     assert_eq!(named("commit_to_compositor"), 78);
 }
 
+#[test]
+fn every_record_names_its_frame_by_the_line_of_its_commit_in_the_client_log() {
+    let client = frames_data("weston-presentation-shm.client.log");
+    let doc = frames_json(&client, &frames_data("weston.server.log"));
+    // the commits' lines, read here from the log's text
+    let text = std::fs::read_to_string(&client).unwrap();
+    let commits: Vec<u64> = (1..)
+        .zip(text.lines())
+        .filter(|(_, l)| l.contains(" -> wl_surface@") && l.ends_with(".commit()"))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(commits.len(), 78);
+    let mut by_frame: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for r in doc["records"].as_array().unwrap() {
+        let frame = r["frame"].as_u64().expect("a frame on every record");
+        by_frame
+            .entry(frame)
+            .or_default()
+            .push(r["span"].as_str().unwrap().to_string());
+    }
+    assert_eq!(by_frame.keys().copied().collect::<Vec<_>>(), commits);
+    // each frame's stages once each, starting with the commit's
+    for (frame, spans) in &by_frame {
+        assert_eq!(spans[0], "commit_to_compositor", "frame {frame}");
+        let mut unique = spans.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), spans.len(), "frame {frame}: {spans:?}");
+    }
+}
+
 /// Captures a run with `script ARGS`, then checks it against the independent join.
 fn live_run_agrees(script: &str, args: &[&str], client: &str, server: &str, dir: &Path) {
     let out = std::process::Command::new("bash")

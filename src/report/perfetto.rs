@@ -241,6 +241,7 @@ mod tests {
             group: group.map(str::to_string),
             start_ns,
             latency_ns,
+            frame: None,
         }
     }
 
