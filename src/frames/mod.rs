@@ -517,14 +517,14 @@ impl Analysis {
         for f in self.frames.iter().take(most) {
             for stage in Stage::ALL {
                 let (Some(latency), Some(start)) =
-                    (f.stage_ns(stage, offset), f.stage_start_us(stage, offset))
+                    (f.stage_ns(stage, offset), f.stage_start_ns(stage, offset))
                 else {
                     continue;
                 };
                 records.push(SpanRecord {
                     span: stage.name().to_string(),
                     group: Some(format!("wl_surface@{}", f.surface)),
-                    start_ns: (start.max(0) as u64) * 1_000,
+                    start_ns: start.max(0) as u64,
                     latency_ns: latency.max(0) as u64,
                     frame: Some(f.line),
                 });

@@ -230,24 +230,28 @@ impl Frame {
 }
 
 impl Frame {
-    /// Where `stage` starts, µs on the logs' clock (`None`: not measured for this frame), the
-    /// presentation clock mapped onto it with `offset_ns`.
-    pub fn stage_start_us(&self, stage: Stage, offset_ns: Option<i128>) -> Option<i64> {
-        let on_logs = |ns: i128| i64::try_from((ns + offset_ns?).div_euclid(1_000)).ok();
+    /// Where `stage` starts, ns on the logs' clock (`None`: not measured for this frame), the
+    /// presentation clock mapped onto it with `offset_ns`. The timeline's stamps keep their
+    /// nanoseconds, so that each of its stages starts exactly where the one before it ends.
+    pub fn stage_start_ns(&self, stage: Stage, offset_ns: Option<i128>) -> Option<i64> {
+        let on_logs = |ns: i128| i64::try_from(ns + offset_ns?).ok();
+        let logged = |us: Option<i64>| us?.checked_mul(1_000);
         match stage {
             // from the commit's damage where the timeline gave it, as its value is
             Stage::CompositorToRepaint => match self.repaint?.commit_ns {
                 Some(damage) => on_logs(damage),
-                None => self.commit.server_us,
+                None => logged(self.commit.server_us),
             },
             Stage::Repaint => on_logs(self.repaint?.begin_ns),
             Stage::RepaintToVblank => on_logs(self.repaint?.posted_ns),
             Stage::CommitToCompositor | Stage::CommitToPresented | Stage::CommitToDisplay => {
-                Some(self.commit.client_us)
+                logged(Some(self.commit.client_us))
             }
-            Stage::CompositorToFrameDone | Stage::CompositorToPresented => self.commit.server_us,
+            Stage::CompositorToFrameDone | Stage::CompositorToPresented => {
+                logged(self.commit.server_us)
+            }
             Stage::PresentedToClient => match self.feedback {
-                Feedback::Presented(p) => p.seen.server_us,
+                Feedback::Presented(p) => logged(p.seen.server_us),
                 _ => None,
             },
         }
@@ -422,8 +426,8 @@ mod tests {
     use crate::frames::log::read;
     use crate::ingest::source::Stream;
 
-    /// A frame with every stage, its stamps in µs on the logs' clock and the presentation
-    /// clock 1,000 s behind them.
+    /// A frame with every stage, its log stamps in µs, the presentation clock 1,000 s behind
+    /// the logs'.
     fn whole_frame(commit_ns: Option<i128>) -> (Frame, i128) {
         let offset = 1_000_000_000_000;
         let on_presentation = |us: i128| us * 1_000 - offset;
@@ -449,8 +453,9 @@ mod tests {
             }),
             repaint: Some(super::super::timeline::Repaint {
                 commit_ns: commit_ns.map(on_presentation),
-                begin_ns: on_presentation(30_000),
-                posted_ns: on_presentation(31_000),
+                // the timeline's own nanoseconds
+                begin_ns: on_presentation(30_000) + 123,
+                posted_ns: on_presentation(31_000) + 456,
                 vblank_ns: on_presentation(41_000),
                 finished_ns: on_presentation(41_100),
             }),
@@ -464,11 +469,13 @@ mod tests {
         for damage in [None, Some(1_040i64), Some(1_500)] {
             let (f, offset) = whole_frame(damage.map(i128::from));
             for (first, then) in Stage::FOLLOWS {
-                let start = |s| f.stage_start_us(s, Some(offset)).unwrap();
-                let end = start(first) + f.stage_ns(first, Some(offset)).unwrap() / 1_000;
+                let start = |s| f.stage_start_ns(s, Some(offset)).unwrap();
+                let end = start(first) + f.stage_ns(first, Some(offset)).unwrap();
                 let name = format!("{damage:?}: {} then {}", first.name(), then.name());
                 match (then, damage) {
-                    (Stage::CompositorToRepaint, Some(d)) => assert_eq!(start(then), d, "{name}"),
+                    (Stage::CompositorToRepaint, Some(d)) => {
+                        assert_eq!(start(then), d * 1_000, "{name}")
+                    }
                     _ => assert_eq!(end, start(then), "{name}"),
                 }
             }
