@@ -713,6 +713,7 @@ Examples:
   WAYLAND_DEBUG=1 weston-presentation-shm -f 2> client.log
   latscope frames client.log server.log
   latscope frames -f json client.log server.log > frames.json
+  latscope export frames.json --to perfetto -o frames.pftrace   # each frame's path, per process
   # with weston's timeline (add --logger-scopes=timeline,log --log=timeline.log to weston):
   latscope frames client.log server.log timeline.log
 
@@ -1851,7 +1852,8 @@ pub enum ExportFormat {
     /// for Perfetto's UI or chrome://tracing
     ChromeJson,
     /// Native Perfetto protobuf trace of the same spans (one track per series; latency, start
-    /// and group as debug annotations), for ui.perfetto.dev or trace_processor
+    /// and group as debug annotations), for ui.perfetto.dev or trace_processor; a `frames`
+    /// result: a track per process, each frame's path as flows between its stages
     Perfetto,
     /// Parquet (zstd) for SQL engines: one row per sample or per kernel bucket (needs -o)
     Parquet,

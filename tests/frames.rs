@@ -435,6 +435,281 @@ fn the_frames_document_exports_a_slice_per_stage_and_makes_a_report() {
     assert_eq!(named("commit_to_compositor"), 78);
 }
 
+#[test]
+fn every_record_names_its_frame_by_the_line_of_its_commit_in_the_client_log() {
+    let client = frames_data("weston-presentation-shm.client.log");
+    let doc = frames_json(&client, &frames_data("weston.server.log"));
+    // the commits' lines, read here from the log's text
+    let text = std::fs::read_to_string(&client).unwrap();
+    let commits: Vec<u64> = (1..)
+        .zip(text.lines())
+        .filter(|(_, l)| l.contains(" -> wl_surface@") && l.ends_with(".commit()"))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(commits.len(), 78);
+    let mut by_frame: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for r in doc["records"].as_array().unwrap() {
+        let frame = r["frame"].as_u64().expect("a frame on every record");
+        by_frame
+            .entry(frame)
+            .or_default()
+            .push(r["span"].as_str().unwrap().to_string());
+    }
+    assert_eq!(by_frame.keys().copied().collect::<Vec<_>>(), commits);
+    // each frame's stages once each, starting with the commit's
+    for (frame, spans) in &by_frame {
+        assert_eq!(spans[0], "commit_to_compositor", "frame {frame}");
+        let mut unique = spans.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), spans.len(), "frame {frame}: {spans:?}");
+    }
+}
+
+/// The side each stage is shown on, restated here from docs/guide/frames.md.
+fn side_of(stage: &str) -> &'static str {
+    match stage {
+        "commit_to_compositor"
+        | "presented_to_client"
+        | "commit_to_presented"
+        | "commit_to_display" => "client",
+        "compositor_to_frame_done" | "compositor_to_presented" => "compositor",
+        "compositor_to_repaint" | "repaint" | "repaint_to_vblank" => "compositor timeline",
+        other => panic!("no stage {other}"),
+    }
+}
+
+/// The pairs of a frame's stages that follow one another, restated from docs/guide/frames.md.
+const FOLLOWS: [(&str, &str); 6] = [
+    ("commit_to_compositor", "compositor_to_frame_done"),
+    ("commit_to_compositor", "compositor_to_presented"),
+    ("compositor_to_presented", "presented_to_client"),
+    ("commit_to_compositor", "compositor_to_repaint"),
+    ("compositor_to_repaint", "repaint"),
+    ("repaint", "repaint_to_vblank"),
+];
+
+/// A frame's stage: (frame, stage, surface, start, length).
+type Stage = (u64, String, String, u64, u64);
+
+/// Exports the frames document `doc` to Perfetto, decodes the trace with Perfetto's own schema
+/// and checks it against the document: each record one slice on its side's track, and each pair
+/// of a frame's stages that follow one another one flow, forward in time. Returns the slices
+/// per side and the flows (`None`: no venv for the decoder).
+fn assert_frames_export(dir: &Path, doc: &Value) -> Option<(BTreeMap<String, usize>, usize)> {
+    let decoded = crate::perfetto::exported(dir, doc)?;
+    let mut records: Vec<Stage> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap().to_string();
+            let n = |k: &str| r[k].as_u64().unwrap();
+            (
+                n("frame"),
+                text("span"),
+                text("group"),
+                n("start_ns"),
+                n("latency_ns"),
+            )
+        })
+        .collect();
+    let mut slices: Vec<Stage> = decoded
+        .iter()
+        .map(|s| {
+            let name = s["name"].as_str().unwrap().to_string();
+            assert_eq!(s["side"], side_of(&name), "{s}");
+            let group = s["args"]["group"].as_str().unwrap().to_string();
+            let frame = s["args"]["frame"].as_u64().unwrap();
+            (
+                frame,
+                name,
+                group,
+                s["start_ns"].as_u64().unwrap(),
+                s["dur_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    records.sort();
+    slices.sort();
+    assert_eq!(slices, records);
+    let mut per_side = BTreeMap::new();
+    for s in &decoded {
+        *per_side
+            .entry(s["side"].as_str().unwrap().to_string())
+            .or_insert(0) += 1;
+    }
+    // every flow leaves one slice and ends at one slice of the same frame
+    let ids = |s: &Value, k: &str| -> Vec<u64> {
+        s[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    };
+    let (mut from, mut to) = (BTreeMap::new(), BTreeMap::new());
+    for s in &decoded {
+        for id in ids(s, "flow_ids") {
+            assert!(from.insert(id, s).is_none(), "flow {id} leaves two slices");
+        }
+        for id in ids(s, "terminating_flow_ids") {
+            assert!(to.insert(id, s).is_none(), "flow {id} ends at two slices");
+        }
+    }
+    assert_eq!(
+        from.keys().collect::<Vec<_>>(),
+        to.keys().collect::<Vec<_>>()
+    );
+    let mut arrows = Vec::new();
+    for (id, a) in &from {
+        let z = to[id];
+        let frame = a["args"]["frame"].as_u64().unwrap();
+        assert_eq!(z["args"]["frame"].as_u64(), Some(frame), "{a} -> {z}");
+        let end = a["start_ns"].as_u64().unwrap() + a["dur_ns"].as_u64().unwrap();
+        let next = z["start_ns"].as_u64().unwrap();
+        // the next stage starts where the first ends; the repaint's wait, at the commit's damage
+        if z["name"] == "compositor_to_repaint" {
+            assert!(next >= end, "{a} -> {z}");
+        } else {
+            assert_eq!(next, end, "{a} -> {z}");
+        }
+        let name = |s: &Value| s["name"].as_str().unwrap().to_string();
+        arrows.push((frame, name(a), name(z)));
+    }
+    // the flows expected from the document's records
+    let mut have: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+    for (frame, stage, ..) in &records {
+        have.entry(*frame).or_default().push(stage);
+    }
+    let mut want = Vec::new();
+    for (frame, stages) in &have {
+        for (a, z) in FOLLOWS {
+            if stages.contains(&a) && stages.contains(&z) {
+                want.push((*frame, a.to_string(), z.to_string()));
+            }
+        }
+    }
+    arrows.sort();
+    want.sort();
+    assert_eq!(arrows, want);
+    Some((per_side, arrows.len()))
+}
+
+#[test]
+fn the_weston_frames_export_to_perfetto_as_slices_on_each_side_linked_by_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = frames_json(
+        &frames_data("weston-presentation-shm.client.log"),
+        &frames_data("weston.server.log"),
+    );
+    let Some((per_side, flows)) = assert_frames_export(dir.path(), &doc) else {
+        return;
+    };
+    // the stage counts of docs/guide/frames.md: 78 commits reached the compositor, 76 were
+    // answered with a frame callback and `presented`, each on its way back to the client
+    let s = stages(&doc);
+    let count = |k: &str| s[k].len();
+    assert_eq!(
+        (
+            count("commit_to_compositor"),
+            count("compositor_to_presented")
+        ),
+        (78, 76)
+    );
+    assert_eq!(
+        per_side["client"],
+        78 + count("presented_to_client")
+            + count("commit_to_presented")
+            + count("commit_to_display")
+    );
+    assert_eq!(
+        per_side["compositor"],
+        count("compositor_to_frame_done") + 76
+    );
+    assert_eq!(per_side.len(), 2, "{per_side:?}");
+    assert_eq!(flows, 3 * 76);
+}
+
+#[test]
+fn weston_s_timeline_exports_to_perfetto_as_a_third_side_in_each_frame_s_flow() {
+    let dir = tempfile::tempdir().unwrap();
+    let [client, server, timeline] = timeline_run();
+    let out = run(&[
+        "frames",
+        "-f",
+        "json",
+        client.to_str().unwrap(),
+        server.to_str().unwrap(),
+        timeline.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let Some((per_side, flows)) = assert_frames_export(dir.path(), &doc) else {
+        return;
+    };
+    let s = stages(&doc);
+    let count = |k: &str| s.get(k).map_or(0, Vec::len);
+    assert_eq!(
+        per_side["compositor timeline"],
+        count("compositor_to_repaint") + count("repaint") + count("repaint_to_vblank")
+    );
+    assert!(count("repaint") > 40, "{}", count("repaint"));
+    assert!(flows > 3 * count("compositor_to_presented"), "{flows}");
+}
+
+#[test]
+fn frames_left_out_of_the_document_are_said_when_it_is_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "frames",
+        "-f",
+        "json",
+        "--max-frames",
+        "10",
+        frames_data("weston-presentation-shm.client.log")
+            .to_str()
+            .unwrap(),
+        frames_data("weston.server.log").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let saved = write(dir.path(), "frames.json", &out.stdout);
+    let trace = dir.path().join("f.pftrace");
+    let o = run(&[
+        "export",
+        saved.to_str().unwrap(),
+        "--to",
+        "perfetto",
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("68 frames were not kept"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_frames_document_whose_records_name_no_frame_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = frames_json(
+        &frames_data("weston-presentation-shm.client.log"),
+        &frames_data("weston.server.log"),
+    );
+    for r in doc["records"].as_array_mut().unwrap() {
+        r.as_object_mut().unwrap().remove("frame");
+    }
+    let saved = write(dir.path(), "old.json", doc.to_string());
+    let out = run(&["export", saved.to_str().unwrap(), "--to", "perfetto"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("run `latscope frames -f json` again"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// Captures a run with `script ARGS`, then checks it against the independent join.
 fn live_run_agrees(script: &str, args: &[&str], client: &str, server: &str, dir: &Path) {
     let out = std::process::Command::new("bash")

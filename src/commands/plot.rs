@@ -104,6 +104,15 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     Ok(())
 }
 
+/// Nothing silent: frames the document did not keep are not in the trace.
+fn frames_left_out(dropped: u64) {
+    if dropped > 0 {
+        eprintln!(
+            "latscope: {dropped} frames were not kept in the document and are not in the trace (raise `latscope frames --max-frames`)"
+        );
+    }
+}
+
 /// Runs `latscope export`.
 pub fn export(args: &ExportArgs) -> Result<()> {
     if args.to == ExportFormat::Parquet {
@@ -119,9 +128,14 @@ pub fn export(args: &ExportArgs) -> Result<()> {
                 loaded.kind
             );
         };
-        let bytes = latscope::report::timeline::timeline(document).map(|t| match args.to {
-            ExportFormat::Perfetto => latscope::report::perfetto::encode(&t.spans),
-            _ => latscope::report::export::chrome_json_of(&t.spans, &t.process).into_bytes(),
+        let frames = matches!(document, Document::Spans(d) if d.frames.is_some());
+        let bytes = latscope::report::timeline::timeline(document).and_then(|t| match args.to {
+            ExportFormat::Perfetto if frames => {
+                frames_left_out(t.dropped);
+                latscope::report::perfetto::encode_frames(&t.spans)
+            }
+            ExportFormat::Perfetto => Ok(latscope::report::perfetto::encode(&t.spans)),
+            _ => Ok(latscope::report::export::chrome_json_of(&t.spans, &t.process).into_bytes()),
         });
         bytes.map_err(|e| anyhow::anyhow!("{}: {e}", args.result.display()))?
     } else {

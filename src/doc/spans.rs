@@ -179,6 +179,10 @@ pub struct SpanRecord {
     pub start_ns: u64,
     /// how long it took
     pub latency_ns: u64,
+    /// the frame it is a stage of (`latscope frames`: its commit's line in the client log), so
+    /// that a frame's stages can be followed across processes (`export --to perfetto`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame: Option<u64>,
 }
 
 impl SpansDoc {

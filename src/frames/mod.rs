@@ -509,23 +509,24 @@ impl Analysis {
 
     /// Every measured stage of the first `most` frames, as records in the logs' clock (each
     /// starting where its stage starts: the client's commit, the compositor's dispatch of it,
-    /// its sending of `presented`), their group the surface (`wl_surface@N`); and how many
-    /// frames were left out.
+    /// its sending of `presented`), their group the surface (`wl_surface@N`), their frame its
+    /// commit's line; and how many frames were left out.
     pub fn records(&self, most: usize) -> (Vec<SpanRecord>, u64) {
         let offset = self.offset.map(|o| o.estimate_ns);
         let mut records = Vec::new();
         for f in self.frames.iter().take(most) {
             for stage in Stage::ALL {
                 let (Some(latency), Some(start)) =
-                    (f.stage_ns(stage, offset), f.stage_start_us(stage, offset))
+                    (f.stage_ns(stage, offset), f.stage_start_ns(stage, offset))
                 else {
                     continue;
                 };
                 records.push(SpanRecord {
                     span: stage.name().to_string(),
                     group: Some(format!("wl_surface@{}", f.surface)),
-                    start_ns: (start.max(0) as u64) * 1_000,
+                    start_ns: start.max(0) as u64,
                     latency_ns: latency.max(0) as u64,
+                    frame: Some(f.line),
                 });
             }
         }

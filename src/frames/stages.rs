@@ -68,6 +68,61 @@ impl Stage {
     }
 }
 
+/// The process whose track shows a stage in a timeline export (`export --to perfetto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Side {
+    /// the client
+    Client,
+    /// the compositor, as its WAYLAND_DEBUG log shows it
+    Compositor,
+    /// the compositor's own timeline (weston's `timeline` scope)
+    Timeline,
+}
+
+impl Side {
+    /// Its track's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Client => "client",
+            Side::Compositor => "compositor",
+            Side::Timeline => "compositor timeline",
+        }
+    }
+}
+
+impl Stage {
+    /// The side whose track shows it. The client's holds what the client waits through: its
+    /// commit on the way to the compositor's dispatch, `presented` on the way back, and its
+    /// totals; the compositor's, what its log shows between dispatching the commit and sending
+    /// the answers; the timeline's, the repaint. So a frame's path goes from the client to the
+    /// compositor and back, and each crossing is an arrow between tracks.
+    pub fn side(self) -> Side {
+        match self {
+            Stage::CommitToCompositor
+            | Stage::PresentedToClient
+            | Stage::CommitToPresented
+            | Stage::CommitToDisplay => Side::Client,
+            Stage::CompositorToFrameDone | Stage::CompositorToPresented => Side::Compositor,
+            Stage::CompositorToRepaint | Stage::Repaint | Stage::RepaintToVblank => Side::Timeline,
+        }
+    }
+
+    /// The stages that follow one another along a frame's path, each pair (first, then): the
+    /// second starts where the first ends (the compositor's dispatch of the commit, its sending
+    /// of `presented`, the repaint's beginning and its hand-over to the display), or, for
+    /// `compositor_to_repaint`, at the commit's damage just after the dispatch. The
+    /// compositor's answers fork from the dispatch; the client's totals cover the path and
+    /// follow nothing.
+    pub const FOLLOWS: [(Stage, Stage); 6] = [
+        (Stage::CommitToCompositor, Stage::CompositorToFrameDone),
+        (Stage::CommitToCompositor, Stage::CompositorToPresented),
+        (Stage::CompositorToPresented, Stage::PresentedToClient),
+        (Stage::CommitToCompositor, Stage::CompositorToRepaint),
+        (Stage::CompositorToRepaint, Stage::Repaint),
+        (Stage::Repaint, Stage::RepaintToVblank),
+    ];
+}
+
 impl std::str::FromStr for Stage {
     type Err = String;
 
@@ -175,20 +230,28 @@ impl Frame {
 }
 
 impl Frame {
-    /// Where `stage` starts, µs on the logs' clock (`None`: not measured for this frame), the
-    /// presentation clock mapped onto it with `offset_ns`.
-    pub fn stage_start_us(&self, stage: Stage, offset_ns: Option<i128>) -> Option<i64> {
-        let on_logs = |ns: i128| i64::try_from((ns + offset_ns?).div_euclid(1_000)).ok();
+    /// Where `stage` starts, ns on the logs' clock (`None`: not measured for this frame), the
+    /// presentation clock mapped onto it with `offset_ns`. The timeline's stamps keep their
+    /// nanoseconds, so that each of its stages starts exactly where the one before it ends.
+    pub fn stage_start_ns(&self, stage: Stage, offset_ns: Option<i128>) -> Option<i64> {
+        let on_logs = |ns: i128| i64::try_from(ns + offset_ns?).ok();
+        let logged = |us: Option<i64>| us?.checked_mul(1_000);
         match stage {
-            Stage::CompositorToRepaint => self.commit.server_us,
+            // from the commit's damage where the timeline gave it, as its value is
+            Stage::CompositorToRepaint => match self.repaint?.commit_ns {
+                Some(damage) => on_logs(damage),
+                None => logged(self.commit.server_us),
+            },
             Stage::Repaint => on_logs(self.repaint?.begin_ns),
             Stage::RepaintToVblank => on_logs(self.repaint?.posted_ns),
             Stage::CommitToCompositor | Stage::CommitToPresented | Stage::CommitToDisplay => {
-                Some(self.commit.client_us)
+                logged(Some(self.commit.client_us))
             }
-            Stage::CompositorToFrameDone | Stage::CompositorToPresented => self.commit.server_us,
+            Stage::CompositorToFrameDone | Stage::CompositorToPresented => {
+                logged(self.commit.server_us)
+            }
             Stage::PresentedToClient => match self.feedback {
-                Feedback::Presented(p) => p.seen.server_us,
+                Feedback::Presented(p) => logged(p.seen.server_us),
                 _ => None,
             },
         }
@@ -362,6 +425,88 @@ mod tests {
     use crate::frames::join::join;
     use crate::frames::log::read;
     use crate::ingest::source::Stream;
+
+    /// A frame with every stage, its log stamps in µs, the presentation clock 1,000 s behind
+    /// the logs'.
+    fn whole_frame(commit_ns: Option<i128>) -> (Frame, i128) {
+        let offset = 1_000_000_000_000;
+        let on_presentation = |us: i128| us * 1_000 - offset;
+        let frame = Frame {
+            surface: 3,
+            line: 50,
+            commit: Seen {
+                client_us: 1_000,
+                server_us: Some(1_040),
+            },
+            done: Some(Seen {
+                client_us: 26_000,
+                server_us: Some(25_900),
+            }),
+            feedback: Feedback::Presented(Presented {
+                seen: Seen {
+                    client_us: 42_500,
+                    server_us: Some(42_300),
+                },
+                display_ns: on_presentation(41_000),
+                refresh_ns: 16_666_667,
+                seq: 0,
+            }),
+            repaint: Some(super::super::timeline::Repaint {
+                commit_ns: commit_ns.map(on_presentation),
+                // the timeline's own nanoseconds
+                begin_ns: on_presentation(30_000) + 123,
+                posted_ns: on_presentation(31_000) + 456,
+                vblank_ns: on_presentation(41_000),
+                finished_ns: on_presentation(41_100),
+            }),
+        };
+        (frame, offset)
+    }
+
+    #[test]
+    fn each_stage_that_follows_another_starts_where_it_ends() {
+        // the commit's damage where the timeline has it: at the dispatch, after it, or not found
+        for damage in [None, Some(1_040i64), Some(1_500)] {
+            let (f, offset) = whole_frame(damage.map(i128::from));
+            for (first, then) in Stage::FOLLOWS {
+                let start = |s| f.stage_start_ns(s, Some(offset)).unwrap();
+                let end = start(first) + f.stage_ns(first, Some(offset)).unwrap();
+                let name = format!("{damage:?}: {} then {}", first.name(), then.name());
+                match (then, damage) {
+                    (Stage::CompositorToRepaint, Some(d)) => {
+                        assert_eq!(start(then), d * 1_000, "{name}")
+                    }
+                    _ => assert_eq!(end, start(then), "{name}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_stages_that_cross_between_processes_are_the_clients() {
+        let sides = |side| -> Vec<&str> {
+            Stage::ALL
+                .into_iter()
+                .filter(|s| s.side() == side)
+                .map(Stage::name)
+                .collect()
+        };
+        assert_eq!(
+            sides(Side::Client),
+            [
+                "commit_to_compositor",
+                "presented_to_client",
+                "commit_to_presented",
+                "commit_to_display"
+            ]
+        );
+        // every arrow of a frame's path between two processes starts or ends on the client
+        for (first, then) in Stage::FOLLOWS {
+            if first.side() != then.side() {
+                assert!(Side::Client == first.side() || Side::Client == then.side());
+            }
+        }
+    }
 
     fn of(client: &str, server: &str) -> Vec<Frame> {
         let c = read(Stream::of(client.as_bytes()), "c", None).unwrap();

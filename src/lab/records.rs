@@ -50,6 +50,7 @@ impl Recorder {
             group: None,
             start_ns: s.start_ns,
             latency_ns: s.latency_ns,
+            frame: None,
         };
         Records {
             records: self

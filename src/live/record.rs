@@ -72,6 +72,7 @@ impl Recorder {
             },
             start_ns: s.start_ns,
             latency_ns: s.latency_ns,
+            frame: None,
         };
         doc.slowest = self.slowest.sorted().iter().map(record).collect();
         // bpftrace drains its per-CPU buffers one CPU at a time, so a thread that moved between

@@ -57,6 +57,7 @@ pub fn trace_document(report: &SpansReport<'_>, parts: TraceParts) -> SpansDoc {
                 },
                 start_ns: s.start_ns,
                 latency_ns: s.latency_ns,
+                frame: None,
             })
             .collect()
     };

@@ -12,10 +12,19 @@
 //! the first lane that is free at its start. Each span is a `TYPE_SLICE_BEGIN` and a
 //! `TYPE_SLICE_END` event, named after the span, with `latency_ns`, `start_ns` and the group as
 //! debug annotations; timestamps are the trace's own nanoseconds.
+//!
+//! A `latscope frames` document ([`frames`]) is laid out by process instead: a track per side
+//! (the client, the compositor, weston's timeline), each holding a track per stage, and
+//! Perfetto flows (`flow_ids`, `terminating_flow_ids`) from each of a frame's stages to those
+//! that follow it, so that the UI draws the frame's path as arrows from the client's commit to
+//! the compositor and back. Its timestamps are the logs' clock, the `CLOCK_REALTIME` both
+//! sides' WAYLAND_DEBUG stamps are in (to the microsecond), with the display and the timeline's
+//! stamps moved onto it by the presentation clock's estimated offset.
 
 use prost::Message;
 
 use crate::doc::spans::SpanRecord;
+use crate::frames::stages::{Side, Stage};
 
 /// `perfetto.protos.Trace`.
 #[derive(Clone, PartialEq, Message)]
@@ -54,6 +63,12 @@ pub struct TrackDescriptor {
     /// `parent_uuid = 5`
     #[prost(uint64, optional, tag = "5")]
     pub parent_uuid: Option<u64>,
+    /// `child_ordering = 11`: a `ChildTracksOrdering` (3: `EXPLICIT`, by the children's rank)
+    #[prost(int32, optional, tag = "11")]
+    pub child_ordering: Option<i32>,
+    /// `sibling_order_rank = 12`: its place among its parent's children
+    #[prost(int32, optional, tag = "12")]
+    pub sibling_order_rank: Option<i32>,
 }
 
 /// `perfetto.protos.TrackEvent` (the fields used here).
@@ -74,6 +89,12 @@ pub struct TrackEvent {
     /// `name = 23` (oneof `name_field`)
     #[prost(string, optional, tag = "23")]
     pub name: Option<String>,
+    /// `flow_ids = 47`: flows from this slice to a later one
+    #[prost(fixed64, repeated, tag = "47")]
+    pub flow_ids: Vec<u64>,
+    /// `terminating_flow_ids = 48`: flows that end at this slice
+    #[prost(fixed64, repeated, tag = "48")]
+    pub terminating_flow_ids: Vec<u64>,
 }
 
 /// `perfetto.protos.TrackEvent.Type` (the values used here).
@@ -105,6 +126,9 @@ pub struct DebugAnnotation {
 /// The one packet sequence this writer uses.
 const SEQUENCE: u32 = 1;
 
+/// `ChildTracksOrdering.EXPLICIT`: children in the order of their `sibling_order_rank`.
+const EXPLICIT: i32 = 3;
+
 fn uint(name: &str, value: u64) -> DebugAnnotation {
     DebugAnnotation {
         uint_value: Some(value),
@@ -122,6 +146,8 @@ fn descriptor(uuid: u64, name: String, parent: Option<u64>) -> TracePacket {
             uuid: Some(uuid),
             name: Some(name),
             parent_uuid: parent,
+            child_ordering: None,
+            sibling_order_rank: None,
         }),
     }
 }
@@ -135,100 +161,236 @@ struct Series {
     lane_uuids: Vec<u64>,
 }
 
+/// A span placed on a lane's track, with the flows that leave and end at it.
+struct Slice<'a> {
+    track: u64,
+    span: &'a SpanRecord,
+    flow_ids: Vec<u64>,
+    terminating_flow_ids: Vec<u64>,
+}
+
+/// The tracks and slices of a trace as they are placed.
+#[derive(Default)]
+struct Builder<'a> {
+    last_uuid: u64,
+    tracks: Vec<TracePacket>,
+    /// the series by their parent track and label
+    index: rustc_hash::FxHashMap<(Option<u64>, String), usize>,
+    series: Vec<Series>,
+    slices: Vec<Slice<'a>>,
+}
+
+impl<'a> Builder<'a> {
+    fn uuid(&mut self) -> u64 {
+        self.last_uuid += 1;
+        self.last_uuid
+    }
+
+    /// A new track, ranked among its siblings where `rank` is given.
+    fn track(&mut self, name: String, parent: Option<u64>, rank: Option<i32>) -> u64 {
+        let uuid = self.uuid();
+        let mut packet = descriptor(uuid, name, parent);
+        if let Some(d) = &mut packet.track_descriptor {
+            d.sibling_order_rank = rank;
+        }
+        self.tracks.push(packet);
+        uuid
+    }
+
+    /// Shows the children of `track` (the last made) in the order of their ranks.
+    fn rank_children(&mut self, track: u64) {
+        let last = self
+            .tracks
+            .last_mut()
+            .and_then(|p| p.track_descriptor.as_mut());
+        if let Some(d) = last.filter(|d| d.uuid == Some(track)) {
+            d.child_ordering = Some(EXPLICIT);
+        }
+    }
+
+    /// Places `span` on the first free lane of the series `label` under `parent` (both made
+    /// when new), and returns its slice's index. Spans must come in start order.
+    fn place(
+        &mut self,
+        label: String,
+        parent: Option<u64>,
+        rank: Option<i32>,
+        span: &'a SpanRecord,
+    ) -> usize {
+        let key = (parent, label);
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let uuid = self.track(key.1.clone(), parent, rank);
+                self.series.push(Series {
+                    label: key.1.clone(),
+                    uuid,
+                    ..Series::default()
+                });
+                self.index.insert(key, self.series.len() - 1);
+                self.series.len() - 1
+            }
+        };
+        let end = span.start_ns.saturating_add(span.latency_ns);
+        let (lane, new) = self.series[i].lanes.place(span.start_ns, end);
+        if new {
+            let name = match lane {
+                0 => self.series[i].label.clone(),
+                n => format!("{} (overlapping, {})", self.series[i].label, n + 1),
+            };
+            let parent = self.series[i].uuid;
+            let uuid = self.track(name, Some(parent), None);
+            self.series[i].lane_uuids.push(uuid);
+        }
+        self.slices.push(Slice {
+            track: self.series[i].lane_uuids[lane],
+            span,
+            flow_ids: Vec::new(),
+            terminating_flow_ids: Vec::new(),
+        });
+        self.slices.len() - 1
+    }
+
+    /// The trace: the tracks first, then every slice's begin and end in time order.
+    fn finish(self) -> Trace {
+        let mut events: Vec<(u64, Type, &Slice)> = Vec::with_capacity(self.slices.len() * 2);
+        for slice in &self.slices {
+            let s = slice.span;
+            events.push((s.start_ns, Type::SliceBegin, slice));
+            events.push((
+                s.start_ns.saturating_add(s.latency_ns),
+                Type::SliceEnd,
+                slice,
+            ));
+        }
+        // In time order; at equal stamps the end of a span before a begin, so that back-to-back
+        // spans on a lane do not nest, except the end of a zero-length span, which must follow
+        // its own begin (the stable sort keeps the order they were pushed in: begin, then end).
+        events.sort_by_key(|&(ts, kind, slice)| {
+            let before_begins = kind == Type::SliceEnd && slice.span.latency_ns > 0;
+            (ts, !before_begins, slice.track)
+        });
+        let mut packet = self.tracks;
+        packet.extend(events.into_iter().map(|(ts, kind, slice)| TracePacket {
+            timestamp: Some(ts),
+            trusted_packet_sequence_id: Some(SEQUENCE),
+            track_event: Some(match kind {
+                Type::SliceBegin => begin(slice),
+                _ => TrackEvent {
+                    r#type: Some(kind as i32),
+                    track_uuid: Some(slice.track),
+                    ..TrackEvent::default()
+                },
+            }),
+            track_descriptor: None,
+        }));
+        Trace { packet }
+    }
+}
+
+/// A slice's begin: its name, annotations and flows.
+fn begin(slice: &Slice) -> TrackEvent {
+    let s = slice.span;
+    TrackEvent {
+        debug_annotations: [
+            Some(uint("latency_ns", s.latency_ns)),
+            Some(uint("start_ns", s.start_ns)),
+            s.group.as_ref().map(|g| DebugAnnotation {
+                uint_value: None,
+                string_value: Some(g.clone()),
+                name: Some("group".to_string()),
+            }),
+            s.frame.map(|f| uint("frame", f)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        r#type: Some(Type::SliceBegin as i32),
+        track_uuid: Some(slice.track),
+        categories: vec!["latscope".to_string()],
+        name: Some(s.span.clone()),
+        flow_ids: slice.flow_ids.clone(),
+        terminating_flow_ids: slice.terminating_flow_ids.clone(),
+    }
+}
+
 /// The trace of `spans`, as built before encoding (tracks first, then events in time order).
 pub fn trace(spans: &[SpanRecord]) -> Trace {
     let mut order: Vec<&SpanRecord> = spans.iter().collect();
     order.sort_by_key(|s| (s.start_ns, s.latency_ns));
-    let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
-    let mut series: Vec<Series> = Vec::new();
-    let mut tracks = Vec::new();
-    let mut events: Vec<(u64, Type, u64, &SpanRecord)> = Vec::new();
-    let mut next_uuid = 1u64;
-    let mut uuid = || {
-        next_uuid += 1;
-        next_uuid
-    };
+    let mut b = Builder::default();
     for s in order {
-        let label = crate::doc::label(&s.span, s.group.as_deref());
-        let i = match index.get(&label) {
-            Some(&i) => i,
-            None => {
-                let id = uuid();
-                tracks.push(descriptor(id, label.clone(), None));
-                index.insert(label.clone(), series.len());
-                series.push(Series {
-                    label,
-                    uuid: id,
-                    ..Series::default()
-                });
-                series.len() - 1
-            }
-        };
-        let x = &mut series[i];
-        let end = s.start_ns.saturating_add(s.latency_ns);
-        let (lane, new) = x.lanes.place(s.start_ns, end);
-        if new {
-            let id = uuid();
-            let name = match lane {
-                0 => x.label.clone(),
-                n => format!("{} (overlapping, {})", x.label, n + 1),
-            };
-            tracks.push(descriptor(id, name, Some(x.uuid)));
-            x.lane_uuids.push(id);
-        }
-        let track = x.lane_uuids[lane];
-        events.push((s.start_ns, Type::SliceBegin, track, s));
-        events.push((end, Type::SliceEnd, track, s));
+        b.place(
+            crate::doc::label(&s.span, s.group.as_deref()),
+            None,
+            None,
+            s,
+        );
     }
-    // In time order; at equal stamps the end of a span before a begin, so that back-to-back
-    // spans on a lane do not nest, except the end of a zero-length span, which must follow its
-    // own begin (the stable sort keeps the order they were pushed in: begin, then end).
-    events.sort_by_key(|&(ts, kind, track, s)| {
-        let before_begins = kind == Type::SliceEnd && s.latency_ns > 0;
-        (ts, !before_begins, track)
-    });
-    let mut packet = tracks;
-    packet.extend(events.into_iter().map(|(ts, kind, track, s)| {
-        let event = match kind {
-            Type::SliceBegin => TrackEvent {
-                debug_annotations: [
-                    Some(uint("latency_ns", s.latency_ns)),
-                    Some(uint("start_ns", s.start_ns)),
-                    s.group.as_ref().map(|g| DebugAnnotation {
-                        uint_value: None,
-                        string_value: Some(g.clone()),
-                        name: Some("group".to_string()),
-                    }),
-                ]
-                .into_iter()
-                .flatten()
-                .collect(),
-                r#type: Some(kind as i32),
-                track_uuid: Some(track),
-                categories: vec!["latscope".to_string()],
-                name: Some(s.span.clone()),
-            },
-            _ => TrackEvent {
-                debug_annotations: Vec::new(),
-                r#type: Some(kind as i32),
-                track_uuid: Some(track),
-                categories: Vec::new(),
-                name: None,
-            },
-        };
-        TracePacket {
-            timestamp: Some(ts),
-            trusted_packet_sequence_id: Some(SEQUENCE),
-            track_event: Some(event),
-            track_descriptor: None,
+    b.finish()
+}
+
+/// The trace of a `latscope frames` document's records (`export --to perfetto`): a track per
+/// side ([`Stage::side`]: the client, the compositor, its timeline), holding a track per stage
+/// and surface in the order of a frame's path, and an arrow (a flow) between the slices of each
+/// pair of a frame's stages that follow one another ([`Stage::FOLLOWS`]). Each arrow has its
+/// own flow id, as a frame's path forks at the compositor's dispatch of the commit. Stamps are
+/// the records' own: the logs' `CLOCK_REALTIME`, ns, the timeline's stages moved onto it.
+pub fn frames(records: &[SpanRecord]) -> Result<Trace, String> {
+    let mut order = Vec::with_capacity(records.len());
+    for r in records {
+        let stage: Stage = r
+            .span
+            .parse()
+            .map_err(|e| format!("{e}: not a stage of `latscope frames`"))?;
+        let frame = r.frame.ok_or_else(|| {
+            format!(
+                "a {} record names no frame (a document of an older latscope?): run `latscope frames -f json` again",
+                r.span
+            )
+        })?;
+        order.push((stage, frame, r));
+    }
+    order.sort_by_key(|(_, _, r)| (r.start_ns, r.latency_ns));
+    let mut b = Builder::default();
+    let present: std::collections::BTreeSet<Side> = order.iter().map(|o| o.0.side()).collect();
+    let mut sides = std::collections::BTreeMap::new();
+    for side in present {
+        let uuid = b.track(side.name().to_string(), None, None);
+        b.rank_children(uuid);
+        sides.insert(side, uuid);
+    }
+    let mut at: std::collections::BTreeMap<(u64, Stage), usize> = Default::default();
+    for (stage, frame, r) in order {
+        let label = crate::doc::label(&r.span, r.group.as_deref());
+        let rank = i32::try_from(stage.index()).ok();
+        let slice = b.place(label, Some(sides[&stage.side()]), rank, r);
+        if at.insert((frame, stage), slice).is_some() {
+            return Err(format!("frame {frame} has two {} records", r.span));
         }
-    }));
-    Trace { packet }
+    }
+    let mut flow = 0;
+    let frames: std::collections::BTreeSet<u64> = at.keys().map(|k| k.0).collect();
+    for frame in frames {
+        for (first, then) in Stage::FOLLOWS {
+            if let (Some(&a), Some(&z)) = (at.get(&(frame, first)), at.get(&(frame, then))) {
+                flow += 1;
+                b.slices[a].flow_ids.push(flow);
+                b.slices[z].terminating_flow_ids.push(flow);
+            }
+        }
+    }
+    Ok(b.finish())
 }
 
 /// `spans` as an encoded Perfetto trace.
 pub fn encode(spans: &[SpanRecord]) -> Vec<u8> {
     trace(spans).encode_to_vec()
+}
+
+/// A `latscope frames` document's records as an encoded Perfetto trace ([`frames`]).
+pub fn encode_frames(records: &[SpanRecord]) -> Result<Vec<u8>, String> {
+    Ok(frames(records)?.encode_to_vec())
 }
 
 #[cfg(test)]
@@ -241,6 +403,7 @@ mod tests {
             group: group.map(str::to_string),
             start_ns,
             latency_ns,
+            frame: None,
         }
     }
 
@@ -345,6 +508,171 @@ mod tests {
         assert_eq!(find("start_ns").uint_value, Some(5));
         assert_eq!(find("group").string_value.as_deref(), Some("7"));
         assert_eq!(begin.categories, ["latscope"]);
+    }
+
+    fn stage(name: &str, frame: u64, start_ns: u64, latency_ns: u64) -> SpanRecord {
+        SpanRecord {
+            frame: Some(frame),
+            ..span(name, Some("wl_surface@3"), start_ns, latency_ns)
+        }
+    }
+
+    /// Two frames whose paths overlap: the second is committed before the first's `presented`.
+    fn two_frames() -> Vec<SpanRecord> {
+        let mut records = Vec::new();
+        for (frame, t) in [(50, 0), (123, 30_000)] {
+            records.extend([
+                stage("commit_to_compositor", frame, t, 40),
+                stage("compositor_to_frame_done", frame, t + 40, 25_000),
+                stage("compositor_to_presented", frame, t + 40, 41_000),
+                stage("presented_to_client", frame, t + 41_040, 200),
+                stage("commit_to_presented", frame, t, 41_240),
+            ]);
+        }
+        records
+    }
+
+    /// Every track's name with its ancestors', `side/stage/lane`.
+    fn paths(t: &Trace) -> std::collections::HashMap<u64, String> {
+        let d: Vec<&TrackDescriptor> = t
+            .packet
+            .iter()
+            .filter_map(|p| p.track_descriptor.as_ref())
+            .collect();
+        let mut out = std::collections::HashMap::new();
+        for x in &d {
+            let mut path = x.name.clone().unwrap();
+            let mut parent = x.parent_uuid;
+            while let Some(p) = parent {
+                let up = d.iter().find(|y| y.uuid == Some(p)).unwrap();
+                path = format!("{}/{path}", up.name.as_ref().unwrap());
+                parent = up.parent_uuid;
+            }
+            out.insert(x.uuid.unwrap(), path);
+        }
+        out
+    }
+
+    #[test]
+    fn each_frame_stage_is_a_slice_on_its_side_and_overlapping_frames_take_lanes() {
+        let t = frames(&two_frames()).unwrap();
+        let paths = paths(&t);
+        let mut got: Vec<(String, String, u64)> = t
+            .packet
+            .iter()
+            .filter_map(|p| Some((p.track_event.as_ref()?, p.timestamp?)))
+            .filter(|(e, _)| e.r#type == Some(1))
+            .map(|(e, ts)| {
+                let path = paths[&e.track_uuid.unwrap()].clone();
+                (path, e.name.clone().unwrap(), ts)
+            })
+            .collect();
+        got.sort();
+        let s = "[wl_surface@3]";
+        let want = [
+            format!("client/commit_to_compositor {s}/commit_to_compositor {s}"),
+            format!("client/commit_to_presented {s}/commit_to_presented {s}"),
+            format!("client/commit_to_presented {s}/commit_to_presented {s} (overlapping, 2)"),
+            format!("client/presented_to_client {s}/presented_to_client {s}"),
+            format!("compositor/compositor_to_frame_done {s}/compositor_to_frame_done {s}"),
+            format!("compositor/compositor_to_presented {s}/compositor_to_presented {s}"),
+            format!(
+                "compositor/compositor_to_presented {s}/compositor_to_presented {s} (overlapping, 2)"
+            ),
+        ];
+        let tracks: std::collections::BTreeSet<&str> = got.iter().map(|g| g.0.as_str()).collect();
+        assert_eq!(tracks.into_iter().collect::<Vec<_>>(), want);
+        assert_eq!(got.len(), 10);
+    }
+
+    #[test]
+    fn each_pair_of_a_frames_stages_that_follow_one_another_is_one_flow() {
+        let t = frames(&two_frames()).unwrap();
+        // flow id → (the stage it leaves, its frame; the stage it ends at, its frame)
+        let mut from = std::collections::BTreeMap::new();
+        let mut to = std::collections::BTreeMap::new();
+        for e in t.packet.iter().filter_map(|p| p.track_event.as_ref()) {
+            let Some(name) = e.name.clone() else { continue };
+            let frame = e
+                .debug_annotations
+                .iter()
+                .find(|a| a.name.as_deref() == Some("frame"))
+                .and_then(|a| a.uint_value)
+                .unwrap();
+            for id in &e.flow_ids {
+                assert!(from.insert(*id, (name.clone(), frame)).is_none());
+            }
+            for id in &e.terminating_flow_ids {
+                assert!(to.insert(*id, (name.clone(), frame)).is_none());
+            }
+        }
+        assert_eq!(
+            from.keys().collect::<Vec<_>>(),
+            to.keys().collect::<Vec<_>>()
+        );
+        let mut arrows: Vec<(String, String, u64)> = from
+            .iter()
+            .map(|(id, (a, fa))| {
+                let (z, fz) = &to[id];
+                assert_eq!(fa, fz, "an arrow stays within its frame");
+                (a.clone(), z.clone(), *fa)
+            })
+            .collect();
+        arrows.sort();
+        let mut want = Vec::new();
+        for frame in [50, 123] {
+            want.extend([
+                ("commit_to_compositor", "compositor_to_frame_done", frame),
+                ("commit_to_compositor", "compositor_to_presented", frame),
+                ("compositor_to_presented", "presented_to_client", frame),
+            ]);
+        }
+        let mut want: Vec<(String, String, u64)> = want
+            .into_iter()
+            .map(|(a, z, f)| (a.to_string(), z.to_string(), f))
+            .collect();
+        want.sort();
+        assert_eq!(arrows, want);
+    }
+
+    #[test]
+    fn the_sides_show_their_stages_in_the_order_of_a_frames_path() {
+        let t = frames(&two_frames()).unwrap();
+        let d: Vec<&TrackDescriptor> = t
+            .packet
+            .iter()
+            .filter_map(|p| p.track_descriptor.as_ref())
+            .collect();
+        let client = d
+            .iter()
+            .find(|x| x.name.as_deref() == Some("client"))
+            .unwrap();
+        assert_eq!(client.child_ordering, Some(EXPLICIT));
+        let rank = |name: &str| {
+            d.iter()
+                .find(|x| {
+                    x.name.as_deref() == Some(&format!("{name} [wl_surface@3]"))
+                        && x.parent_uuid == client.uuid
+                })
+                .unwrap()
+                .sibling_order_rank
+                .unwrap()
+        };
+        assert!(rank("commit_to_compositor") < rank("presented_to_client"));
+        assert!(rank("presented_to_client") < rank("commit_to_presented"));
+    }
+
+    #[test]
+    fn frame_records_without_a_frame_or_a_stage_twice_are_refused() {
+        let mut records = two_frames();
+        records.push(stage("commit_to_compositor", 50, 5, 5));
+        let e = frames(&records).unwrap_err();
+        assert!(e.contains("frame 50 has two commit_to_compositor"), "{e}");
+        let old = [span("commit_to_compositor", None, 0, 1)];
+        let e = frames(&old).unwrap_err();
+        assert!(e.contains("run `latscope frames -f json` again"), "{e}");
+        let e = frames(&[stage("req", 1, 0, 1)]).unwrap_err();
+        assert!(e.contains("no stage 'req'"), "{e}");
     }
 
     #[test]

@@ -7,7 +7,8 @@ protos/perfetto/trace/perfetto_trace.proto), not with latscope's prost structs.
 
 Pairs TYPE_SLICE_BEGIN/TYPE_SLICE_END per track (a stack, as Perfetto's trace processor does)
 and prints a JSON list of slices sorted by start:
-  {"track": name, "name": ..., "start_ns": ..., "dur_ns": ..., "args": {annotation: value}}
+  {"track": name, "side": the name of the track's topmost ancestor, "name": ..., "start_ns": ...,
+   "dur_ns": ..., "args": {annotation: value}, "flow_ids": [...], "terminating_flow_ids": [...]}
 Fails on an end without a begin, a slice left open, or a track event on an undeclared track.
 """
 import json
@@ -20,11 +21,13 @@ def main(path):
     trace = pb.Trace()
     with open(path, "rb") as f:
         trace.ParseFromString(f.read())
-    names, stacks, slices = {}, {}, []
+    names, parents, stacks, slices = {}, {}, {}, []
     for packet in trace.packet:
         if packet.HasField("track_descriptor"):
             d = packet.track_descriptor
             names[d.uuid] = d.name
+            if d.HasField("parent_uuid"):
+                parents[d.uuid] = d.parent_uuid
             continue
         if not packet.HasField("track_event"):
             continue
@@ -37,13 +40,18 @@ def main(path):
             for a in e.debug_annotations:
                 kind = a.WhichOneof("value")
                 args[a.name] = getattr(a, kind)
-            stack.append((packet.timestamp, e.name, args))
+            stack.append((packet.timestamp, e.name, args, list(e.flow_ids),
+                          list(e.terminating_flow_ids)))
         elif e.type == pb.TrackEvent.TYPE_SLICE_END:
             if not stack:
                 sys.exit(f"slice end without a begin at {packet.timestamp}")
-            start, name, args = stack.pop()
-            slices.append({"track": names[e.track_uuid], "name": name, "start_ns": start,
-                           "dur_ns": packet.timestamp - start, "args": args})
+            start, name, args, flows, terminating = stack.pop()
+            top = e.track_uuid
+            while top in parents:
+                top = parents[top]
+            slices.append({"track": names[e.track_uuid], "side": names[top], "name": name,
+                           "start_ns": start, "dur_ns": packet.timestamp - start, "args": args,
+                           "flow_ids": flows, "terminating_flow_ids": terminating})
         else:
             sys.exit(f"unexpected track event type {e.type}")
     if any(stacks.values()):
