@@ -136,12 +136,17 @@ pub fn run(mut opts: RunOptions, mut on_event: impl FnMut(Event<'_>)) -> std::io
         // Read bytes, not UTF-8 lines: a probe may print anything.
         let mut reader = BufReader::new(stdout);
         let mut line = Vec::new();
+        // The program's file goes before "attached" is said: whoever reads that (a user, a
+        // test that then kills latscope outright) finds it gone.
+        let mut on_event = |event: Event<'_>| {
+            if let Event::Attached(_) = event {
+                child.remove_program();
+            }
+            on_event(event);
+        };
         while reader.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
             let text = String::from_utf8_lossy(&line);
             let parsed = state.line(text.trim_end_matches(['\n', '\r']), &mut on_event);
-            if let Some(Line::Attached(_)) = parsed {
-                child.remove_program();
-            }
             let start_now = match parsed {
                 Some(Line::Ready) => true,
                 Some(Line::Attached(_)) if !opts.marker => {

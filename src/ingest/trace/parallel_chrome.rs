@@ -162,6 +162,8 @@ impl<R: Read> Pieces<'_, R> {
 
 /// Reads the Chrome JSON `input` on `options.threads` threads in all into `chrome`, `pairer`
 /// and `sink`, in the document's order; `options.chunk_bytes` per piece (0: [`CHUNK`](crate::ingest::chunks::CHUNK)).
+/// How the read ended comes with what was read, a read error included: the bytes before it
+/// were parsed and paired, and are counted.
 pub fn read<R: Read + Send>(
     input: R,
     options: &TraceOptions,
@@ -169,7 +171,7 @@ pub fn read<R: Read + Send>(
     pairer: &mut Pairer,
     sink: &mut impl SpanSink,
     mut progress: impl FnMut(u64),
-) -> io::Result<Ended> {
+) -> (Ended, io::Result<()>) {
     let threads = options.threads.max(1);
     let mut pieces = Pieces {
         inner: input,
@@ -193,9 +195,9 @@ pub fn read<R: Read + Send>(
         take(chrome, &piece, pairer, sink);
         std::ops::ControlFlow::Continue(piece.into_buffer(&spare))
     };
-    in_order(threads, read, || |piece| parse(piece, &spare), apply)?;
+    let ended = in_order(threads, read, || |piece| parse(piece, &spare), apply);
     progress(pieces.ended.bytes);
-    Ok(pieces.ended)
+    (pieces.ended, ended)
 }
 
 /// The next piece of the document: its run where the document stands between elements, its

@@ -249,12 +249,11 @@ fn read_chrome(
 ) -> io::Result<()> {
     let mut chrome = Chrome::default();
     let read = if options.threads > 1 {
-        super::parallel_chrome::read(input, options, &mut chrome, pairer, sink, progress).map(
-            |ended| {
-                stats.bytes += ended.bytes;
-                stats.interrupted |= ended.interrupted;
-            },
-        )
+        let (ended, read) =
+            super::parallel_chrome::read(input, options, &mut chrome, pairer, sink, progress);
+        stats.bytes += ended.bytes;
+        stats.interrupted |= ended.interrupted;
+        read
     } else {
         read_chrome_serial(input, options, &mut chrome, (pairer, sink), stats, progress)
     };
