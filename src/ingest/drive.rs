@@ -21,7 +21,7 @@ use crate::ingest::source::Stream;
 pub struct Drive<'c> {
     /// threads reading, in all (0 and 1: the calling thread alone)
     pub threads: usize,
-    /// bytes per chunk of the parallel reader (0: [`crate::ingest::chunks::CHUNK`])
+    /// bytes per chunk of the parallel reader (0: [`crate::ingest::reader::CHUNK`])
     pub chunk_bytes: usize,
     /// stop at the next chunk when raised (Ctrl-C)
     pub cancel: Option<&'c Cancel>,

@@ -105,10 +105,10 @@ impl Drop for Reading<'_> {
 pub enum Line<'a> {
     /// A line without its `\n` (and without a `\r` before it).
     Text(&'a [u8]),
-    /// A [`Line::Text`] already known to be UTF-8 ([`LineReader::utf8`]: checked a whole
+    /// A [`Line::Text`] already known to be UTF-8 ([`LineReader::utf8`](crate::ingest::LineReader::utf8): checked a whole
     /// block of lines at a time, which costs far less than a check per short line).
     Str(&'a str),
-    /// A [`Line::Str`] with no tab, `\r` or `\x0c` in it ([`LineReader::blanks`]: its block
+    /// A [`Line::Str`] with no tab, `\r` or `\x0c` in it ([`LineReader::blanks`](crate::ingest::LineReader::blanks): its block
     /// of lines was searched for them at once): its tokens are split by spaces alone.
     Plain(&'a str),
     /// A line longer than the buffer; its content is skipped, `len` bytes long.

@@ -1,6 +1,6 @@
 //! The one reader of lines: an input cut into chunks of whole lines ([`Reader`]), each chunk's
-//! lines given one by one ([`for_each_line`]). The serial reader ([`LineReader`]) is these two
-//! on the calling thread; the parallel readers ([`crate::ingest::chunks::in_order`]) are the
+//! lines given one by one (`for_each_line`). The serial reader ([`LineReader`]) is these two
+//! on the calling thread; the parallel readers (`crate::ingest::chunks::in_order`) are the
 //! same chunks parsed on several threads. Cutting at the last newline, carrying the rest,
 //! skipping a line too long to read, reading a mapped file in place and then what follows its
 //! map, giving a read error after the lines before it, and stopping on a cancel are written
@@ -86,7 +86,7 @@ impl Job {
 }
 
 /// Cuts the input into chunks of whole lines: the one reader of lines, whether they are then
-/// parsed on this thread ([`crate::ingest::LineReader`]) or on several ([`in_order`]).
+/// parsed on this thread ([`crate::ingest::LineReader`]) or on several (`in_order`).
 pub struct Reader<'c, R> {
     inner: R,
     chunk: usize,

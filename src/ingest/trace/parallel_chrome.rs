@@ -12,7 +12,7 @@
 //! run) the chunk's bytes through the serial state machine ([`Chrome::feed`]), which takes
 //! chunks cut anywhere. Each element thus goes through the same pairing ([`Chrome::take_run`]
 //! and `feed` share it) in the file's order. A file with no newlines (minified JSON) is read
-//! in chunks of [`CHUNK`](crate::ingest::chunks::CHUNK) that are never runs: at the serial reader's speed.
+//! in chunks of [`CHUNK`](crate::ingest::reader::CHUNK) that are never runs: at the serial reader's speed.
 //!
 //! The threads, the queues and the order are the line reader's ([`crate::ingest::chunks`]):
 //! N threads in all, each reading the chunks it parses, the calling thread reading and parsing
@@ -161,7 +161,7 @@ impl<R: Read> Pieces<'_, R> {
 }
 
 /// Reads the Chrome JSON `input` on `options.threads` threads in all into `chrome`, `pairer`
-/// and `sink`, in the document's order; `options.chunk_bytes` per piece (0: [`CHUNK`](crate::ingest::chunks::CHUNK)).
+/// and `sink`, in the document's order; `options.chunk_bytes` per piece (0: [`CHUNK`](crate::ingest::reader::CHUNK)).
 /// How the read ended comes with what was read, a read error included: the bytes before it
 /// were parsed and paired, and are counted.
 pub fn read<R: Read + Send>(

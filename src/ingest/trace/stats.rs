@@ -24,7 +24,7 @@ pub struct TraceOptions {
     /// threads parsing line formats (0 and 1: the calling thread alone; see
     /// [`super::parallel`])
     pub threads: usize,
-    /// bytes of input per chunk of the parallel reader (0: [`crate::ingest::chunks::CHUNK`])
+    /// bytes of input per chunk of the parallel reader (0: [`crate::ingest::reader::CHUNK`])
     pub chunk_bytes: usize,
 }
 
