@@ -28,16 +28,18 @@ fn pairs() -> Vec<(PathBuf, PathBuf)> {
 
 /// `latscope frames -f json CLIENT SERVER`, asserting success.
 fn frames_json(client: &Path, server: &Path) -> Value {
-    let out = run(&[
-        "frames",
-        "-f",
-        "json",
-        client.to_str().unwrap(),
-        server.to_str().unwrap(),
-    ]);
+    frames_json_of(&[client, server])
+}
+
+/// The JSON document of `latscope frames` on `inputs` (client, server, timelines), which must
+/// succeed.
+fn frames_json_of(inputs: &[&Path]) -> Value {
+    let mut args = vec!["frames", "-f", "json"];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    let out = run(&args);
     assert!(
         out.status.success(),
-        "latscope frames {client:?} {server:?}: {}",
+        "latscope frames {inputs:?}: {}",
         stderr(&out)
     );
     serde_json::from_slice(&out.stdout).expect("a frames document")
@@ -634,16 +636,7 @@ fn the_weston_frames_export_to_perfetto_as_slices_on_each_side_linked_by_flows()
 fn weston_s_timeline_exports_to_perfetto_as_a_third_side_in_each_frame_s_flow() {
     let dir = tempfile::tempdir().unwrap();
     let [client, server, timeline] = timeline_run();
-    let out = run(&[
-        "frames",
-        "-f",
-        "json",
-        client.to_str().unwrap(),
-        server.to_str().unwrap(),
-        timeline.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = frames_json_of(&[&client, &server, &timeline]);
     let Some((per_side, flows)) = assert_frames_export(dir.path(), &doc) else {
         return;
     };
@@ -818,16 +811,7 @@ fn repaints_in(text: &str) -> (Vec<i64>, Vec<i64>) {
 #[test]
 fn weston_s_timeline_splits_the_compositor_s_part_and_pins_the_clock_to_microseconds() {
     let [client, server, timeline] = timeline_run();
-    let out = run(&[
-        "frames",
-        "-f",
-        "json",
-        client.to_str().unwrap(),
-        server.to_str().unwrap(),
-        timeline.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let with: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let with = frames_json_of(&[&client, &server, &timeline]);
     let without = frames_json(&client, &server);
     // the same frames, a far narrower clock
     for stage in [
