@@ -500,22 +500,7 @@ type Stage = (u64, String, String, u64, u64);
 /// per side and the flows (`None`: no venv for the decoder).
 fn assert_frames_export(dir: &Path, doc: &Value) -> Option<(BTreeMap<String, usize>, usize)> {
     let decoded = crate::perfetto::exported(dir, doc)?;
-    let mut records: Vec<Stage> = doc["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let text = |k: &str| r[k].as_str().unwrap().to_string();
-            let n = |k: &str| r[k].as_u64().unwrap();
-            (
-                n("frame"),
-                text("span"),
-                text("group"),
-                n("start_ns"),
-                n("latency_ns"),
-            )
-        })
-        .collect();
+    let mut records = records_of(doc);
     let mut slices: Vec<Stage> = decoded
         .iter()
         .map(|s| {
@@ -578,9 +563,35 @@ fn assert_frames_export(dir: &Path, doc: &Value) -> Option<(BTreeMap<String, usi
         let name = |s: &Value| s["name"].as_str().unwrap().to_string();
         arrows.push((frame, name(a), name(z)));
     }
-    // the flows expected from the document's records
+    arrows.sort();
+    assert_eq!(arrows, arrows_of(&records));
+    Some((per_side, arrows.len()))
+}
+
+/// A frames document's records as (frame, stage, surface, start, length).
+fn records_of(doc: &Value) -> Vec<Stage> {
+    doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap().to_string();
+            let n = |k: &str| r[k].as_u64().unwrap();
+            (
+                n("frame"),
+                text("span"),
+                text("group"),
+                n("start_ns"),
+                n("latency_ns"),
+            )
+        })
+        .collect()
+}
+
+/// The arrows expected from a document's records: (frame, stage left, stage reached), sorted.
+fn arrows_of(records: &[Stage]) -> Vec<(u64, String, String)> {
     let mut have: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
-    for (frame, stage, ..) in &records {
+    for (frame, stage, ..) in records {
         have.entry(*frame).or_default().push(stage);
     }
     let mut want = Vec::new();
@@ -591,10 +602,139 @@ fn assert_frames_export(dir: &Path, doc: &Value) -> Option<(BTreeMap<String, usi
             }
         }
     }
-    arrows.sort();
     want.sort();
-    assert_eq!(arrows, want);
-    Some((per_side, arrows.len()))
+    want
+}
+
+/// Exports the frames document `doc` to Chrome JSON and checks it against the document as a
+/// trace viewer reads it: each record one complete slice in its side's process, and each pair
+/// of a frame's stages that follow one another one flow (`s`, then `f` with `bp: "e"`), each
+/// end bound to the slice open at its stamp on its thread (the latest begun that has not
+/// ended, as Perfetto's JSON importer binds it). Returns the slices per side and the flows.
+fn assert_chrome_frames_export(dir: &Path, doc: &Value) -> (BTreeMap<String, usize>, usize) {
+    let saved = write(dir, "frames.json", doc.to_string().as_bytes());
+    let out = dir.join("frames.trace.json");
+    let o = run(&[
+        "export",
+        saved.to_str().unwrap(),
+        "--to",
+        "chrome-json",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let trace: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let processes: BTreeMap<u64, String> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| {
+            (
+                e["pid"].as_u64().unwrap(),
+                e["args"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    // µs with 3 decimals back to ns, exactly
+    let ns = |v: &Value| -> u64 {
+        let text = v.to_string();
+        let (us, frac) = text.split_once('.').unwrap_or((&text, "0"));
+        us.parse::<u64>().unwrap() * 1_000 + format!("{frac:0<3}").parse::<u64>().unwrap()
+    };
+    let thread = |e: &Value| (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+    let mut slices: Vec<(Stage, (u64, u64))> = Vec::new();
+    let mut per_side = BTreeMap::new();
+    for e in events.iter().filter(|e| e["ph"] == "X") {
+        let name = e["name"].as_str().unwrap().to_string();
+        let side = &processes[&e["pid"].as_u64().unwrap()];
+        assert_eq!(side, side_of(&name), "{e}");
+        *per_side.entry(side.clone()).or_insert(0) += 1;
+        let (start, dur) = (ns(&e["ts"]), ns(&e["dur"]));
+        assert_eq!(
+            (start, dur),
+            (
+                e["args"]["start_ns"].as_u64().unwrap(),
+                e["args"]["latency_ns"].as_u64().unwrap()
+            )
+        );
+        let group = e["args"]["group"].as_str().unwrap().to_string();
+        let frame = e["args"]["frame"].as_u64().unwrap();
+        slices.push(((frame, name, group, start, dur), thread(e)));
+    }
+    let mut records = records_of(doc);
+    records.sort();
+    let mut seen: Vec<Stage> = slices.iter().map(|s| s.0.clone()).collect();
+    seen.sort();
+    assert_eq!(seen, records);
+    // the slice a flow event is bound to: on its thread, the latest begun at or before its
+    // stamp that has not ended before it
+    let bound = |e: &Value| -> &Stage {
+        let (t, at) = (thread(e), ns(&e["ts"]));
+        let open = slices
+            .iter()
+            .filter(|(s, th)| *th == t && s.3 <= at && at <= s.3 + s.4)
+            .max_by_key(|(s, _)| s.3)
+            .unwrap_or_else(|| panic!("{e} is bound to no slice"));
+        &open.0
+    };
+    let mut ends: BTreeMap<u64, (Option<&Stage>, Option<&Stage>)> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["ph"] == "s" || e["ph"] == "f") {
+        let entry = ends.entry(e["id"].as_u64().unwrap()).or_default();
+        if e["ph"] == "s" {
+            assert!(entry.0.replace(bound(e)).is_none(), "{e}: a second start");
+        } else {
+            assert_eq!(e["bp"], "e", "{e}");
+            assert!(entry.1.replace(bound(e)).is_none(), "{e}: a second end");
+        }
+    }
+    let mut arrows: Vec<(u64, String, String)> = ends
+        .values()
+        .map(|(a, z)| {
+            let (a, z) = (
+                a.expect("a flow with no start"),
+                z.expect("a flow with no end"),
+            );
+            assert_eq!(a.0, z.0, "{a:?} -> {z:?}");
+            (a.0, a.1.clone(), z.1.clone())
+        })
+        .collect();
+    arrows.sort();
+    assert_eq!(arrows, arrows_of(&records));
+    (per_side, arrows.len())
+}
+
+#[test]
+fn the_frames_export_to_chrome_json_as_a_process_per_side_with_each_frame_s_arrows() {
+    let dir = tempfile::tempdir().unwrap();
+    let [client, server, timeline] = timeline_run();
+    let doc = frames_json_of(&[&client, &server, &timeline]);
+    let (per_side, flows) = assert_chrome_frames_export(dir.path(), &doc);
+    let s = stages(&doc);
+    let count = |k: &str| s.get(k).map_or(0, Vec::len);
+    let sum = |ks: &[&str]| ks.iter().map(|k| count(k)).sum::<usize>();
+    assert_eq!(
+        per_side,
+        BTreeMap::from([
+            (
+                "client".to_string(),
+                sum(&[
+                    "commit_to_compositor",
+                    "presented_to_client",
+                    "commit_to_presented",
+                    "commit_to_display"
+                ])
+            ),
+            (
+                "compositor".to_string(),
+                sum(&["compositor_to_frame_done", "compositor_to_presented"])
+            ),
+            (
+                "compositor timeline".to_string(),
+                sum(&["compositor_to_repaint", "repaint", "repaint_to_vblank"])
+            ),
+        ])
+    );
+    assert!(flows > 3 * count("compositor_to_presented"), "{flows}");
 }
 
 #[test]

@@ -135,6 +135,10 @@ pub fn export(args: &ExportArgs) -> Result<()> {
                 latscope::report::perfetto::encode_frames(&t.spans)
             }
             ExportFormat::Perfetto => Ok(latscope::report::perfetto::encode(&t.spans)),
+            _ if frames => {
+                frames_left_out(t.dropped);
+                latscope::report::export::chrome_json_frames(&t.spans).map(String::into_bytes)
+            }
             _ => Ok(latscope::report::export::chrome_json_of(&t.spans, &t.process).into_bytes()),
         });
         bytes.map_err(|e| anyhow::anyhow!("{}: {e}", args.result.display()))?

@@ -330,13 +330,11 @@ pub fn trace(spans: &[SpanRecord]) -> Trace {
     b.finish()
 }
 
-/// The trace of a `latscope frames` document's records (`export --to perfetto`): a track per
-/// side ([`Stage::side`]: the client, the compositor, its timeline), holding a track per stage
-/// and surface in the order of a frame's path, and an arrow (a flow) between the slices of each
-/// pair of a frame's stages that follow one another ([`Stage::FOLLOWS`]). Each arrow has its
-/// own flow id, as a frame's path forks at the compositor's dispatch of the commit. Stamps are
-/// the records' own: the logs' `CLOCK_REALTIME`, ns, the timeline's stages moved onto it.
-pub fn frames(records: &[SpanRecord]) -> Result<Trace, String> {
+/// A `latscope frames` document's records with their stage and frame, in start order; an error
+/// for a record that names no stage of `latscope frames` or no frame.
+pub(crate) fn frame_records(
+    records: &[SpanRecord],
+) -> Result<Vec<(Stage, u64, &SpanRecord)>, String> {
     let mut order = Vec::with_capacity(records.len());
     for r in records {
         let stage: Stage = r
@@ -352,6 +350,17 @@ pub fn frames(records: &[SpanRecord]) -> Result<Trace, String> {
         order.push((stage, frame, r));
     }
     order.sort_by_key(|(_, _, r)| (r.start_ns, r.latency_ns));
+    Ok(order)
+}
+
+/// The trace of a `latscope frames` document's records (`export --to perfetto`): a track per
+/// side ([`Stage::side`]: the client, the compositor, its timeline), holding a track per stage
+/// and surface in the order of a frame's path, and an arrow (a flow) between the slices of each
+/// pair of a frame's stages that follow one another ([`Stage::FOLLOWS`]). Each arrow has its
+/// own flow id, as a frame's path forks at the compositor's dispatch of the commit. Stamps are
+/// the records' own: the logs' `CLOCK_REALTIME`, ns, the timeline's stages moved onto it.
+pub fn frames(records: &[SpanRecord]) -> Result<Trace, String> {
+    let order = frame_records(records)?;
     let mut b = Builder::default();
     let present: std::collections::BTreeSet<Side> = order.iter().map(|o| o.0.side()).collect();
     let mut sides = std::collections::BTreeMap::new();
@@ -369,18 +378,29 @@ pub fn frames(records: &[SpanRecord]) -> Result<Trace, String> {
             return Err(format!("frame {frame} has two {} records", r.span));
         }
     }
-    let mut flow = 0;
+    for (flow, (a, z)) in (1..).zip(frame_flows(&at)) {
+        b.slices[a].flow_ids.push(flow);
+        b.slices[z].terminating_flow_ids.push(flow);
+    }
+    Ok(b.finish())
+}
+
+/// The arrows of a frame's path: for each frame, each pair of its stages that follow one
+/// another ([`Stage::FOLLOWS`]), as (slice it leaves, slice it ends at), given the slice of
+/// each (frame, stage).
+pub(crate) fn frame_flows(
+    at: &std::collections::BTreeMap<(u64, Stage), usize>,
+) -> Vec<(usize, usize)> {
     let frames: std::collections::BTreeSet<u64> = at.keys().map(|k| k.0).collect();
+    let mut flows = Vec::new();
     for frame in frames {
         for (first, then) in Stage::FOLLOWS {
             if let (Some(&a), Some(&z)) = (at.get(&(frame, first)), at.get(&(frame, then))) {
-                flow += 1;
-                b.slices[a].flow_ids.push(flow);
-                b.slices[z].terminating_flow_ids.push(flow);
+                flows.push((a, z));
             }
         }
     }
-    Ok(b.finish())
+    flows
 }
 
 /// `spans` as an encoded Perfetto trace.
