@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::util::{commands_available, python, root, run, stack_available, stderr, write};
+use crate::util::{
+    commands_available, latscope, python, root, run, stack_available, stderr, write,
+};
 
 fn frames_data(name: &str) -> PathBuf {
     root().join("tests/data/frames").join(name)
@@ -20,6 +22,7 @@ fn pairs() -> Vec<(PathBuf, PathBuf)> {
         ("weston-simple-shm.client.log", "weston.server.log"),
         ("mir-presentation-shm.client.log", "mir.server.log"),
         ("sway-presentation-shm.client.log", "sway.server.log"),
+        ("mutter-lab.client.log", "mutter.server.log"),
     ]
     .into_iter()
     .map(|(c, s)| (frames_data(c), frames_data(s)))
@@ -189,6 +192,112 @@ fn commit_to_display_is_within_its_bound_of_presentation_shms_own_commit_to_pres
             "frame {k}: ours {ns} ns, presentation-shm's {ms} ms"
         );
     }
+}
+
+/// `latscope frames` on a mutter run against the client's own figures. The client is
+/// latscope's Wayland lab, which stamps each commit and each dispatch of `presented` with
+/// `CLOCK_MONOTONIC` in ns, and mutter's presentation clock is `CLOCK_MONOTONIC` too (clock 1):
+/// so each frame's commit → display is known without any clock mapping, and the mapping
+/// `latscope frames` makes from the logs alone (`CLOCK_REALTIME` µs) can be checked against it.
+fn assert_agrees_with_the_lab(client: &Path, lab: &Path, server: &Path) {
+    let doc = frames_json(client, server);
+    assert_eq!(doc["frames"]["clock_id"], 1, "mutter's presentation clock");
+    let ours = stages(&doc);
+    let lab: Value = serde_json::from_slice(&std::fs::read(lab).unwrap()).unwrap();
+    let mut own: Vec<(i64, i64)> = lab["results"][0]["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["span"] == "commit_to_presented")
+        .map(|r| {
+            (
+                r["start_ns"].as_i64().unwrap(),
+                r["latency_ns"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    own.sort();
+    let c2p = &ours["commit_to_presented"];
+    assert_eq!(
+        c2p.len(),
+        own.len(),
+        "one commit_to_presented per frame on each side"
+    );
+    // the lab stamps its commit before libwayland prints it, and `presented` after libwayland
+    // prints its dispatch: its figure is the log's or longer, but for the log's µs
+    let mut late: Vec<i64> = c2p
+        .iter()
+        .zip(&own)
+        .map(|(ours, (_, lab))| lab - ours)
+        .collect();
+    assert!(late.iter().all(|&d| d >= -2_000), "{late:?}");
+    late.sort_unstable();
+    assert!(
+        late[late.len() / 2] <= 200_000,
+        "median {} ns",
+        late[late.len() / 2]
+    );
+    // each display time, from the client log's `presented` in order, on CLOCK_MONOTONIC
+    let text = std::fs::read_to_string(client).unwrap();
+    let displays: Vec<i64> = text
+        .lines()
+        .filter_map(|l| l.split(".presented(").nth(1))
+        .map(|args| {
+            let n: Vec<i64> = args
+                .trim_end_matches(')')
+                .split(", ")
+                .map(|a| a.parse().unwrap())
+                .collect();
+            ((n[0] << 32) + n[1]) * 1_000_000_000 + n[2]
+        })
+        .collect();
+    assert_eq!(displays.len(), own.len());
+    // commit → display from the logs and the mapped clock lies at most the recorded bound
+    // above the truth (the estimate is the interval's upper edge), and below it by the time
+    // libwayland took to print the commit after the lab stamped it
+    let bound = doc["frames"]["clock_offset"]["bound_ns"].as_i64().unwrap();
+    let c2d = &ours["commit_to_display"];
+    assert_eq!(c2d.len(), own.len());
+    for (k, ((ours, (commit, _)), display)) in c2d.iter().zip(&own).zip(&displays).enumerate() {
+        let truth = display - commit;
+        let off = ours - truth;
+        assert!(
+            (-200_000..=bound + 2_000).contains(&off),
+            "frame {k}: ours {ours} ns, the lab's clock says {truth} ns, bound {bound} ns"
+        );
+    }
+}
+
+#[test]
+fn on_mutter_the_stages_agree_with_the_clients_own_monotonic_stamps_frame_by_frame() {
+    assert_agrees_with_the_lab(
+        &frames_data("mutter-lab.client.log"),
+        &frames_data("mutter-lab.client.json"),
+        &frames_data("mutter.server.log"),
+    );
+}
+
+#[test]
+fn a_client_on_mutter_joins_as_the_independent_join_says_and_agrees_with_its_own_stamps() {
+    if !commands_available(&["mutter", "dbus-daemon"], "mutter") {
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(root().join("scripts/capture/mutter-client.sh"))
+        .args([dir.path().to_str().unwrap(), "60"])
+        .env("LATSCOPE", latscope().get_program())
+        .output()
+        .expect("run the capture script");
+    assert!(out.status.success(), "mutter-client.sh: {}", stderr(&out));
+    let file = |name: &str| dir.path().join(name);
+    assert_agrees_with_the_independent_join(&file("client.log"), &file("server.log"));
+    assert_agrees_with_the_lab(
+        &file("client.log"),
+        &file("client.json"),
+        &file("server.log"),
+    );
 }
 
 #[test]

@@ -45,6 +45,7 @@ PKGS=(
     python3-venv                    # scripts/test.sh: the private venv with DuckDB (PyPI)
     prometheus                      # scrapes latscope live --serve in tests/fleet.rs (run by the test, not the service)
     sway                            # wlroots headless (as the user nobody): latscope frames on a second compositor family
+    mutter                          # GNOME's compositor headless (--virtual-monitor): latscope frames where presented is answered
 )
 
 missing=()
@@ -69,7 +70,7 @@ else
 fi
 
 # Sanity check: the binaries the capture scripts run.
-for c in weston weston-simple-shm weston-presentation-shm glmark2-es2-wayland miral-shell python3 setsid timeout bpftrace cc setpriv valgrind chromium dbus-daemon Xvfb x11perf kscreen-doctor lttng lttng-sessiond babeltrace2 perf prometheus sway stdbuf; do
+for c in weston weston-simple-shm weston-presentation-shm glmark2-es2-wayland miral-shell python3 setsid timeout bpftrace cc setpriv valgrind chromium dbus-daemon Xvfb x11perf kscreen-doctor lttng lttng-sessiond babeltrace2 perf prometheus sway mutter stdbuf; do
     command -v "$c" >/dev/null 2>&1 || { echo "install-deps: '$c' still missing after install" >&2; exit 1; }
 done
 [[ -e /usr/lib/x86_64-linux-gnu/libweston-10/headless-backend.so ]] ||

@@ -300,6 +300,26 @@ mod tests {
     }
 
     #[test]
+    fn a_vblank_counter_given_counts_the_periods_before_the_display_times() {
+        // display times 16 ms apart (one period) but the counter steps 1, 3, 1: the counter
+        // is the display's own, so the second interval is three periods
+        let mut frames = [
+            frame(0, 100, 16),
+            frame(16_000, 16_100, 32),
+            frame(32_000, 32_100, 48),
+            frame(48_000, 48_100, 64),
+        ];
+        for (f, seq) in frames.iter_mut().zip([10, 11, 14, 15]) {
+            if let Feedback::Presented(p) = &mut f.feedback {
+                p.seq = seq;
+            }
+        }
+        let p = pacing(&frames, Some(0));
+        assert_eq!(p.intervals, [(1, 2), (3, 1)]);
+        assert_eq!(p.late, 1);
+    }
+
+    #[test]
     fn a_client_that_commits_late_is_blamed_itself() {
         let frames = [
             frame(0, 100, 16),

@@ -153,7 +153,8 @@ pub struct Presented {
     pub display_ns: i128,
     /// the output's refresh period, ns (0: unknown)
     pub refresh_ns: u64,
-    /// the output's vblank counter (0 where the compositor gives none)
+    /// the output's vblank counter (0 where the compositor gives none, or gives one but does
+    /// not say the frame was vsync'd)
     pub seq: u64,
 }
 
@@ -351,7 +352,7 @@ fn presented(m: &Msg, seen: Seen) -> Option<Presented> {
         .map(|a| a.trim().parse::<u64>())
         .collect::<Result<_, _>>()
         .ok()?;
-    let [sec_hi, sec_lo, nsec, refresh, seq_hi, seq_lo, _flags] = n[..] else {
+    let [sec_hi, sec_lo, nsec, refresh, seq_hi, seq_lo, flags] = n[..] else {
         return None;
     };
     if sec_hi > u64::from(u32::MAX) || sec_lo > u64::from(u32::MAX) || nsec >= 1_000_000_000 {
@@ -362,9 +363,17 @@ fn presented(m: &Msg, seen: Seen) -> Option<Presented> {
         seen,
         display_ns: i128::from(secs) * 1_000_000_000 + i128::from(nsec),
         refresh_ns: refresh,
-        seq: (seq_hi << 32) | (seq_lo & 0xffff_ffff),
+        seq: match flags & VSYNC {
+            0 => 0,
+            _ => (seq_hi << 32) | (seq_lo & 0xffff_ffff),
+        },
     })
 }
+
+/// `wp_presentation_feedback.kind.vsync`: the frame was shown in step with the display's
+/// refresh, so `seq` counts its vblanks. Without it `seq` is no vblank counter: mutter's
+/// headless monitor steps it by one per presentation however far apart they are.
+const VSYNC: u64 = 0x1;
 
 /// Where the presentation clock lies against the logs' clock: every display time lies after
 /// its frame's commit (client log) and before its `presented` was sent (server log; the
@@ -425,6 +434,35 @@ mod tests {
     use crate::frames::join::join;
     use crate::frames::log::read;
     use crate::ingest::source::Stream;
+
+    #[test]
+    fn seq_counts_vblanks_only_where_presented_says_the_frame_was_vsyncd() {
+        let log = read(
+            Stream::of(
+                "[1.000] wp_presentation_feedback@9.presented(0, 21472, 856803000, 16666667, 0, 5, 4)\n\
+                 [1.000] wp_presentation_feedback@9.presented(1, 2, 3, 16666667, 1, 5, 5)\n"
+                    .as_bytes(),
+            ),
+            "t",
+            None,
+        )
+        .unwrap();
+        let seen = Seen {
+            client_us: 1_000,
+            server_us: None,
+        };
+        let p: Vec<Presented> = log
+            .messages
+            .iter()
+            .map(|m| presented(m, seen).unwrap())
+            .collect();
+        // flags 4 (hw_completion alone): mutter's headless count of presentations, left out
+        assert_eq!((p[0].seq, p[0].display_ns), (0, 21_472_856_803_000));
+        assert_eq!(p[0].refresh_ns, 16_666_667);
+        // flags 5 (vsync, hw_completion): seq_hi 1, seq_lo 5
+        assert_eq!(p[1].seq, (1 << 32) + 5);
+        assert_eq!(p[1].display_ns, ((1i128 << 32) + 2) * 1_000_000_000 + 3);
+    }
 
     /// A frame with every stage, its log stamps in µs, the presentation clock 1,000 s behind
     /// the logs'.
