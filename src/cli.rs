@@ -739,7 +739,7 @@ pub struct FramesArgs {
     /// The farthest a message may lie from its counterpart in the other log; a unit: 500ms, 2s;
     /// bare numbers are µs. Beyond it, a message is not found.
     #[arg(long, value_name = "TIME", default_value = "1s", value_parser = crate::values::duration_us)]
-    pub window: u64,
+    pub window: u64, // ns
     /// Frames kept one by one in the JSON document
     ///
     /// `records`: for `export` and the report's timeline; the stages' distributions count every

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use super::output::{ReportTo, render, write_html};
 use crate::cli::{Format, FramesArgs};
 use crate::signals;
+use latscope::frames::both::Input;
 use latscope::frames::pacing::Pacing;
 use latscope::frames::{self, Analysis, Options};
 use latscope::ingest::Source;
@@ -20,12 +21,21 @@ use latscope::stats::Unit;
 pub fn run(args: &FramesArgs) -> Result<()> {
     let report_to = super::output_opt("--report", args.output.report.as_deref())?;
     let cancel = signals::cancel_on_interrupt();
-    let (client, server, timeline) = read_inputs(args, &cancel)?;
-    let (client_bytes, server_bytes) = (client.bytes, server.bytes);
+    let timeline = read_timeline(args, &cancel)?;
     let options = Options {
-        window_us: i64::try_from(args.window).unwrap_or(i64::MAX),
+        // `--window` is parsed to ns
+        window_us: i64::try_from(args.window / 1_000).unwrap_or(i64::MAX),
     };
-    let analysis = frames::analyse_with(client, server, timeline.as_ref(), options)?;
+    let input = |path| -> Result<Input<_>> {
+        let source = Source::from_path(path);
+        Ok(Input {
+            stream: source.open(Some(&cancel))?,
+            name: source.name(),
+        })
+    };
+    let (client, server) = (input(&args.client)?, input(&args.server)?);
+    let analysis =
+        frames::both::analyse_streams(client, server, timeline.as_ref(), options, Some(&cancel))?;
     let names = Analysis::stage_names();
     let files = vec![
         Source::from_path(&args.client).name(),
@@ -40,7 +50,7 @@ pub fn run(args: &FramesArgs) -> Result<()> {
     let unit = args.output.unit.unit();
     let report = SpansReport {
         aggregator: &aggregator,
-        input: input_counts(&analysis, client_bytes, server_bytes),
+        input: input_counts(&analysis),
         warnings: analysis.notes.clone(),
         files,
         labels: Vec::new(),
@@ -61,28 +71,21 @@ pub fn run(args: &FramesArgs) -> Result<()> {
     Ok(())
 }
 
-/// The client's log, the server's and the timeline if given, read.
-fn read_inputs(
+/// The compositor's timeline, where one is given.
+fn read_timeline(
     args: &FramesArgs,
     cancel: &latscope::ingest::Cancel,
-) -> Result<(
-    frames::log::Log,
-    frames::log::Log,
-    Option<frames::timeline::Timeline>,
-)> {
-    let read = |path| -> Result<frames::log::Log> {
-        let source = Source::from_path(path);
-        let stream = source.open(Some(cancel))?;
-        Ok(frames::log::read(stream, &source.name(), Some(cancel))?)
-    };
-    let (client, server) = (read(&args.client)?, read(&args.server)?);
+) -> Result<Option<frames::timeline::Timeline>> {
     let Some(path) = &args.timeline else {
-        return Ok((client, server, None));
+        return Ok(None);
     };
     let source = Source::from_path(path);
     let stream = source.open(Some(cancel))?;
-    let timeline = frames::timeline::read(stream, &source.name(), Some(cancel))?;
-    Ok((client, server, Some(timeline)))
+    Ok(Some(frames::timeline::read(
+        stream,
+        &source.name(),
+        Some(cancel),
+    )?))
 }
 
 /// One CSV line per stage sample; the notes on standard error.
@@ -117,7 +120,8 @@ fn nothing_measured(aggregator: &Aggregator, analysis: &Analysis) -> Result<()> 
 }
 
 /// What the input held, for the report's `input` line.
-fn input_counts(a: &Analysis, client_bytes: u64, server_bytes: u64) -> Vec<(&'static str, u64)> {
+fn input_counts(a: &Analysis) -> Vec<(&'static str, u64)> {
+    let (client_bytes, server_bytes) = a.bytes;
     let j = &a.joined;
     vec![
         ("frames", a.frames.len() as u64),

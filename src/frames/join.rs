@@ -19,11 +19,15 @@
 //! client dispatches `wl_display` events (on the display queue) ahead of other events sent
 //! before them, and toolkits dispatch their own queues in their own order.
 //!
-//! A message no further than `window` from its counterpart is found; beyond it, not.
+//! A message no further than `window` from its counterpart is found; beyond it, not. So the
+//! logs need not be held whole: [`follow`] joins a stretch of the client's time at a time.
+
+use std::collections::VecDeque;
+use std::ops::Range;
 
 use rustc_hash::FxHashMap;
 
-use super::log::Log;
+use super::log::{Log, Msg};
 
 /// How the client's messages were found in the server log.
 #[derive(Debug, Clone, Default)]
@@ -52,6 +56,8 @@ pub struct Gap {
     pub first: usize,
     /// (inclusive)
     pub last: usize,
+    /// their lines
+    pub lines: (u64, u64),
 }
 
 impl Join {
@@ -65,36 +71,351 @@ impl Join {
 }
 
 /// Finds the messages of `client` in `server` (both on one time scale), each no further than
-/// `window_us` from its counterpart.
+/// `window_us` from its counterpart: [`follow`] over two whole logs, every match kept.
 pub fn join(client: &Log, server: &Log, window_us: i64) -> Join {
-    let mut taken = vec![false; server.messages.len()];
-    let mut matched = vec![None; client.messages.len()];
-    let mut join = Join::default();
-    // events: in the client's order, each the untaken server event best placed before it
+    let mut matched = Vec::with_capacity(client.messages.len());
+    let tally = follow(
+        client.messages.iter().cloned(),
+        server.messages.iter().cloned(),
+        window_us,
+        |_, found| matched.push(found.map(|f| f.index as u32)),
+    );
+    Join {
+        matched,
+        requests: tally.requests,
+        events: tally.events,
+        gaps: tally.gaps,
+        unmatched: tally.unmatched,
+        first_unmatched: tally.first_unmatched.map(|f| f.index),
+    }
+}
+
+/// A client message's counterpart in the server log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// its index among the server's messages
+    pub index: u64,
+    /// its stamp
+    pub at_us: i64,
+}
+
+/// What [`follow`] found, in all.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    /// client requests found, of all
+    pub requests: (u64, u64),
+    /// client events found, of all
+    pub events: (u64, u64),
+    /// the stretches of the client log not found, longest first (at most [`MOST_GAPS`])
+    pub gaps: Vec<Gap>,
+    /// client messages not found, in all
+    pub unmatched: u64,
+    /// the first of them
+    pub first_unmatched: Option<Unfound>,
+    /// the stretch not found that the client log is in (its first message and line)
+    open_gap: Option<(usize, u64)>,
+    /// the line of the last client message counted
+    last_line: u64,
+}
+
+/// A client message not found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfound {
+    /// its index among the client's messages
+    pub index: usize,
+    /// its line
+    pub line: u64,
+    /// what it says
+    pub text: String,
+}
+
+impl Tally {
+    fn count(&mut self, index: usize, m: &Msg, found: bool) {
+        let of = if m.sent {
+            &mut self.requests
+        } else {
+            &mut self.events
+        };
+        of.1 += 1;
+        if found {
+            of.0 += 1;
+            if let Some((first, line)) = self.open_gap.take() {
+                self.gap(first, index - 1, line, self.last_line);
+            }
+        } else {
+            self.unmatched += 1;
+            self.first_unmatched.get_or_insert_with(|| Unfound {
+                index,
+                line: m.line,
+                text: m.text.to_string(),
+            });
+            self.open_gap.get_or_insert((index, m.line));
+        }
+        self.last_line = m.line;
+    }
+
+    /// Keeps the stretch from `first` to `last` if it is among the longest.
+    fn gap(&mut self, first: usize, last: usize, first_line: u64, last_line: u64) {
+        self.gaps.push(Gap {
+            first,
+            last,
+            lines: (first_line, last_line),
+        });
+        self.gaps
+            .sort_by_key(|g| (std::cmp::Reverse(g.last - g.first), g.first));
+        self.gaps.truncate(MOST_GAPS);
+    }
+
+    fn finish(&mut self, messages: usize) {
+        if let Some((first, line)) = self.open_gap.take() {
+            self.gap(first, messages - 1, line, self.last_line);
+        }
+    }
+}
+
+/// Client messages joined at a time, at most, and the stretch of client time they cover, in
+/// windows: each stretch's server messages are indexed anew, so a stretch several windows long
+/// keeps that work a small part of the whole.
+const SEGMENT_MESSAGES: usize = 1 << 16;
+const SEGMENT_WINDOWS: i64 = 4;
+
+/// Windows of client time after a stretch whose requests are joined before the stretch's, as
+/// the whole log's requests are joined from its end ([`join_stretch`]).
+const AHEAD_WINDOWS: i64 = 2;
+
+/// Messages kept on each side of what is being joined, beyond the window: the neighbours a
+/// candidate's agreement is counted over ([`CONTEXT`]), with room to spare.
+const KEEP: usize = 64;
+
+/// Finds each message of the client's log in the server's (both on one time scale, each
+/// message no further than `window_us` from its counterpart), and hands each client message
+/// in order, with its counterpart, to `each`.
+///
+/// The logs are read as they are joined, a stretch of the client's time at a time (a few
+/// windows long): what is held is that stretch, the server's messages a window either side of
+/// it, and a few neighbours more, never a whole log. Within a stretch events are taken in the
+/// client's order and requests from its end (see the module's documentation). Across
+/// stretches both go forward: a request near a stretch's end could take a server request
+/// that belongs to one after the stretch only where the server log lacks its own, inside a
+/// window of the stretch's end.
+pub fn follow(
+    client: impl Iterator<Item = Msg>,
+    server: impl Iterator<Item = Msg>,
+    window_us: i64,
+    each: impl FnMut(&Msg, Option<Found>),
+) -> Tally {
+    let stretch = Stretch {
+        messages: SEGMENT_MESSAGES,
+        windows: SEGMENT_WINDOWS,
+        ahead: AHEAD_WINDOWS,
+    };
+    follow_in(client, server, window_us, stretch, each)
+}
+
+/// How long a stretch joined at a time is, at most (messages, and windows of client time), and
+/// how many windows of requests after it are joined first ([`join_stretch`]).
+#[derive(Debug, Clone, Copy)]
+struct Stretch {
+    messages: usize,
+    windows: i64,
+    ahead: i64,
+}
+
+/// [`follow`], a `stretch` at a time.
+fn follow_in(
+    client: impl Iterator<Item = Msg>,
+    server: impl Iterator<Item = Msg>,
+    window_us: i64,
+    stretch: Stretch,
+    mut each: impl FnMut(&Msg, Option<Found>),
+) -> Tally {
+    let window_us = window_us.max(0);
+    let mut c = Buffer::new(client);
+    let mut s = Buffer::new(server);
+    let mut taken: VecDeque<bool> = VecDeque::new();
+    let mut tally = Tally::default();
+    let mut next = 0;
+    while let Some(first) = c.get(next) {
+        let end_us = first
+            .at_us
+            .saturating_add(window_us.saturating_mul(stretch.windows).max(1));
+        let hi = c.stretch(next, end_us, stretch.messages);
+        let last_us = (next..hi)
+            .map(|g| c.msgs[g - c.base].at_us)
+            .max()
+            .unwrap_or(0);
+        let ahead = c.until(
+            hi,
+            last_us.saturating_add(window_us.saturating_mul(stretch.ahead)),
+        );
+        c.fill_to(ahead + KEEP);
+        let ahead_us = (next..ahead)
+            .map(|g| c.msgs[g - c.base].at_us)
+            .max()
+            .unwrap_or(0);
+        s.fill_past(ahead_us.saturating_add(window_us));
+        taken.resize(s.msgs.len(), false);
+        let found = join_stretch(
+            c.msgs.make_contiguous(),
+            s.msgs.make_contiguous(),
+            taken.make_contiguous(),
+            next - c.base..hi - c.base,
+            ahead - c.base,
+            window_us,
+        );
+        for (k, g) in (next..hi).enumerate() {
+            let m = &c.msgs[g - c.base];
+            let found = found[k].map(|p| Found {
+                index: (s.base + p) as u64,
+                at_us: s.msgs[p].at_us,
+            });
+            tally.count(g, m, found.is_some());
+            each(m, found);
+        }
+        next = hi;
+        c.drop_before(next.saturating_sub(KEEP));
+        if let Some(m) = c.get(next) {
+            let from_us = m.at_us.saturating_sub(window_us);
+            let keep_from = s.msgs.partition_point(|m| m.at_us < from_us);
+            let drop = keep_from.saturating_sub(KEEP);
+            s.drop_before(s.base + drop);
+            taken.drain(..drop);
+        }
+    }
+    tally.finish(next);
+    tally
+}
+
+/// One log's messages from a point on, read as they are needed.
+struct Buffer<I> {
+    msgs: VecDeque<Msg>,
+    /// the index of `msgs[0]` among the log's messages
+    base: usize,
+    source: I,
+    ended: bool,
+}
+
+impl<I: Iterator<Item = Msg>> Buffer<I> {
+    fn new(source: I) -> Buffer<I> {
+        Buffer {
+            msgs: VecDeque::new(),
+            base: 0,
+            source,
+            ended: false,
+        }
+    }
+
+    /// Reads one more message; false at the log's end.
+    fn pull(&mut self) -> bool {
+        if self.ended {
+            return false;
+        }
+        match self.source.next() {
+            Some(m) => {
+                self.msgs.push_back(m);
+                true
+            }
+            None => {
+                self.ended = true;
+                false
+            }
+        }
+    }
+
+    /// Message `g` of the log, read if need be (`None`: the log is shorter).
+    fn get(&mut self, g: usize) -> Option<&Msg> {
+        while self.base + self.msgs.len() <= g {
+            if !self.pull() {
+                return None;
+            }
+        }
+        self.msgs.get(g.checked_sub(self.base)?)
+    }
+
+    /// Reads up to message `g` (or the log's end).
+    fn fill_to(&mut self, g: usize) {
+        while self.base + self.msgs.len() < g && self.pull() {}
+    }
+
+    /// The end of the stretch from message `from`: the first message stamped at `end_us` or
+    /// later, at most `most` on (at least one), or the log's end.
+    fn stretch(&mut self, from: usize, end_us: i64, most: usize) -> usize {
+        let mut hi = from;
+        while (hi == from || hi - from < most) && self.get(hi).is_some_and(|m| m.at_us < end_us) {
+            hi += 1;
+        }
+        hi
+    }
+
+    /// The first message from `from` on stamped at `end_us` or later, or the log's end.
+    fn until(&mut self, from: usize, end_us: i64) -> usize {
+        let mut g = from;
+        while self.get(g).is_some_and(|m| m.at_us < end_us) {
+            g += 1;
+        }
+        g
+    }
+
+    /// Reads past the first message stamped after `us`, and [`KEEP`] more.
+    fn fill_past(&mut self, us: i64) {
+        while self.msgs.back().is_none_or(|m| m.at_us <= us) && self.pull() {}
+        for _ in 0..KEEP {
+            if !self.pull() {
+                break;
+            }
+        }
+    }
+
+    /// Forgets the messages before message `g`.
+    fn drop_before(&mut self, g: usize) {
+        let n = g.saturating_sub(self.base).min(self.msgs.len());
+        self.msgs.drain(..n);
+        self.base += n;
+    }
+}
+
+/// Joins the client's messages `range` (of `client`, the stretch with neighbours either side)
+/// to the untaken messages of `server`: per message of `range`, the index in `server` of its
+/// counterpart.
+///
+/// Events are taken in the client's order. Requests are taken from the end, as over a whole
+/// log: first those after the stretch up to `ahead` (which take what is theirs, so that a
+/// request of the stretch cannot), then the stretch's; what the requests after the stretch
+/// took is given back, for their own stretch to take. The stretch's choices are the whole
+/// log's where what a request takes depends on the requests at most `ahead` after it.
+fn join_stretch(
+    client: &[Msg],
+    server: &[Msg],
+    taken: &mut [bool],
+    range: Range<usize>,
+    ahead: usize,
+    window_us: i64,
+) -> Vec<Option<usize>> {
+    let mut found = vec![None; range.len()];
     let events = Direction::of(client, server, false);
-    for r in 0..events.client.len() {
-        join.events.1 += 1;
-        if let Some(p) = events.find(r, &taken, window_us) {
+    let (lo, hi) = events.ranks(range.start, range.end);
+    for r in lo..hi {
+        if let Some(p) = events.find(r, taken, window_us) {
             taken[p] = true;
-            matched[events.client[r]] = Some(p as u32);
-            join.events.0 += 1;
+            found[events.client[r] - range.start] = Some(p);
         }
     }
-    // requests: from the end, each the untaken server request best placed after it
     let requests = Direction::of(client, server, true);
-    for r in (0..requests.client.len()).rev() {
-        join.requests.1 += 1;
-        if let Some(p) = requests.find(r, &taken, window_us) {
+    let (lo, hi) = requests.ranks(range.start, ahead);
+    let mut lent = Vec::new();
+    for r in (lo..hi).rev() {
+        if let Some(p) = requests.find(r, taken, window_us) {
             taken[p] = true;
-            matched[requests.client[r]] = Some(p as u32);
-            join.requests.0 += 1;
+            match requests.client[r].checked_sub(range.start) {
+                Some(k) if k < found.len() => found[k] = Some(p),
+                _ => lent.push(p),
+            }
         }
     }
-    join.unmatched = matched.iter().filter(|m| m.is_none()).count() as u64;
-    join.first_unmatched = matched.iter().position(Option::is_none);
-    join.gaps = gaps(&matched);
-    join.matched = matched;
-    join
+    for p in lent {
+        taken[p] = false;
+    }
+    found
 }
 
 /// Candidates looked at for one message, at most: the closest in time first.
@@ -106,8 +427,8 @@ const CONTEXT: usize = 3;
 /// One direction of the connection (the client's requests, or the server's events): its
 /// messages on each side, in order.
 struct Direction<'l> {
-    client_log: &'l Log,
-    server_log: &'l Log,
+    client_log: &'l [Msg],
+    server_log: &'l [Msg],
     /// requests (the client sends them) or events
     requests: bool,
     /// the client's messages of this direction (indices into its log), in order
@@ -119,19 +440,24 @@ struct Direction<'l> {
 }
 
 impl<'l> Direction<'l> {
-    fn of(client_log: &'l Log, server_log: &'l Log, requests: bool) -> Direction<'l> {
-        let client = (0..client_log.messages.len())
-            .filter(|&i| client_log.messages[i].sent == requests)
+    /// The ranks in this direction of the client's messages from `from` to `to`.
+    fn ranks(&self, from: usize, to: usize) -> (usize, usize) {
+        (
+            self.client.partition_point(|&i| i < from),
+            self.client.partition_point(|&i| i < to),
+        )
+    }
+
+    fn of(client_log: &'l [Msg], server_log: &'l [Msg], requests: bool) -> Direction<'l> {
+        let client = (0..client_log.len())
+            .filter(|&i| client_log[i].sent == requests)
             .collect();
-        let server: Vec<usize> = (0..server_log.messages.len())
-            .filter(|&p| server_log.messages[p].sent != requests)
+        let server: Vec<usize> = (0..server_log.len())
+            .filter(|&p| server_log[p].sent != requests)
             .collect();
         let mut by_key: FxHashMap<u64, Vec<u32>> = FxHashMap::default();
         for (q, &p) in server.iter().enumerate() {
-            by_key
-                .entry(server_log.messages[p].key)
-                .or_default()
-                .push(q as u32);
+            by_key.entry(server_log[p].key).or_default().push(q as u32);
         }
         Direction {
             client_log,
@@ -150,12 +476,12 @@ impl<'l> Direction<'l> {
     /// dispatched together, not interleaved with another client's), the closest in time of
     /// those that agree as far.
     fn find(&self, r: usize, taken: &[bool], window_us: i64) -> Option<usize> {
-        let m = &self.client_log.messages[self.client[r]];
+        let m = &self.client_log[self.client[r]];
         let list = self.by_key.get(&m.key)?;
-        let at = |q: u32| self.server_log.messages[self.server[q as usize]].at_us;
+        let at = |q: u32| self.server_log[self.server[q as usize]].at_us;
         let usable = |q: &u32| {
             let p = self.server[*q as usize];
-            !taken[p] && self.server_log.messages[p].text == m.text
+            !taken[p] && self.server_log[p].text == m.text
         };
         // the closest in time first; of those that agree as far, the first
         let mut best: Option<(usize, u32)> = None;
@@ -193,8 +519,8 @@ impl<'l> Direction<'l> {
     fn agreement(&self, r: usize, q: usize) -> usize {
         let same = |a: usize, b: usize| {
             let (c, s) = (
-                &self.client_log.messages[self.client[a]],
-                &self.server_log.messages[self.server[b]],
+                &self.client_log[self.client[a]],
+                &self.server_log[self.server[b]],
             );
             c.key == s.key && c.text == s.text
         };
@@ -208,31 +534,6 @@ impl<'l> Direction<'l> {
             .count();
         before + after
     }
-}
-
-/// The longest stretches of consecutive client messages not found.
-fn gaps(matched: &[Option<u32>]) -> Vec<Gap> {
-    let mut gaps = Vec::new();
-    let mut start = None;
-    for (i, m) in matched.iter().enumerate() {
-        match (m, start) {
-            (None, None) => start = Some(i),
-            (Some(_), Some(first)) => {
-                gaps.push(Gap { first, last: i - 1 });
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(first) = start {
-        gaps.push(Gap {
-            first,
-            last: matched.len() - 1,
-        });
-    }
-    gaps.sort_by_key(|g| (std::cmp::Reverse(g.last - g.first), g.first));
-    gaps.truncate(MOST_GAPS);
-    gaps
 }
 
 #[cfg(test)]
@@ -316,7 +617,14 @@ mod tests {
         assert_eq!(joined(&client, &server), [1, 2, 3, 4, 0, 0, 0, 5, 6, 7]);
         let (c, s) = (log(&client), log(&server));
         let j = join(&c, &s, 1_000_000);
-        assert_eq!(j.gaps, [Gap { first: 4, last: 6 }]);
+        assert_eq!(
+            j.gaps,
+            [Gap {
+                first: 4,
+                last: 6,
+                lines: (5, 7)
+            }]
+        );
         assert_eq!(
             (j.requests, j.unmatched, j.first_unmatched),
             ((7, 10), 3, Some(4))
@@ -333,6 +641,64 @@ mod tests {
             .map(|k| format!("[{}.000]  -> wl_buffer@5.release()\n", 99 + 10 * k))
             .collect();
         assert_eq!(joined(&client, &server), [1, 2, 0, 0, 3, 4]);
+    }
+
+    /// What each client message of the committed run `client`/`server` (tests/data/frames)
+    /// was joined to, and the tally, joined `stretch` at a time.
+    fn committed(client: &str, server: &str, stretch: Stretch) -> (Vec<Option<Found>>, Tally) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/frames");
+        let text = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+        let (mut c, s) = (log(&text(client)), log(&text(server)));
+        // the whole wrap periods between the logs' first stamps (none in these)
+        let shift = s.messages[0].at_us - c.messages[0].at_us;
+        let within = (shift + (1 << 31)).rem_euclid(1 << 32) - (1 << 31);
+        c.shift(shift - within);
+        let mut found = Vec::new();
+        let tally = follow_in(
+            c.messages.into_iter(),
+            s.messages.into_iter(),
+            1_000_000,
+            stretch,
+            |_, f| found.push(f),
+        );
+        (found, tally)
+    }
+
+    #[test]
+    fn stretches_of_one_message_join_real_logs_as_the_whole_logs_at_once() {
+        let whole = Stretch {
+            messages: usize::MAX,
+            windows: i64::MAX,
+            ahead: 0,
+        };
+        for (client, server) in [
+            ("weston-presentation-shm.client.log", "weston.server.log"),
+            ("weston-simple-shm.client.log", "weston.server.log"),
+            ("mir-presentation-shm.client.log", "mir.server.log"),
+            ("mutter-lab.client.log", "mutter.server.log"),
+            ("sway-presentation-shm.client.log", "sway.server.log"),
+            ("weston-timeline.client.log", "weston-timeline.server.log"),
+        ] {
+            let (all, tally) = committed(client, server, whole);
+            assert!(tally.requests.0 > 300, "{client}: {:?}", tally.requests);
+            for stretch in [
+                Stretch {
+                    messages: 1,
+                    windows: 0,
+                    ahead: AHEAD_WINDOWS,
+                },
+                Stretch {
+                    messages: 7,
+                    windows: 1,
+                    ahead: AHEAD_WINDOWS,
+                },
+            ] {
+                let (some, t) = committed(client, server, stretch);
+                assert_eq!(some, all, "{client}, {stretch:?}");
+                assert_eq!((t.requests, t.events), (tally.requests, tally.events));
+                assert_eq!(t.gaps, tally.gaps);
+            }
+        }
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! order, with its stamp on one absolute microsecond scale.
 //!
 //! The span readers ([`crate::ingest::wayland`]) keep only what is open; a join has to look
-//! back and forth between two logs, so here the messages are kept, each as a small record and
-//! its text (what the join compares, and what a message names when it is not found). Memory
-//! follows the bytes read: a record per message line, never a count taken from the input.
+//! back and forth between two logs, so here each message is a small record and its text (what
+//! the join compares, and what a message names when it is not found). [`read`] keeps a whole
+//! log's (for tests and small logs); [`read_batches`] hands them on as they are read, for the
+//! join to keep only the window it looks at ([`super::both`]).
 
 use std::io::Read;
 
@@ -164,6 +165,28 @@ pub fn read(
     file: &str,
     cancel: Option<&Cancel>,
 ) -> Result<Log, ReadError> {
+    let mut messages = Vec::new();
+    let mut log = read_batches(input, file, cancel, |_, batch| {
+        messages.extend(batch);
+        true
+    })?;
+    log.messages = messages;
+    Ok(log)
+}
+
+/// Messages handed on at once by [`read_batches`].
+pub const BATCH: usize = 4_096;
+
+/// Reads the log `input` as [`read`] does, handing its messages to `batch` a few thousand at a
+/// time (with the log's dialect, known from its first message) instead of keeping them, so
+/// that a reader on another thread holds only what it has not yet handed on. `batch` says
+/// whether to go on: `false` stops the read. The log returned has no messages.
+pub fn read_batches(
+    input: Stream<impl Read + Send>,
+    file: &str,
+    cancel: Option<&Cancel>,
+    batch: impl FnMut(Option<Dialect>, Vec<Msg>) -> bool,
+) -> Result<Log, ReadError> {
     let mut reader = Reader {
         log: Log {
             file: file.to_string(),
@@ -179,6 +202,8 @@ pub fn read(
         scratch: Vec::new(),
         last: None,
         now: 0,
+        batch,
+        stopped: false,
     };
     let how = Drive {
         cancel,
@@ -188,6 +213,7 @@ pub fn read(
         file: file.to_string(),
         source: e.error,
     })?;
+    reader.hand_on();
     let mut log = reader.log;
     log.lines = summary.lines;
     log.bytes = summary.bytes;
@@ -196,16 +222,30 @@ pub fn read(
 }
 
 /// The log being read, and its clock.
-struct Reader {
+struct Reader<B> {
     log: Log,
     scratch: Vec<u8>,
     /// the last raw stamp
     last: Option<i64>,
     /// the unwrapped stamp of the last message
     now: i64,
+    /// where the messages go
+    batch: B,
+    /// the messages' taker wants no more
+    stopped: bool,
 }
 
-impl LineFormat<()> for Reader {
+impl<B: FnMut(Option<Dialect>, Vec<Msg>) -> bool> Reader<B> {
+    /// Hands on the messages read and not yet handed on.
+    fn hand_on(&mut self) {
+        if !self.stopped && !self.log.messages.is_empty() {
+            let messages = std::mem::take(&mut self.log.messages);
+            self.stopped = !(self.batch)(self.log.dialect, messages);
+        }
+    }
+}
+
+impl<B: FnMut(Option<Dialect>, Vec<Msg>) -> bool> LineFormat<()> for Reader<B> {
     fn line(&mut self, number: u64, line: Line<'_>, _: &mut ()) {
         let text = match line {
             Line::Text(t) => t,
@@ -219,14 +259,17 @@ impl LineFormat<()> for Reader {
             line::Parsed::Zombie(_) | line::Parsed::Other => {}
         }
         self.scratch = scratch;
+        if self.log.messages.len() >= BATCH {
+            self.hand_on();
+        }
     }
 
     fn done(&self) -> bool {
-        false
+        self.stopped
     }
 }
 
-impl Reader {
+impl<B> Reader<B> {
     fn message(&mut self, number: u64, msg: &line::Message<'_>) {
         let (dialect, raw) = Dialect::of(msg.stamp);
         match self.log.dialect {

@@ -12,6 +12,7 @@
 //! The logs are read through the same reading engine as every other input
 //! ([`crate::ingest::drive`]): compressed, mapped, from standard input, with Ctrl-C.
 
+pub mod both;
 pub mod join;
 pub mod log;
 pub mod pacing;
@@ -22,7 +23,7 @@ use crate::doc::frames as doc;
 use crate::doc::spans::SpanRecord;
 use crate::ingest::Location;
 use crate::span::{Group, Outcome, SeriesKey, SpanSink};
-use log::Log;
+use log::{Log, Msg};
 use stages::{ClockOffset, Feedback, Frame, Stage};
 
 /// How the two logs are joined.
@@ -59,6 +60,8 @@ pub struct Analysis {
     pub joined: Joined,
     /// what the reader should know, one sentence each
     pub notes: Vec<String>,
+    /// bytes read of the client's log and of the server's
+    pub bytes: (u64, u64),
 }
 
 pub use crate::doc::frames::Joined;
@@ -147,14 +150,27 @@ pub fn analyse(client: Log, server: Log, options: Options) -> Result<Analysis, F
 }
 
 /// [`analyse`], with the compositor's own timeline of the same run (weston's `timeline` scope):
-/// the compositor's stages of each frame, and the presentation clock pinned closer.
+/// the compositor's stages of each frame, and the presentation clock pinned closer. The logs
+/// are whole in memory; [`both::analyse_streams`] reads them as they are joined.
 pub fn analyse_with(
     mut client: Log,
-    server: Log,
+    mut server: Log,
     timeline: Option<&timeline::Timeline>,
     options: Options,
 ) -> Result<Analysis, FramesError> {
-    for log in [&client, &server] {
+    check(&client, &server)?;
+    let (c, s) = (
+        std::mem::take(&mut client.messages),
+        std::mem::take(&mut server.messages),
+    );
+    let followed = follow(c.into_iter(), s.into_iter(), client.dialect, options);
+    conclude(&client, &server, followed, timeline)
+}
+
+/// The errors that two logs' stamps can make before any join: a log stamped in two ways, a log
+/// with no message, logs stamped in two ways.
+fn check(client: &Log, server: &Log) -> Result<(), FramesError> {
+    for log in [client, server] {
         if let Some(location) = &log.mixed {
             return Err(FramesError::Mixed {
                 location: location.clone(),
@@ -163,9 +179,9 @@ pub fn analyse_with(
     }
     let (Some(cd), Some(sd)) = (client.dialect, server.dialect) else {
         let empty = if client.dialect.is_none() {
-            &client
+            client
         } else {
-            &server
+            server
         };
         return Err(FramesError::Empty {
             file: empty.file.clone(),
@@ -179,22 +195,91 @@ pub fn analyse_with(
             server_dialect: sd.name(),
         });
     }
-    let shift_us = scale_shift(&client, &server, cd.period_us());
-    client.shift(shift_us);
-    let join = join::join(&client, &server, options.window_us);
-    let (found, total) = join.found();
+    Ok(())
+}
+
+/// What following the two logs message by message gave.
+#[derive(Debug, Default)]
+struct Followed {
+    frames: Vec<Frame>,
+    clock_id: Option<u32>,
+    tally: join::Tally,
+    /// the client's titled window ([`Titles`])
+    title: Option<(u32, String)>,
+    /// the whole wrap periods the client's stamps were moved by
+    shift_us: i64,
+}
+
+/// Joins the client's messages to the server's as they come ([`join::follow`]), the client's
+/// moved onto the server's scale (whole wrap periods of `dialect`), and follows every frame.
+fn follow(
+    client: impl Iterator<Item = Msg>,
+    server: impl Iterator<Item = Msg>,
+    dialect: Option<log::Dialect>,
+    options: Options,
+) -> Followed {
+    let (mut client, mut server) = (client.peekable(), server.peekable());
+    let (Some(c), Some(s), Some(dialect)) = (client.peek(), server.peek(), dialect) else {
+        return Followed::default();
+    };
+    let shift_us = scale_shift(c.at_us, s.at_us, dialect.period_us());
+    let client = client.map(|mut m| {
+        m.at_us += shift_us;
+        m
+    });
+    let mut frames = stages::Frames::default();
+    let mut titles = Titles::default();
+    let tally = join::follow(client, server, options.window_us, |m, found| {
+        frames.message(m, found.map(|f| f.at_us));
+        titles.message(m);
+    });
+    let (frames, clock_id) = frames.finish();
+    Followed {
+        frames,
+        clock_id,
+        tally,
+        title: titles.titled,
+        shift_us,
+    }
+}
+
+/// The frames followed, their presentation clock mapped, their pacing, and what the reader
+/// should know; an error where the logs are not of one run or leave no clock mapping.
+fn conclude(
+    client: &Log,
+    server: &Log,
+    followed: Followed,
+    timeline: Option<&timeline::Timeline>,
+) -> Result<Analysis, FramesError> {
+    let Followed {
+        mut frames,
+        clock_id,
+        tally,
+        title,
+        shift_us,
+    } = followed;
+    let (found, total) = (
+        tally.requests.0 + tally.events.0,
+        tally.requests.1 + tally.events.1,
+    );
     if found * 2 < total {
-        let first = join.first_unmatched.unwrap_or(0);
+        let first = tally.first_unmatched.clone().unwrap_or(join::Unfound {
+            index: 0,
+            line: 0,
+            text: String::new(),
+        });
         return Err(FramesError::NotOneRun {
             client: client.file.clone(),
             server: server.file.clone(),
             found,
             total,
-            location: client.location(first),
-            text: client.messages[first].text.to_string(),
+            location: Location {
+                file: client.file.clone(),
+                line: first.line,
+            },
+            text: first.text,
         });
     }
-    let (mut frames, clock_id) = stages::frames(&client, &server, &join);
     let mut offset = stages::clock_offset(&frames).map_err(|k| FramesError::NoOffset {
         location: Location {
             file: client.file.clone(),
@@ -203,25 +288,22 @@ pub fn analyse_with(
     })?;
     let mut timeline_note = None;
     if let Some(t) = timeline {
-        (offset, timeline_note) = with_timeline(&client, &mut frames, offset, t)?;
+        (offset, timeline_note) = with_timeline(title.as_ref(), &mut frames, offset, t)?;
     }
     let pacing = pacing::pacing(&frames, offset.map(|o| o.estimate_ns));
     let joined = Joined {
-        requests_found: join.requests.0,
-        requests: join.requests.1,
-        events_found: join.events.0,
-        events: join.events.1,
-        gaps: join
+        requests_found: tally.requests.0,
+        requests: tally.requests.1,
+        events_found: tally.events.0,
+        events: tally.events.1,
+        gaps: tally
             .gaps
             .iter()
-            .map(|g| {
-                let (a, b) = (client.messages[g.first].line, client.messages[g.last].line);
-                format!("{}:{a}-{b}", client.file)
-            })
+            .map(|g| format!("{}:{}-{}", client.file, g.lines.0, g.lines.1))
             .collect(),
         shift_us,
     };
-    let mut notes = notes(&client, &server, &frames, &joined, clock_id);
+    let mut notes = notes(client, server, &frames, &joined, clock_id);
     notes.extend(timeline_note);
     Ok(Analysis {
         frames,
@@ -230,6 +312,7 @@ pub fn analyse_with(
         pacing,
         joined,
         notes,
+        bytes: (client.bytes, server.bytes),
     })
 }
 
@@ -240,7 +323,7 @@ pub fn analyse_with(
 /// finished`), and a commit's damage was taken after the compositor printed the commit
 /// (`offset >= dispatched - damage`). A note where the timeline cannot be used.
 fn with_timeline(
-    client: &Log,
+    title: Option<&(u32, String)>,
     frames: &mut [Frame],
     offset: Option<ClockOffset>,
     t: &timeline::Timeline,
@@ -286,8 +369,8 @@ fn with_timeline(
         }
     }
     // the titled window's commits with damage, on the presentation clock, in order
-    let surface = window_title(client)
-        .and_then(|(wl_surface, title)| Some((wl_surface, t.surface_titled(&title)?)));
+    let surface =
+        title.and_then(|(wl_surface, title)| Some((*wl_surface, t.surface_titled(title)?)));
     if let Some((wl_surface, ws)) = surface {
         let damage: Vec<i128> = t
             .events
@@ -323,46 +406,55 @@ fn with_timeline(
 const DAMAGE_WITHIN_NS: i128 = 2_000_000;
 
 /// The surface of the client's titled toplevel and its title (`xdg_wm_base.get_xdg_surface`,
-/// `xdg_surface.get_toplevel`, `xdg_toplevel.set_title`; the last title set).
-fn window_title(client: &Log) -> Option<(u32, String)> {
-    let mut xdg_surfaces: rustc_hash::FxHashMap<u32, u32> = Default::default();
-    let mut toplevels: rustc_hash::FxHashMap<u32, u32> = Default::default();
-    let mut titled = None;
-    let id_after = |arg: &str| {
-        arg.rsplit_once('@')
-            .and_then(|(_, id)| id.parse::<u32>().ok())
-    };
-    for m in client.messages.iter().filter(|m| m.sent) {
+/// `xdg_surface.get_toplevel`, `xdg_toplevel.set_title`; the last title set), followed
+/// message by message.
+#[derive(Debug, Default)]
+struct Titles {
+    xdg_surfaces: rustc_hash::FxHashMap<u32, u32>,
+    toplevels: rustc_hash::FxHashMap<u32, u32>,
+    titled: Option<(u32, String)>,
+}
+
+impl Titles {
+    fn message(&mut self, m: &Msg) {
+        if !m.sent {
+            return;
+        }
+        let id_after = |arg: &str| {
+            arg.rsplit_once('@')
+                .and_then(|(_, id)| id.parse::<u32>().ok())
+        };
         match (m.interface(), m.name()) {
             ("xdg_wm_base", "get_xdg_surface") => {
                 if let Some((xdg, surface)) = m.args().split_once(", ")
                     && let (Some(x), Some(s)) = (id_after(xdg), id_after(surface))
                 {
-                    xdg_surfaces.insert(x, s);
+                    self.xdg_surfaces.insert(x, s);
                 }
             }
             ("xdg_surface", "get_toplevel") => {
                 if let Some(t) = id_after(m.args()) {
-                    toplevels.insert(t, m.id());
+                    self.toplevels.insert(t, m.id());
                 }
             }
             ("xdg_toplevel", "set_title") => {
                 let title = m.args().strip_prefix('"').and_then(|a| a.strip_suffix('"'));
-                let surface = toplevels.get(&m.id()).and_then(|x| xdg_surfaces.get(x));
+                let surface = self
+                    .toplevels
+                    .get(&m.id())
+                    .and_then(|x| self.xdg_surfaces.get(x));
                 if let (Some(title), Some(&surface)) = (title, surface) {
-                    titled = Some((surface, title.to_string()));
+                    self.titled = Some((surface, title.to_string()));
                 }
             }
             _ => {}
         }
     }
-    titled
 }
 
-/// The whole wrap periods that put the client's first stamp within half a period of the
-/// server's (each log's stamps are unwrapped from its own first one).
-fn scale_shift(client: &Log, server: &Log, period: i64) -> i64 {
-    let (c, s) = (client.messages[0].at_us, server.messages[0].at_us);
+/// The whole wrap periods that put the client's first stamp `c` within half a period of the
+/// server's `s` (each log's stamps are unwrapped from its own first one).
+fn scale_shift(c: i64, s: i64, period: i64) -> i64 {
     let mut d = (s - c).rem_euclid(period);
     if d > period / 2 {
         d -= period;

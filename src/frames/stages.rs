@@ -262,73 +262,96 @@ impl Frame {
 /// The frames of the client log, in the order of their commits, and the presentation clock the
 /// client was told (`wp_presentation.clock_id`).
 pub fn frames(client: &Log, server: &Log, join: &Join) -> (Vec<Frame>, Option<u32>) {
-    let seen = |i: usize| Seen {
-        client_us: client.messages[i].at_us,
-        server_us: join.matched[i].map(|p| server.messages[p as usize].at_us),
-    };
-    let mut frames: Vec<Frame> = Vec::new();
-    // per surface, the callbacks and feedbacks asked for since its last commit
-    let mut pending: rustc_hash::FxHashMap<u32, (Vec<u32>, Vec<u32>)> = Default::default();
-    // the frame each live callback and feedback id belongs to
-    let mut callbacks: rustc_hash::FxHashMap<u32, usize> = Default::default();
-    let mut feedbacks: rustc_hash::FxHashMap<u32, usize> = Default::default();
-    let mut clock_id = None;
+    let mut builder = Frames::default();
     for (i, m) in client.messages.iter().enumerate() {
+        let server_us = join.matched[i].map(|p| server.messages[p as usize].at_us);
+        builder.message(m, server_us);
+    }
+    builder.finish()
+}
+
+/// The frames of a client log, followed message by message in the log's order.
+#[derive(Debug, Default)]
+pub struct Frames {
+    frames: Vec<Frame>,
+    /// per surface, the callbacks and feedbacks asked for since its last commit
+    pending: rustc_hash::FxHashMap<u32, (Vec<u32>, Vec<u32>)>,
+    /// the frame each live callback and feedback id belongs to
+    callbacks: rustc_hash::FxHashMap<u32, usize>,
+    feedbacks: rustc_hash::FxHashMap<u32, usize>,
+    clock_id: Option<u32>,
+}
+
+impl Frames {
+    /// The client's next message, and the server's stamp of it where the join found it.
+    pub fn message(&mut self, m: &Msg, server_us: Option<i64>) {
+        let seen = Seen {
+            client_us: m.at_us,
+            server_us,
+        };
         match (m.sent, m.interface(), m.name()) {
             (true, "wl_surface", "frame") => {
                 if let Some(cb) = new_id(m.args()) {
-                    pending.entry(m.id()).or_default().0.push(cb);
+                    self.pending.entry(m.id()).or_default().0.push(cb);
                 }
             }
             (true, "wp_presentation", "feedback") => {
                 if let Some((surface, fb)) = feedback_args(m) {
-                    pending.entry(surface).or_default().1.push(fb);
+                    self.pending.entry(surface).or_default().1.push(fb);
                 }
             }
-            (true, "wl_surface", "commit") => {
-                let (cbs, fbs) = pending.remove(&m.id()).unwrap_or_default();
-                let k = frames.len();
-                for cb in cbs {
-                    callbacks.insert(cb, k);
-                }
-                for fb in &fbs {
-                    feedbacks.insert(*fb, k);
-                }
-                frames.push(Frame {
-                    surface: m.id(),
-                    line: m.line,
-                    commit: seen(i),
-                    done: None,
-                    feedback: if fbs.is_empty() {
-                        Feedback::None
-                    } else {
-                        Feedback::Pending
-                    },
-                    repaint: None,
-                });
-            }
+            (true, "wl_surface", "commit") => self.commit(m, seen),
             (false, "wl_callback", "done") => {
-                if let Some(k) = callbacks.remove(&m.id()) {
-                    frames[k].done.get_or_insert(seen(i));
+                if let Some(k) = self.callbacks.remove(&m.id()) {
+                    self.frames[k].done.get_or_insert(seen);
                 }
             }
             (false, "wp_presentation_feedback", "presented") => {
-                if let (Some(k), Some(p)) = (feedbacks.remove(&m.id()), presented(m, seen(i))) {
-                    frames[k].feedback = Feedback::Presented(p);
+                if let (Some(k), Some(p)) = (self.feedbacks.remove(&m.id()), presented(m, seen)) {
+                    self.frames[k].feedback = Feedback::Presented(p);
                 }
             }
             (false, "wp_presentation_feedback", "discarded") => {
-                if let Some(k) = feedbacks.remove(&m.id()) {
-                    frames[k].feedback = Feedback::Discarded;
+                if let Some(k) = self.feedbacks.remove(&m.id()) {
+                    self.frames[k].feedback = Feedback::Discarded;
                 }
             }
             (false, "wp_presentation", "clock_id") => {
-                clock_id = m.args().trim().parse().ok();
+                self.clock_id = m.args().trim().parse().ok();
             }
             _ => {}
         }
     }
-    (frames, clock_id)
+
+    /// A new frame, owning the callbacks and feedbacks asked for since the surface's last
+    /// commit.
+    fn commit(&mut self, m: &Msg, seen: Seen) {
+        let (cbs, fbs) = self.pending.remove(&m.id()).unwrap_or_default();
+        let k = self.frames.len();
+        for cb in cbs {
+            self.callbacks.insert(cb, k);
+        }
+        for fb in &fbs {
+            self.feedbacks.insert(*fb, k);
+        }
+        self.frames.push(Frame {
+            surface: m.id(),
+            line: m.line,
+            commit: seen,
+            done: None,
+            feedback: if fbs.is_empty() {
+                Feedback::None
+            } else {
+                Feedback::Pending
+            },
+            repaint: None,
+        });
+    }
+
+    /// The frames in the order of their commits, and the presentation clock.
+    pub fn finish(self) -> (Vec<Frame>, Option<u32>) {
+        (self.frames, self.clock_id)
+    }
 }
 
 /// The id of a lone `new id iface@N` argument.
