@@ -110,8 +110,7 @@ pub fn text(doc: &LabGpuDoc, unit: Unit) -> String {
         );
         for s in &row.stages {
             let m = &s.dist.summary;
-            let _ = writeln!(
-                out,
+            let line = format!(
                 "  {:<16} {:>8} {:>12} {:>12} {:>12} {:>12}  {}",
                 s.name,
                 m.count + s.negative,
@@ -121,6 +120,7 @@ pub fn text(doc: &LabGpuDoc, unit: Unit) -> String {
                 value(m.max, unit),
                 negatives(s, unit)
             );
+            let _ = writeln!(out, "{}", line.trim_end());
         }
     }
     if doc.interrupted {
