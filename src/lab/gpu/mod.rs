@@ -349,7 +349,7 @@ pub fn duration_label(ns: u64) -> String {
     use crate::stats::Unit;
     let unit = [Unit::S, Unit::Ms, Unit::Us]
         .into_iter()
-        .find(|u| ns != 0 && ns % u.nanos() == 0)
+        .find(|u| ns != 0 && ns.is_multiple_of(u.nanos()))
         .unwrap_or(Unit::Ns);
     format!("{}{}", ns / unit.nanos(), unit.name())
 }

@@ -246,7 +246,7 @@ impl<'a> Loop<'a> {
                 Pattern::FixedRate => start + launches * c.spacing_ns,
                 Pattern::BackToBack if launches == 0 => start,
                 Pattern::BackToBack => last_end + c.spacing_ns,
-                Pattern::Isolated if launches == 0 || launches % group != 0 => 0,
+                Pattern::Isolated if launches == 0 || !launches.is_multiple_of(group) => 0,
                 Pattern::Isolated => {
                     self.finish()?;
                     self.backend.now() + c.spacing_ns
