@@ -16,6 +16,10 @@
 //! The library is never closed: unloading the CUDA driver while a context may exist is not
 //! supported by it, and the process ends soon after the lab.
 //!
+//! The kernels need a driver of CUDA 11.0 or newer ([`ptx::MIN_DRIVER`], checked with
+//! `cuDriverGetVersion`); `cuGraphInstantiateWithFlags` (for `graph:G`) appeared in 11.4, and a
+//! driver without it is refused at load, naming it.
+//!
 //! Every `CUresult` other than success becomes [`GpuError::Cuda`] naming the call and the
 //! driver's error name (`cuGetErrorName`). `LATSCOPE_LIBCUDA` names another library to open
 //! (for tests: a library without the functions, or none).
@@ -36,7 +40,6 @@ type Handle = *mut c_void;
 type DevicePtr = u64;
 
 const SUCCESS: CuResult = 0;
-const ERROR_NOT_READY: CuResult = 600;
 /// `CUDA_ERROR_NO_DEVICE`
 const ERROR_NO_DEVICE: CuResult = 100;
 /// `CUDA_ERROR_DEVICE_UNAVAILABLE`: an exclusive-process device another process holds
@@ -680,9 +683,6 @@ impl Backend for Cuda {
     fn sync(&mut self, stream: usize) -> Result<(), GpuError> {
         // SAFETY: a stream this backend created.
         let code = unsafe { (self.api.cuStreamSynchronize)(self.streams[stream]) };
-        if code == ERROR_NOT_READY {
-            return Ok(());
-        }
         self.check("cuStreamSynchronize", code)
     }
 
