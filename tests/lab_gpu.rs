@@ -91,6 +91,22 @@ fn absurd_requests_are_refused_naming_the_limit_before_the_driver_is_opened() {
             "--streams 65 is more than the limit, 64",
         ),
         (
+            &["--burst", "5000"],
+            "--burst 5000 is more than the limit, 4096",
+        ),
+        (
+            &["--warmup", "200000"],
+            "--warmup 200000 is more than the limit, 100000",
+        ),
+        (
+            &["--launch", "graph:2000"],
+            "graph:G 2000 is more than the limit, 1024",
+        ),
+        (
+            &["--launch", "graph:1", "--requests", "30000"],
+            "graphs to build",
+        ),
+        (
             &["--kernel", "spin:1s"],
             "spin:T (ns) 1000000000 is more than the limit, 10000000",
         ),
