@@ -35,6 +35,9 @@ pub struct FakeParams {
     pub poll_ns: u64,
     /// a calibration ping's round trip
     pub round_trip_ns: u64,
+    /// when in the round trip the device stamps a ping, ns after the host asked (`None`: the
+    /// middle, where the calibration assumes it)
+    pub ping_at_ns: Option<u64>,
     /// the device's timer at host time 0
     pub offset_ns: u64,
     /// the device's timer runs this many parts per million fast
@@ -55,6 +58,7 @@ impl Default for FakeParams {
             to_sync_ns: 4_000,
             poll_ns: 100,
             round_trip_ns: 200,
+            ping_at_ns: None,
             offset_ns: 1_000_000_000,
             drift_ppm: 0,
             hang: false,
@@ -91,8 +95,8 @@ impl Fake {
     }
 
     /// `key=value,...` over the defaults (keys as [`FakeParams`]' fields without `_ns`:
-    /// launch, submit, exec, to_host, to_sync, poll, round_trip, offset, drift_ppm, hang,
-    /// pace_us), values in ns.
+    /// launch, submit, exec, to_host, to_sync, poll, round_trip, ping_at, offset, drift_ppm,
+    /// hang, pace_us), values in ns.
     pub fn from_spec(spec: &str) -> Result<Fake, GpuError> {
         let mut p = FakeParams::default();
         for pair in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -107,6 +111,10 @@ impl Fake {
                 "to_sync" => &mut p.to_sync_ns,
                 "poll" => &mut p.poll_ns,
                 "round_trip" => &mut p.round_trip_ns,
+                "ping_at" => {
+                    p.ping_at_ns = Some(v);
+                    continue;
+                }
                 "offset" => &mut p.offset_ns,
                 "drift_ppm" => &mut p.drift_ppm,
                 "pace_us" => &mut p.pace_us,
@@ -154,13 +162,14 @@ impl Backend for Fake {
 
     fn calibrate(&mut self, pings: u32) -> Result<Vec<Ping>, GpuError> {
         let rt = self.p.round_trip_ns;
+        let at = self.p.ping_at_ns.unwrap_or(rt / 2).min(rt);
         Ok((0..pings)
             .map(|_| {
                 let before = self.now;
                 self.now += rt;
                 Ping {
                     host_before: before,
-                    device: self.device_at(before + rt / 2),
+                    device: self.device_at(before + at),
                     host_after: self.now,
                 }
             })
@@ -359,6 +368,33 @@ mod tests {
         // execute is on the device's clock alone: 1 µs and 3 ppm of it, whole nanoseconds.
         let e = o.stages.execute.dist.summary();
         assert!(e.min() >= Some(1_000) && e.max() <= Some(1_001), "{e:?}");
+    }
+
+    #[test]
+    fn a_calibration_error_larger_than_a_stage_makes_it_negative_and_it_is_counted_not_clamped() {
+        // The device answers pings at once, not half way: the calibration puts its stamps
+        // 1 µs (half the round trip) too late, so every mapped stamp is 1 µs late. The flag is
+        // seen 0.5 µs after the end: −0.5 µs once mapped.
+        let p = FakeParams {
+            round_trip_ns: 2_000,
+            ping_at_ns: Some(0),
+            to_host_ns: 500,
+            ..FakeParams::default()
+        };
+        let o = run(&mut Fake::new(p), &config(Pattern::Isolated, 0, 10), None).unwrap();
+        let s = &o.stages;
+        assert_eq!(o.clock.error_ns(), 1_000);
+        assert_eq!(
+            (s.end_to_host.negative, s.end_to_host.most_negative_ns),
+            (10, Some(-500))
+        );
+        assert_eq!(s.end_to_host.dist.count(), 0);
+        assert_eq!(s.end_to_host.count(), 10);
+        // The stages that start on the host and end on the device are 1 µs too long instead.
+        assert_eq!(span(&s.submit_to_start), (10, Some(6_000), Some(6_000)));
+        // end → sync is 4 µs, mapped 3 µs; the host-only stages are exact.
+        assert_eq!(span(&s.end_to_sync), (10, Some(3_000), Some(3_000)));
+        assert_eq!(span(&s.total), (10, Some(10_000), Some(10_000)));
     }
 
     #[test]
