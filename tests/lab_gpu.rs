@@ -271,3 +271,156 @@ fn csv_is_refused_as_a_usage_error() {
         stderr(&out)
     );
 }
+
+/// The stand-in driver (tests/targets/libcuda_stub.c), built once per test run.
+fn stub() -> &'static str {
+    static STUB: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    STUB.get_or_init(|| {
+        let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("libcuda_stub.so");
+        let status = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-pthread", "-O1", "-o"])
+            .arg(&out)
+            .arg(util::root().join("tests/targets/libcuda_stub.c"))
+            .status()
+            .expect("cc (the linker Rust uses) builds the stub driver");
+        assert!(status.success(), "cc failed to build the stub driver");
+        out.to_string_lossy().into_owned()
+    })
+}
+
+/// `lab gpu ARGS` on the stub driver with `env` set.
+fn on_stub(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut all = env.to_vec();
+    all.push(("LATSCOPE_LIBCUDA", stub()));
+    lab(&all, args)
+}
+
+#[test]
+fn the_cuda_backend_runs_end_to_end_on_a_stub_driver() {
+    let out = on_stub(
+        &[],
+        &[
+            "--requests",
+            "100",
+            "--warmup",
+            "3",
+            "--spacing",
+            "0",
+            "--kernel",
+            "nop,spin:20us,grid:4",
+            "--launch",
+            "stream,graph:4",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["device"]["device"], "latscope stub device");
+    assert_eq!(doc["device"]["driver"], "12.4 (12040)");
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for row in rows {
+        let graph = row["config"]["launch"] == "graph:4";
+        // One launch call (and, isolated, one synchronize) per request, or per graph of 4.
+        let calls = if graph { 25 } else { 100 };
+        let count = |name: &str| {
+            let s = row["stages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["name"] == name)
+                .unwrap();
+            s["count"].as_u64().unwrap() + s["negative"].as_u64().unwrap()
+        };
+        assert_eq!(count("launch_call"), calls, "{}", row["label"]);
+        assert_eq!(count("submit_to_start"), 100, "{}", row["label"]);
+        assert_eq!(count("end_to_host"), 100, "{}", row["label"]);
+        assert_eq!(
+            (count("end_to_sync"), count("total")),
+            (calls, calls),
+            "{}",
+            row["label"]
+        );
+        // The stub's timer is CLOCK_MONOTONIC + 5 ms: the calibration finds it within the
+        // error bound it reports.
+        let error = row["clock"]["error_ns"].as_i64().unwrap();
+        for at in ["offset_before_ns", "offset_after_ns"] {
+            let offset = row["clock"][at].as_i64().unwrap();
+            assert!(
+                (offset - 5_000_000).abs() <= error,
+                "{at} {offset} ± {error}"
+            );
+        }
+        // execute is the device's own clock: a spin kernel spins at least its 20 µs.
+        if row["config"]["kernel"] == "spin:20us" {
+            assert!(stage(row, "execute").1 >= 20_000, "{row}");
+        }
+    }
+}
+
+#[test]
+fn a_driver_without_a_device_is_told_so() {
+    let out = on_stub(&[("LIBCUDA_STUB_DEVICES", "0")], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no CUDA device: the driver sees 0 device(s)"),
+        "{}",
+        stderr(&out)
+    );
+    let out = on_stub(&[("LIBCUDA_STUB_INIT", "100")], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "no CUDA device: cuInit: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_device_held_in_exclusive_mode_or_prohibited_is_named() {
+    let env = [("LIBCUDA_STUB_MODE", "3"), ("LIBCUDA_STUB_BUSY", "1")];
+    let out = on_stub(&env, &["--requests", "10"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("CUDA device 0 (latscope stub device) is in exclusive-process compute mode: another process holds it"),
+        "{}",
+        stderr(&out)
+    );
+    let out = on_stub(&[("LIBCUDA_STUB_MODE", "2")], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is in prohibited compute mode"),
+        "{}",
+        stderr(&out)
+    );
+    // Exclusive-process and free: it runs.
+    let out = on_stub(
+        &[("LIBCUDA_STUB_MODE", "3")],
+        &["--requests", "10", "--spacing", "0"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_driver_too_old_for_the_ptx_is_told_the_version_needed() {
+    let out = on_stub(&[("LIBCUDA_STUB_VERSION", "10020")], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the CUDA driver is version 10.2 (10020); the lab's kernels (PTX ISA 7.0) need version 11.0 (11000) or newer"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_jit_failure_shows_the_drivers_log() {
+    let out = on_stub(&[("LIBCUDA_STUB_JIT", "222")], &["--requests", "10"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("could not compile the lab's PTX"), "{err}");
+    assert!(err.contains("CUDA_ERROR_UNSUPPORTED_PTX_VERSION"), "{err}");
+    assert!(err.contains("stub JIT refuses this PTX"), "{err}");
+}
