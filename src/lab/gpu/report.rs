@@ -90,6 +90,30 @@ fn clock_line(c: &GpuClock) -> String {
     )
 }
 
+/// The stages that start on one clock and end on the other.
+const CROSS_CLOCK: [&str; 3] = ["submit_to_start", "end_to_host", "end_to_sync"];
+
+/// A warning when the clock mapping's error bound is larger than the median of a stage that
+/// crosses clocks: that stage's distribution is mostly the mapping's error.
+fn coarse_clock(row: &GpuRow, unit: Unit) -> Option<String> {
+    let error = row.clock.error_ns;
+    let within: Vec<&str> = row
+        .stages
+        .iter()
+        .filter(|s| CROSS_CLOCK.contains(&s.name.as_str()))
+        .filter(|s| s.dist.summary.p50.is_none_or(|p| p < error) || s.negative > 0)
+        .map(|s| s.name.as_str())
+        .collect();
+    (!within.is_empty()).then(|| {
+        format!(
+            "the clock mapping's error bound (±{}) is larger than the median of {} or made durations negative: read them as within ±{}",
+            unit.format(error),
+            within.join(", "),
+            unit.format(error)
+        )
+    })
+}
+
 /// The terminal report: per row, its stages and the time per batch beside them.
 pub fn text(doc: &LabGpuDoc, unit: Unit) -> String {
     let d = &doc.device;
@@ -103,6 +127,9 @@ pub fn text(doc: &LabGpuDoc, unit: Unit) -> String {
             time_per_batch(row, unit)
         );
         let _ = writeln!(out, "  {}", clock_line(&row.clock));
+        if let Some(w) = coarse_clock(row, unit) {
+            let _ = writeln!(out, "  warning: {w}");
+        }
         let _ = writeln!(
             out,
             "  {:<16} {:>8} {:>12} {:>12} {:>12} {:>12}  negative",
@@ -221,11 +248,28 @@ mod tests {
         s.negative = 2;
         s.most_negative_ns = Some(-1_500);
         let text = text(&d, Unit::Us);
-        let line = text.lines().find(|l| l.contains("end_to_host")).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("end_to_host"))
+            .unwrap();
+        assert!(text.contains("warning: "), "{text}");
         // 4 non-negative samples and 2 negative ones: 6 in all.
         assert!(
             line.contains(" 6 ") && line.ends_with("2 (down to −1.5 µs)"),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn a_clock_error_larger_than_a_cross_clock_median_is_warned_about() {
+        let mut d = doc();
+        assert!(!text(&d, Unit::Ns).contains("warning"));
+        // end_to_host's median is 2 µs: a bound of 2.5 µs is larger.
+        d.rows[0].clock.error_ns = 2_500;
+        let t = text(&d, Unit::Ns);
+        assert!(
+            t.contains("warning: the clock mapping's error bound (±2500 ns) is larger than the median of end_to_host or made"),
+            "{t}"
         );
     }
 
