@@ -175,7 +175,8 @@ pub fn run(
         warmup,
     })?;
     if warmup > 0 {
-        Loop::new(backend, config, 0, warmup).drive(None)?;
+        // A stop during the warm-up leaves the measured loop nothing to launch.
+        Loop::new(backend, config, 0, warmup).drive(cancel)?;
     }
     let before = clock::anchor(&backend.calibrate(PINGS)?)?;
     let mut measured = Loop::new(backend, config, warmup, config.requests as usize);
