@@ -32,7 +32,7 @@ use latscope::stats::{LinearSpec, Unit};
 macro_rules! reads {
     () => {
         "any latscope JSON result (spans of wayland, spans and live; bench; lab-ipc; lab-queue; \
-         lab-x11; lab-wayland; compare), bpftrace -f json output or an HdrHistogram interval log \
+         lab-x11; lab-wayland; lab-gpu; compare), bpftrace -f json output or an HdrHistogram interval log \
          (hlog)."
     };
 }
@@ -176,6 +176,7 @@ pub const WRITES: &[(&str, &[(Format, &str)])] = &[
     ("lab ipc", &lab("the `lab-ipc` document, ns")),
     ("lab x11", &lab("the `lab-x11` document, ns")),
     ("lab wayland", &lab("the `lab-wayland` document, ns")),
+    ("lab gpu", &lab("the `lab-gpu` document, ns")),
 ];
 
 /// The command line as it runs: the derived [`Cli`], each command's `--format` help made from
@@ -1082,6 +1083,110 @@ pub enum LabCommand {
     /// The D-Bus helper of `lab wayland outputs --via dbus` (started by latscope).
     #[command(hide = true)]
     WaylandPeer(IpcPeerArgs),
+    /// A GPU submission, stage by stage (launch call, submit → start, execute, end → host,
+    /// end → synchronize), beside gem_exec_nop's time per batch: the CUDA driver API.
+    #[command(long_about = GPU_ABOUT, after_long_help = GPU_EXAMPLES)]
+    Gpu(GpuArgs),
+}
+
+const GPU_ABOUT: &str = "\
+A GPU submission, stage by stage, as distributions (seed 004: what gem_exec_nop's time per batch
+hides).
+
+Each request launches a kernel that stamps the device's timer (%globaltimer) at entry and exit
+into host-mapped memory and then sets a flag the host polls. Per request: launch_call (host CPU
+inside the launch call), submit_to_start (host before the launch -> the kernel's first
+instruction), execute, end_to_host (the kernel's last stamp -> the host sees the flag),
+end_to_sync (-> the stream's synchronize returns) and total; per row, the time per batch (wall
+÷ requests, what gem_exec_nop reports) beside them.
+
+The device's timer is mapped onto the host's CLOCK_MONOTONIC by ping-pong through host-mapped
+memory before and after every row, interpolated between the two; the document records the
+offsets, the drift and the error bound. A duration that comes out negative is counted beside
+its stage, never clamped.
+
+The CUDA driver (libcuda.so.1) is loaded at run time and compiles the kernels from PTX: no CUDA
+toolkit is needed. Every list option makes one row per value (a cross product).
+
+Patterns (--pattern):
+  isolated      every group of streams x burst requests on an idle device: the previous group
+                seen, synchronized, then --spacing
+  fixed-rate    a launch every --spacing from the start (open loop)
+  back-to-back  each launch --spacing after the previous launch call returned
+
+Durations take a unit (2us, 1.5ms, 500ns); bare --spacing numbers are µs, bare spin:T ns.";
+
+const GPU_EXAMPLES: &str = "\
+Examples:
+  latscope lab gpu                                          # isolated, spacing 0,1,2,4,8,16 µs
+  latscope lab gpu --pattern back-to-back,isolated --spacing 0,4us
+  latscope lab gpu --streams 1,2,4 --burst 1,16 --pattern back-to-back --spacing 0
+  latscope lab gpu --kernel nop,spin:2us,grid:64 --sync spin,blocking --spacing 16
+  latscope lab gpu --launch stream,graph:8 --format json --save gpu.json; latscope report gpu.json -o gpu.html";
+
+/// `latscope lab gpu`
+#[derive(Debug, Args)]
+pub struct GpuArgs {
+    /// How requests are spaced: isolated, fixed-rate, back-to-back (a list)
+    #[arg(long, value_delimiter = ',', default_value = "isolated", value_parser = gpu_pattern)]
+    pub pattern: Vec<latscope::lab::gpu::Pattern>,
+    /// The spacing of the pattern (a list; bare numbers are µs)
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2,4,8,16", value_parser = duration_us)]
+    pub spacing: Vec<u64>,
+    /// Streams the requests go round-robin over (a list)
+    #[arg(long, value_delimiter = ',', default_value = "1", value_parser = count)]
+    pub streams: Vec<u64>,
+    /// Consecutive requests on one stream before the next (a list)
+    #[arg(long, value_delimiter = ',', default_value = "1", value_parser = count)]
+    pub burst: Vec<u64>,
+    /// The kernel: nop, spin:T (spins T on the device's timer), grid:N (N blocks) (a list)
+    #[arg(long, value_delimiter = ',', default_value = "nop", value_parser = gpu_kernel)]
+    pub kernel: Vec<latscope::lab::gpu::Kernel>,
+    /// How requests are launched: stream (one call each), graph:G (one CUDA Graph of G) (a list)
+    #[arg(long, value_delimiter = ',', default_value = "stream", value_parser = gpu_launch)]
+    pub launch: Vec<latscope::lab::gpu::Launch>,
+    /// How a synchronize waits (the context's schedule flag): spin, yield, blocking (a list)
+    #[arg(long, value_delimiter = ',', default_value = "spin", value_parser = gpu_sync)]
+    pub sync: Vec<latscope::lab::gpu::SyncMode>,
+    /// Measured requests per row
+    #[arg(long, default_value_t = 2_000, value_parser = count)]
+    pub requests: u64,
+    /// Requests run before measuring each row (not reported)
+    #[arg(long, default_value_t = 100)]
+    pub warmup: u64,
+    /// The CUDA device's index
+    #[arg(long, default_value_t = 0)]
+    pub device: i32,
+    #[command(flatten)]
+    pub save: SaveArg,
+    #[command(flatten)]
+    pub out: FormatArg,
+    #[command(flatten)]
+    pub unit: UnitOpt,
+}
+
+fn gpu_pattern(text: &str) -> Result<latscope::lab::gpu::Pattern, String> {
+    use latscope::lab::gpu::Pattern;
+    Pattern::ALL
+        .into_iter()
+        .find(|p| p.name() == text.trim())
+        .ok_or_else(|| format!("unknown pattern '{text}' (isolated, fixed-rate, back-to-back)"))
+}
+
+fn gpu_sync(text: &str) -> Result<latscope::lab::gpu::SyncMode, String> {
+    use latscope::lab::gpu::SyncMode;
+    SyncMode::ALL
+        .into_iter()
+        .find(|p| p.name() == text.trim())
+        .ok_or_else(|| format!("unknown sync '{text}' (spin, yield, blocking)"))
+}
+
+fn gpu_kernel(text: &str) -> Result<latscope::lab::gpu::Kernel, String> {
+    text.parse()
+}
+
+fn gpu_launch(text: &str) -> Result<latscope::lab::gpu::Launch, String> {
+    text.parse()
 }
 
 const QUEUE_ABOUT: &str = "\

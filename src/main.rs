@@ -36,6 +36,7 @@ fn main() -> ExitCode {
         cli::Command::Lab(cli::LabCommand::X11(args)) => commands::x11::run(args),
         cli::Command::Lab(cli::LabCommand::X11Backend(args)) => commands::x11::backend(args),
         cli::Command::Lab(cli::LabCommand::Wayland(args)) => commands::wayland_lab::run(args),
+        cli::Command::Lab(cli::LabCommand::Gpu(args)) => commands::gpu_lab::run(args),
         cli::Command::Lab(cli::LabCommand::WaylandPeer(args)) => commands::wayland_lab::peer(args),
     };
     match result {

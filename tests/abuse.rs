@@ -328,7 +328,7 @@ fn usage_mistakes_exit_2_naming_the_option() {
         .map(|i| i.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    let rows: [(&[&str], &str); 11] = [
+    let rows: [(&[&str], &str); 13] = [
         (
             &["lab", "ipc", "--pattern", "open-loop", "--rate", &rates],
             "--max-configs",
@@ -340,6 +340,8 @@ fn usage_mistakes_exit_2_naming_the_option() {
         ),
         (&["lab", "queue", "--sweep", "gap="], "has no values"),
         (&["lab", "queue", "--prep", "soon"], "--prep"),
+        (&["lab", "gpu", "--requests", "0"], "--requests"),
+        (&["lab", "gpu", "--spacing", "soon"], "--spacing"),
         (&["bench", "--runs", "0", "true"], "--runs"),
         (&["bench", "--noise", "150%", "true"], "--noise"),
         (

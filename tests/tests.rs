@@ -13,6 +13,7 @@ mod frames;
 mod golden;
 mod ipc;
 mod lab;
+mod lab_gpu;
 mod lab_records;
 mod limits;
 mod live;

@@ -5,6 +5,7 @@ pub mod compare;
 pub mod demo;
 pub mod fleet;
 pub mod frames;
+pub mod gpu_lab;
 pub mod ipc;
 pub mod lab;
 pub mod live;

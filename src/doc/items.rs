@@ -193,6 +193,21 @@ pub fn items(file: &str, doc: &Document) -> Result<Vec<Item>, DocError> {
                 })
             })
             .collect(),
+        Document::LabGpu(d) => d
+            .rows
+            .iter()
+            .flat_map(|row| {
+                row.stages.iter().map(|s| {
+                    let (summary, histogram) = (s.dist.summary, &s.dist.histogram);
+                    Item::from_histogram(
+                        s.name.clone(),
+                        Some(row.label.clone()),
+                        summary,
+                        Some(histogram),
+                    )
+                })
+            })
+            .collect(),
         Document::Compare(d) => Ok(d
             .items
             .iter()

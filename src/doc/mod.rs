@@ -21,6 +21,7 @@ pub mod frames;
 mod import;
 mod items;
 pub mod lab;
+pub mod lab_gpu;
 pub mod lab_wayland;
 pub mod probes;
 mod read;
@@ -58,6 +59,8 @@ pub enum Kind {
     LabX11,
     /// the Wayland lab (`latscope lab wayland`)
     LabWayland,
+    /// the GPU lab (`latscope lab gpu`)
+    LabGpu,
     /// a comparison (`latscope compare`)
     Compare,
     /// USDT probes (`latscope probes`)
@@ -66,13 +69,14 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Spans,
         Kind::Bench,
         Kind::LabIpc,
         Kind::LabQueue,
         Kind::LabX11,
         Kind::LabWayland,
+        Kind::LabGpu,
         Kind::Compare,
         Kind::Probes,
     ];
@@ -86,6 +90,7 @@ impl Kind {
             Kind::LabQueue => "lab-queue",
             Kind::LabX11 => "lab-x11",
             Kind::LabWayland => "lab-wayland",
+            Kind::LabGpu => "lab-gpu",
             Kind::Compare => "compare",
             Kind::Probes => "probes",
         }
@@ -118,6 +123,8 @@ pub enum Document {
     LabX11(x11::LabX11Doc),
     /// `lab-wayland`
     LabWayland(lab_wayland::LabWaylandDoc),
+    /// `lab-gpu`
+    LabGpu(lab_gpu::LabGpuDoc),
     /// `compare`
     Compare(compare::CompareDoc),
     /// `probes`
@@ -134,6 +141,7 @@ impl Document {
             Document::LabQueue(_) => Kind::LabQueue,
             Document::LabX11(_) => Kind::LabX11,
             Document::LabWayland(_) => Kind::LabWayland,
+            Document::LabGpu(_) => Kind::LabGpu,
             Document::Compare(_) => Kind::Compare,
             Document::Probes(_) => Kind::Probes,
         }
@@ -148,6 +156,7 @@ impl Document {
             Document::LabQueue(d) => serde_json::to_value(d),
             Document::LabX11(d) => serde_json::to_value(d),
             Document::LabWayland(d) => serde_json::to_value(d),
+            Document::LabGpu(d) => serde_json::to_value(d),
             Document::Compare(d) => serde_json::to_value(d),
             Document::Probes(d) => serde_json::to_value(d),
         };
@@ -163,6 +172,7 @@ impl Document {
             Document::LabQueue(d) => d.check(),
             Document::LabX11(d) => d.check(),
             Document::LabWayland(d) => d.check(),
+            Document::LabGpu(d) => d.check(),
             Document::Compare(d) => d.check(),
             Document::Probes(_) => Ok(()),
         }

@@ -145,6 +145,7 @@ pub fn read(file: &str, text: &str) -> Result<Document, DocError> {
         Kind::LabX11 => Document::LabX11(typed(file, text, &input)?),
         Kind::LabQueue => Document::LabQueue(typed(file, text, &input)?),
         Kind::LabWayland => Document::LabWayland(typed(file, text, &input)?),
+        Kind::LabGpu => Document::LabGpu(typed(file, text, &input)?),
         Kind::Compare => Document::Compare(typed(file, text, &input)?),
         Kind::Probes => Document::Probes(typed(file, text, &input)?),
     };
