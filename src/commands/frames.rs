@@ -18,29 +18,49 @@ use latscope::stats::Unit;
 
 /// Runs `latscope frames`.
 pub fn run(args: &FramesArgs) -> Result<()> {
+    if args.live {
+        return super::frames_live::run(args);
+    }
+    let (Some(client), Some(server)) = (&args.client, &args.server) else {
+        // clap requires both without --live
+        anyhow::bail!("give the client's log and the server's");
+    };
     let report_to = super::output_opt("--report", args.output.report.as_deref())?;
     let cancel = signals::cancel_on_interrupt();
-    let (client, server, timeline) = read_inputs(args, &cancel)?;
-    let (client_bytes, server_bytes) = (client.bytes, server.bytes);
+    let (client_log, server_log, timeline) = read_inputs(args, client, server, &cancel)?;
+    let (client_bytes, server_bytes) = (client_log.bytes, server_log.bytes);
     let options = Options {
         window_us: i64::try_from(args.window).unwrap_or(i64::MAX),
     };
-    let analysis = frames::analyse_with(client, server, timeline.as_ref(), options)?;
-    let names = Analysis::stage_names();
+    let analysis = frames::analyse_with(client_log, server_log, timeline.as_ref(), options)?;
     let files = vec![
-        Source::from_path(&args.client).name(),
-        Source::from_path(&args.server).name(),
+        Source::from_path(client).name(),
+        Source::from_path(server).name(),
     ];
+    let input = input_counts(&analysis, client_bytes, server_bytes);
+    write(args, &analysis, files, input, report_to)
+}
+
+/// The analysis in the asked format (stage table, then the join, the clock and the pacing),
+/// and the HTML report if asked: what the logs and a live capture share.
+pub fn write(
+    args: &FramesArgs,
+    analysis: &Analysis,
+    files: Vec<String>,
+    input: Vec<(&'static str, u64)>,
+    report_to: Option<latscope::files::Output>,
+) -> Result<()> {
+    let names = Analysis::stage_names();
     if args.output.format == Format::Csv {
-        return write_csv(&analysis, names, files);
+        return write_csv(analysis, names, files);
     }
     let mut aggregator = Aggregator::new(names, args.output.linear_spec()?);
     analysis.feed(&mut aggregator);
-    nothing_measured(&aggregator, &analysis)?;
+    nothing_measured(&aggregator, analysis)?;
     let unit = args.output.unit.unit();
     let report = SpansReport {
         aggregator: &aggregator,
-        input: input_counts(&analysis, client_bytes, server_bytes),
+        input,
         warnings: analysis.notes.clone(),
         files,
         labels: Vec::new(),
@@ -51,8 +71,10 @@ pub fn run(args: &FramesArgs) -> Result<()> {
     (doc.records, doc.records_dropped) = analysis.records(args.max_frames);
     let text = match args.output.format {
         Format::Json => latscope::doc::to_json(&doc, args.output.pretty),
-        Format::Markdown => render(&report, &args.output) + &summary_markdown(&analysis, unit),
-        _ => render(&report, &args.output) + &summary_text(&analysis, unit),
+        Format::Markdown => {
+            render(&report, &args.output) + &summary_markdown(analysis, unit, args.live)
+        }
+        _ => render(&report, &args.output) + &summary_text(analysis, unit, args.live),
     };
     crate::commands::print(&text)?;
     if let Some(out) = report_to {
@@ -64,6 +86,8 @@ pub fn run(args: &FramesArgs) -> Result<()> {
 /// The client's log, the server's and the timeline if given, read.
 fn read_inputs(
     args: &FramesArgs,
+    client: &std::path::Path,
+    server: &std::path::Path,
     cancel: &latscope::ingest::Cancel,
 ) -> Result<(
     frames::log::Log,
@@ -75,7 +99,7 @@ fn read_inputs(
         let stream = source.open(Some(cancel))?;
         Ok(frames::log::read(stream, &source.name(), Some(cancel))?)
     };
-    let (client, server) = (read(&args.client)?, read(&args.server)?);
+    let (client, server) = (read(client)?, read(server)?);
     let Some(path) = &args.timeline else {
         return Ok((client, server, None));
     };
@@ -128,21 +152,31 @@ fn input_counts(a: &Analysis, client_bytes: u64, server_bytes: u64) -> Vec<(&'st
     ]
 }
 
-/// The join, the presentation clock and the pacing, as text after the stage table.
-fn summary_text(a: &Analysis, unit: Unit) -> String {
+/// The join (or what the probes saw, `live`), the presentation clock and the pacing, as text
+/// after the stage table.
+fn summary_text(a: &Analysis, unit: Unit, live: bool) -> String {
     let mut out = String::new();
     let j = &a.joined;
-    let _ = writeln!(
-        out,
-        "\njoined: {} of {} client requests and {} of {} client events found in the server log",
-        j.requests_found, j.requests, j.events_found, j.events
-    );
+    let _ = if live {
+        writeln!(
+            out,
+            "\nprobed: {} of the client's {} commits seen dispatched, {} of its {} dispatches of done and presented seen sent",
+            j.requests_found, j.requests, j.events_found, j.events
+        )
+    } else {
+        writeln!(
+            out,
+            "\njoined: {} of {} client requests and {} of {} client events found in the server log",
+            j.requests_found, j.requests, j.events_found, j.events
+        )
+    };
     match (a.offset, a.clock_id) {
         (Some(o), clock) => {
             let _ = writeln!(
                 out,
-                "presentation clock{}: log time = display time + {} ns, within [{}, {}] ns (error bound {}, from {} frames)",
+                "presentation clock{}: {} = display time + {} ns, within [{}, {}] ns (error bound {}, from {} frames)",
                 clock.map_or(String::new(), |c| format!(" {c}")),
+                if live { "CLOCK_MONOTONIC" } else { "log time" },
                 o.estimate_ns,
                 o.low_ns,
                 o.high_ns,
@@ -218,8 +252,8 @@ fn pacing_text(p: &Pacing, unit: Unit) -> String {
     out
 }
 
-fn summary_markdown(a: &Analysis, unit: Unit) -> String {
-    let text = summary_text(a, unit);
+fn summary_markdown(a: &Analysis, unit: Unit, live: bool) -> String {
+    let text = summary_text(a, unit, live);
     format!("\n```\n{}\n```\n", text.trim())
 }
 
