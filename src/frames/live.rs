@@ -799,6 +799,23 @@ fn capture_notes(
             list.join(", ")
         ));
     }
+    let of_client = |client_side: bool| {
+        events
+            .iter()
+            .filter(|e| e.pid == client)
+            .filter(|e| match e.kind {
+                Kind::ClientDone { .. } | Kind::ClientPresented { .. } => client_side,
+                Kind::ServerDone { .. } | Kind::ServerPresented { .. } => !client_side,
+                _ => false,
+            })
+            .count()
+    };
+    if of_client(true) == 0 && of_client(false) > 0 {
+        notes.push(format!(
+            "process {client} dispatched none of the {} done and presented the compositor sent through libffi: its proxies have a dispatcher of their own (wl_proxy_add_dispatcher, as wayland-rs does), which no exported function sees, so presented_to_client, commit_to_presented and the stages to the screen are not measured",
+            of_client(false)
+        ));
+    }
     if before > 0 {
         notes.push(format!(
             "{before} commits the compositor dispatched were sent before tracing began: left out"
@@ -972,6 +989,32 @@ mod tests {
                 .last()
                 .map(|n| n.contains("lost 3")),
             Some(true)
+        );
+    }
+
+    #[test]
+    fn a_client_whose_dispatches_no_probe_sees_is_told_which_stages_that_costs() {
+        let events: Vec<Event> = one_frame()
+            .into_iter()
+            .filter(|e| {
+                !matches!(
+                    e.kind,
+                    Kind::ClientDone { .. } | Kind::ClientPresented { .. }
+                )
+            })
+            .collect();
+        let a = analyse(&events, 0).unwrap();
+        assert_eq!(a.frames[0].feedback, Feedback::Pending);
+        assert_eq!(
+            a.frames[0].stage_ns(Stage::CommitToCompositor, None),
+            Some(42_000)
+        );
+        assert!(
+            a.notes
+                .iter()
+                .any(|n| n.contains("dispatched none of the 2 done and presented")),
+            "{:?}",
+            a.notes
         );
     }
 
