@@ -299,3 +299,75 @@ fn a_compositor_pid_that_maps_no_libwayland_is_refused_naming_what_is_missing() 
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
+
+/// For every frame of `doc`, its whole is the sum of the three stages on its path, to the
+/// nanosecond; how many frames had all four.
+fn assert_wholes_are_sums(doc: &Value) -> usize {
+    let mut summed = 0;
+    for (k, f) in per_frame(doc).iter().enumerate() {
+        let part = |s: &str| f.get(s).copied();
+        let (Some(a), Some(b), Some(c), Some(whole)) = (
+            part("commit_to_compositor"),
+            part("compositor_to_presented"),
+            part("presented_to_client"),
+            part("commit_to_presented"),
+        ) else {
+            continue;
+        };
+        assert_eq!(a + b + c, whole, "frame {k}");
+        summed += 1;
+    }
+    summed
+}
+
+#[test]
+fn each_live_frames_whole_is_the_sum_of_the_stages_on_its_path() {
+    if !live_frames_available() {
+        return;
+    }
+    let doc = json(&capture().join("live.json"));
+    let frames = doc["input"]["frames"].as_u64().unwrap() as usize;
+    assert!(assert_wholes_are_sums(&doc) + 3 >= frames, "of {frames}");
+}
+
+#[test]
+fn attached_to_a_running_client_and_interrupted_it_reports_what_it_captured() {
+    if !live_frames_available() {
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .arg(root().join("scripts/capture/frames-live.sh"))
+        .arg(dir.path())
+        .arg("3")
+        .arg(env!("CARGO_BIN_EXE_latscope"))
+        .arg("--attach")
+        .output()
+        .expect("run frames-live.sh");
+    let said = std::fs::read_to_string(dir.path().join("live.stderr")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{}\n{said}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("stopped: interrupted"), "{said}");
+    let doc = json(&dir.path().join("live.json"));
+    assert!(assert_wholes_are_sums(&doc) >= 60, "{}", doc["input"]);
+    // the client's commits taken for the compositor's dispatches of the same frames: a frame
+    // off would put the commit a refresh period (16.7 ms) before its dispatch
+    let mut to_compositor: Vec<i64> = per_frame(&doc)
+        .iter()
+        .filter_map(|f| f.get("commit_to_compositor").copied())
+        .collect();
+    to_compositor.sort_unstable();
+    let median = to_compositor[to_compositor.len() / 2];
+    assert!((0..TYPICAL_NS).contains(&median), "{median} ns");
+    // attached after the client bound wp_presentation: said, and the clock mapped all the same
+    assert!(
+        doc["warnings"]
+            .to_string()
+            .contains("clock's id was sent before tracing began")
+    );
+    assert!(doc["frames"]["clock_offset"]["bound_ns"].as_i64().is_some());
+}
