@@ -705,7 +705,11 @@ shown later than usual, and in each the stage that ran longest against its media
 
 Stamps are where each side printed a message: a request's when its sender marshalled it (not
 flushed) and when its receiver dispatched it, so a stage includes waits in sockets and queues.
-Formatting every message costs both sides time: see docs/guide/frames.md.";
+Formatting every message costs both sides time: see docs/guide/frames.md.
+
+With --live, the same stages come from uprobes on a running compositor and its client
+(libwayland 1.21 and libffi; root or CAP_BPF, bpftrace), without WAYLAND_DEBUG; weston's
+timeline stages are not given live.";
 
 const FRAMES_EXAMPLES: &str = "\
 Examples:

@@ -371,3 +371,47 @@ fn attached_to_a_running_client_and_interrupted_it_reports_what_it_captured() {
     );
     assert!(doc["frames"]["clock_offset"]["bound_ns"].as_i64().is_some());
 }
+
+#[test]
+fn on_mir_nested_in_weston_the_stages_to_the_compositor_are_given_and_the_rest_said_why_not() {
+    if !live_frames_available() || !commands_available(&["miral-shell"], "Mir (miral-shell)") {
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .arg(root().join("scripts/capture/frames-live.sh"))
+        .arg(dir.path())
+        .arg("3")
+        .arg(env!("CARGO_BIN_EXE_latscope"))
+        .arg("--mir")
+        .output()
+        .expect("run frames-live.sh");
+    let said = std::fs::read_to_string(dir.path().join("live.stderr")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{}\n{said}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&dir.path().join("live.json"));
+    let frames = doc["input"]["frames"].as_u64().unwrap();
+    let counts: BTreeMap<&str, u64> = doc["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["count"].as_u64().unwrap()))
+        .collect();
+    // Mir 2.12 offers no wp_presentation: each commit dispatched, and its frame callback done
+    assert!(frames >= 60, "{frames} frames");
+    assert_eq!(counts["commit_to_compositor"], frames);
+    assert!(
+        counts["compositor_to_frame_done"] + 3 >= frames,
+        "{counts:?}"
+    );
+    assert_eq!(counts.get("compositor_to_presented"), None, "{counts:?}");
+    let warnings = doc["warnings"].to_string();
+    assert!(
+        warnings.contains("never bound wp_presentation"),
+        "{warnings}"
+    );
+}

@@ -8,15 +8,16 @@
 # probes can be checked against the logs frame by frame. With --no-debug neither side logs
 # (the cost of WAYLAND_DEBUG left out). With --attach neither logs either, the client is started
 # first (its output in DIR/client.stdout) and latscope attaches to it (--client-pid) without
-# --duration, and is interrupted (SIGINT, as Ctrl-C) after SECONDS. Needs root and bpftrace.
+# --duration, and is interrupted (SIGINT, as Ctrl-C) after SECONDS. With --mir neither logs,
+# and the compositor traced is Mir (miral-shell) nested in the weston. Needs root and bpftrace.
 # Exits with latscope's status.
 set -euo pipefail
 
-usage() { echo "usage: $0 DIR SECONDS LATSCOPE [--no-debug|--attach]" >&2; exit 2; }
+usage() { echo "usage: $0 DIR SECONDS LATSCOPE [--no-debug|--attach|--mir]" >&2; exit 2; }
 [[ $# -ge 3 && $# -le 4 ]] || usage
 dir=$1 secs=$2 latscope=$3 debug=${4:-}
 [[ $secs =~ ^[1-9][0-9]*$ ]] || usage
-[[ -z $debug || $debug == --no-debug || $debug == --attach ]] || usage
+[[ -z $debug || $debug =~ ^--(no-debug|attach|mir)$ ]] || usage
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
@@ -36,6 +37,11 @@ else
 fi
 # lc_spawn runs weston under `timeout`: the compositor is its child
 weston=$(pgrep -P "$WESTON_PID" -x weston) || lc_die "no weston under pid $WESTON_PID"
+if [[ $debug == --mir ]]; then
+    lc_start_mir "mir-$$" "$sock"
+    weston=$(pgrep -P "$MIR_PID" -x miral-shell) || lc_die "no miral-shell under pid $MIR_PID"
+    sock=mir-$$
+fi
 rc=0
 if [[ $debug == --attach ]]; then
     WAYLAND_DISPLAY=$sock "${client[@]}" </dev/null >"$dir/client.stdout" 2>&1 &
@@ -54,6 +60,7 @@ else
         -f json -- "${client[@]}" >"$dir/live.json" 2>"$dir/live.stderr" || rc=$?
 fi
 # Stop weston so that its log is complete before it is read.
+[[ $debug == --mir ]] && lc_stop_pid "$MIR_PID" miral-shell
 lc_stop_pid "$WESTON_PID" weston
 [[ $rc -eq 0 ]] || lc_show_log "$dir/live.stderr" 20
 exit "$rc"

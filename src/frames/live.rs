@@ -508,24 +508,26 @@ pub fn layout_checked(libs: &Libraries) -> Result<(), LiveError> {
     for path in [&libs.client, &libs.server] {
         let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
         let version = version_of(&real);
-        if version.as_deref() != Some("0.21") {
+        if version != Some(("0", "21")) {
             return Err(LiveError::Layout {
                 path: real.display().to_string(),
-                version: version.map_or("of unknown version".to_string(), |v| {
-                    format!("1.{}", &v[2..])
-                }),
+                version: match version {
+                    // libwayland 1.N is libwayland-*.so.0.N.x
+                    Some(("0", minor)) => format!("1.{minor}"),
+                    _ => "of unknown version".to_string(),
+                },
             });
         }
     }
     Ok(())
 }
 
-/// `0.21` of `libwayland-server.so.0.21.0`.
-fn version_of(path: &Path) -> Option<String> {
+/// `("0", "21")` of `libwayland-server.so.0.21.0`.
+fn version_of(path: &Path) -> Option<(&str, &str)> {
     let name = path.file_name()?.to_str()?;
     let (_, v) = name.split_once(".so.")?;
     let mut parts = v.split('.');
-    Some(format!("{}.{}", parts.next()?, parts.next()?))
+    Some((parts.next()?, parts.next()?))
 }
 
 /// What the program traces.
@@ -736,14 +738,16 @@ pub fn analyse(events: &[Event], lost: u64) -> Result<super::Analysis, super::Fr
         shift_us: 0,
     };
     let mut notes = vec![NOT_LIVE.to_string()];
+    let asked = frames.iter().any(|f| f.feedback != Feedback::None);
+    // the clock's id is sent once, at binding: unknown where feedback was asked, it came before
+    let clock_missed = asked && built.clock_id.is_none();
     notes.extend(capture_notes(
         events,
         client,
         built.before,
-        built.clock_id,
+        clock_missed,
         lost,
     ));
-    let asked = frames.iter().any(|f| f.feedback != Feedback::None);
     notes.extend(super::feedback_notes(
         &frames,
         asked || built.clock_id.is_some(),
@@ -777,7 +781,7 @@ fn capture_notes(
     events: &[Event],
     client: Option<u32>,
     before: u64,
-    clock_id: Option<u32>,
+    clock_missed: bool,
     lost: u64,
 ) -> Vec<String> {
     let mut notes = Vec::new();
@@ -821,7 +825,7 @@ fn capture_notes(
             "{before} commits the compositor dispatched were sent before tracing began: left out"
         ));
     }
-    if clock_id.is_none() {
+    if clock_missed {
         notes.push("the presentation clock's id was sent before tracing began: the display times are mapped onto CLOCK_MONOTONIC from the data all the same".to_string());
     }
     if lost > 0 {
@@ -1134,6 +1138,12 @@ mod tests {
         libs.server = lib("libwayland-server.so.0.22.0");
         let e = layout_checked(&libs).unwrap_err().to_string();
         assert!(e.contains("is libwayland 1.22"), "{e}");
+        libs.server = lib("libwayland-server.so.0.\u{2603}.0");
+        let e = layout_checked(&libs).unwrap_err().to_string();
+        assert!(e.contains("is libwayland 1.\u{2603}"), "{e}");
+        libs.server = lib("libwayland-server.so");
+        let e = layout_checked(&libs).unwrap_err().to_string();
+        assert!(e.contains("of unknown version"), "{e}");
         libs.server = "/a b/libwayland-server.so.0.21.0".into();
         assert!(matches!(layout_checked(&libs), Err(LiveError::Path(_))));
     }
