@@ -56,7 +56,7 @@ pub fn write(
     }
     let mut aggregator = Aggregator::new(names, args.output.linear_spec()?);
     analysis.feed(&mut aggregator);
-    nothing_measured(&aggregator, analysis)?;
+    nothing_measured(&aggregator, analysis, args.live)?;
     let unit = args.output.unit.unit();
     let report = SpansReport {
         aggregator: &aggregator,
@@ -123,7 +123,7 @@ fn write_csv(analysis: &Analysis, names: Vec<String>, files: Vec<String>) -> Res
 }
 
 /// Nothing silent: no stage measured is an error that says why.
-fn nothing_measured(aggregator: &Aggregator, analysis: &Analysis) -> Result<()> {
+fn nothing_measured(aggregator: &Aggregator, analysis: &Analysis, live: bool) -> Result<()> {
     if aggregator
         .sorted()
         .iter()
@@ -131,9 +131,12 @@ fn nothing_measured(aggregator: &Aggregator, analysis: &Analysis) -> Result<()> 
     {
         return Ok(());
     }
-    let mut why =
+    let mut why = if live {
+        "no frame measured: no wl_surface.commit of the client was seen sent and dispatched while traced"
+    } else {
         "no frame measured: the client log has no wl_surface.commit joined to the server log"
-            .to_string();
+    }
+    .to_string();
     for note in &analysis.notes {
         let _ = write!(why, "\n  {note}");
     }
