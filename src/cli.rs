@@ -706,7 +706,11 @@ shown later than usual, and in each the stage that ran longest against its media
 
 Stamps are where each side printed a message: a request's when its sender marshalled it (not
 flushed) and when its receiver dispatched it, so a stage includes waits in sockets and queues.
-Formatting every message costs both sides time: see docs/guide/frames.md.";
+Formatting every message costs both sides time: see docs/guide/frames.md.
+
+With --live, the same stages come from uprobes on a running compositor and its client
+(libwayland 1.21 and libffi; root or CAP_BPF, bpftrace), without WAYLAND_DEBUG; weston's
+timeline stages are not given live.";
 
 const FRAMES_EXAMPLES: &str = "\
 Examples:
@@ -717,6 +721,9 @@ Examples:
   latscope export frames.json --to perfetto -o frames.pftrace   # each frame's path, per process
   # with weston's timeline (add --logger-scopes=timeline,log --log=timeline.log to weston):
   latscope frames client.log server.log timeline.log
+  # live, without WAYLAND_DEBUG (root): a running compositor, a client started held
+  WAYLAND_DISPLAY=wayland-1 latscope frames --live --compositor-pid $(pidof weston) \\
+      --duration 10s -- weston-presentation-shm -f
 
 Exit status: 0 success, 1 error (logs of different runs, no frame, unreadable input), 2 usage.";
 
@@ -724,11 +731,11 @@ Exit status: 0 success, 1 error (logs of different runs, no frame, unreadable in
 #[derive(Debug, Args)]
 pub struct FramesArgs {
     /// The client's WAYLAND_DEBUG log (`WAYLAND_DEBUG=1`; `-`: stdin)
-    #[arg(value_name = "CLIENT_LOG")]
-    pub client: PathBuf,
+    #[arg(value_name = "CLIENT_LOG", required_unless_present = "live")]
+    pub client: Option<PathBuf>,
     /// The compositor's log of the same run (`WAYLAND_DEBUG=server`).
-    #[arg(value_name = "SERVER_LOG")]
-    pub server: PathBuf,
+    #[arg(value_name = "SERVER_LOG", required_unless_present = "live")]
+    pub server: Option<PathBuf>,
     /// Weston's timeline of the same run: the compositor's own stages
     ///
     /// Weston's timeline of the same run (`--logger-scopes=timeline,log --log=FILE`): the
@@ -747,6 +754,30 @@ pub struct FramesArgs {
     /// frame.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_frames: usize,
+    /// Trace a running compositor and its client live, without WAYLAND_DEBUG
+    ///
+    /// Uprobes on libwayland 1.21 and libffi (root or CAP_BPF, bpftrace): give
+    /// --compositor-pid, and --client-pid or the client's command after `--`.
+    #[arg(long, requires = "compositor_pid", conflicts_with_all = ["client", "server", "timeline"])]
+    pub live: bool,
+    /// With --live: the compositor's pid
+    #[arg(long, value_name = "PID", requires = "live")]
+    pub compositor_pid: Option<u32>,
+    /// With --live: a running client's pid (else the command after `--`)
+    #[arg(
+        long,
+        value_name = "PID",
+        requires = "live",
+        conflicts_with = "command"
+    )]
+    pub client_pid: Option<u32>,
+    /// With --live: stop after this long, whole seconds (bare: s); else at Ctrl-C or when the
+    /// client exits
+    #[arg(long, value_name = "TIME", requires = "live", value_parser = crate::values::whole_seconds)]
+    pub duration: Option<u64>,
+    /// With --live: the client to start, held until every probe is attached
+    #[arg(last = true, value_name = "CLIENT_COMMAND", requires = "live")]
+    pub command: Vec<String>,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -10,6 +10,7 @@ mod docs;
 mod e2e;
 mod fleet;
 mod frames;
+mod frames_live;
 mod golden;
 mod ipc;
 mod lab;

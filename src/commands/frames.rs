@@ -19,6 +19,13 @@ use latscope::stats::Unit;
 
 /// Runs `latscope frames`.
 pub fn run(args: &FramesArgs) -> Result<()> {
+    if args.live {
+        return super::frames_live::run(args);
+    }
+    let (Some(client), Some(server)) = (&args.client, &args.server) else {
+        // clap requires both without --live
+        anyhow::bail!("give the client's log and the server's");
+    };
     let report_to = super::output_opt("--report", args.output.report.as_deref())?;
     let cancel = signals::cancel_on_interrupt();
     let timeline = read_timeline(args, &cancel)?;
@@ -33,24 +40,41 @@ pub fn run(args: &FramesArgs) -> Result<()> {
             name: source.name(),
         })
     };
-    let (client, server) = (input(&args.client)?, input(&args.server)?);
-    let analysis =
-        frames::both::analyse_streams(client, server, timeline.as_ref(), options, Some(&cancel))?;
-    let names = Analysis::stage_names();
+    let analysis = frames::both::analyse_streams(
+        input(client)?,
+        input(server)?,
+        timeline.as_ref(),
+        options,
+        Some(&cancel),
+    )?;
     let files = vec![
-        Source::from_path(&args.client).name(),
-        Source::from_path(&args.server).name(),
+        Source::from_path(client).name(),
+        Source::from_path(server).name(),
     ];
+    let input = input_counts(&analysis);
+    write(args, &analysis, files, input, report_to)
+}
+
+/// The analysis in the asked format (stage table, then the join, the clock and the pacing),
+/// and the HTML report if asked: what the logs and a live capture share.
+pub fn write(
+    args: &FramesArgs,
+    analysis: &Analysis,
+    files: Vec<String>,
+    input: Vec<(&'static str, u64)>,
+    report_to: Option<latscope::files::Output>,
+) -> Result<()> {
+    let names = Analysis::stage_names();
     if args.output.format == Format::Csv {
-        return write_csv(&analysis, names, files);
+        return write_csv(analysis, names, files);
     }
     let mut aggregator = Aggregator::new(names, args.output.linear_spec()?);
     analysis.feed(&mut aggregator);
-    nothing_measured(&aggregator, &analysis)?;
+    nothing_measured(&aggregator, analysis, args.live)?;
     let unit = args.output.unit.unit();
     let report = SpansReport {
         aggregator: &aggregator,
-        input: input_counts(&analysis),
+        input,
         warnings: analysis.notes.clone(),
         files,
         labels: Vec::new(),
@@ -61,8 +85,10 @@ pub fn run(args: &FramesArgs) -> Result<()> {
     (doc.records, doc.records_dropped) = analysis.records(args.max_frames);
     let text = match args.output.format {
         Format::Json => latscope::doc::to_json(&doc, args.output.pretty),
-        Format::Markdown => render(&report, &args.output) + &summary_markdown(&analysis, unit),
-        _ => render(&report, &args.output) + &summary_text(&analysis, unit),
+        Format::Markdown => {
+            render(&report, &args.output) + &summary_markdown(analysis, unit, args.live)
+        }
+        _ => render(&report, &args.output) + &summary_text(analysis, unit, args.live),
     };
     crate::commands::print(&text)?;
     if let Some(out) = report_to {
@@ -102,7 +128,7 @@ fn write_csv(analysis: &Analysis, names: Vec<String>, files: Vec<String>) -> Res
 }
 
 /// Nothing silent: no stage measured is an error that says why.
-fn nothing_measured(aggregator: &Aggregator, analysis: &Analysis) -> Result<()> {
+fn nothing_measured(aggregator: &Aggregator, analysis: &Analysis, live: bool) -> Result<()> {
     if aggregator
         .sorted()
         .iter()
@@ -110,9 +136,12 @@ fn nothing_measured(aggregator: &Aggregator, analysis: &Analysis) -> Result<()> 
     {
         return Ok(());
     }
-    let mut why =
+    let mut why = if live {
+        "no frame measured: no wl_surface.commit of the client was seen sent and dispatched while traced"
+    } else {
         "no frame measured: the client log has no wl_surface.commit joined to the server log"
-            .to_string();
+    }
+    .to_string();
     for note in &analysis.notes {
         let _ = write!(why, "\n  {note}");
     }
@@ -132,21 +161,31 @@ fn input_counts(a: &Analysis) -> Vec<(&'static str, u64)> {
     ]
 }
 
-/// The join, the presentation clock and the pacing, as text after the stage table.
-fn summary_text(a: &Analysis, unit: Unit) -> String {
+/// The join (or what the probes saw, `live`), the presentation clock and the pacing, as text
+/// after the stage table.
+fn summary_text(a: &Analysis, unit: Unit, live: bool) -> String {
     let mut out = String::new();
     let j = &a.joined;
-    let _ = writeln!(
-        out,
-        "\njoined: {} of {} client requests and {} of {} client events found in the server log",
-        j.requests_found, j.requests, j.events_found, j.events
-    );
+    let _ = if live {
+        writeln!(
+            out,
+            "\nprobed: {} of the client's {} commits seen dispatched, {} of its {} dispatches of done and presented seen sent",
+            j.requests_found, j.requests, j.events_found, j.events
+        )
+    } else {
+        writeln!(
+            out,
+            "\njoined: {} of {} client requests and {} of {} client events found in the server log",
+            j.requests_found, j.requests, j.events_found, j.events
+        )
+    };
     match (a.offset, a.clock_id) {
         (Some(o), clock) => {
             let _ = writeln!(
                 out,
-                "presentation clock{}: log time = display time + {} ns, within [{}, {}] ns (error bound {}, from {} frames)",
+                "presentation clock{}: {} = display time + {} ns, within [{}, {}] ns (error bound {}, from {} frames)",
                 clock.map_or(String::new(), |c| format!(" {c}")),
+                if live { "CLOCK_MONOTONIC" } else { "log time" },
                 o.estimate_ns,
                 o.low_ns,
                 o.high_ns,
@@ -222,8 +261,8 @@ fn pacing_text(p: &Pacing, unit: Unit) -> String {
     out
 }
 
-fn summary_markdown(a: &Analysis, unit: Unit) -> String {
-    let text = summary_text(a, unit);
+fn summary_markdown(a: &Analysis, unit: Unit, live: bool) -> String {
+    let text = summary_text(a, unit, live);
     format!("\n```\n{}\n```\n", text.trim())
 }
 

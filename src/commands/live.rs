@@ -118,6 +118,8 @@ fn show(args: &LiveArgs, names: &Names, traced: &str, event: Event<'_>) {
             }
         }
         Event::Interval { .. } => {}
+        Event::Other(text) => eprintln!("{text}"),
+        Event::Lost(n) => eprintln!("latscope: bpftrace lost {n} events"),
     }
 }
 
@@ -373,7 +375,7 @@ fn descendants(pid: u32) -> Vec<u32> {
 }
 
 /// latscope's own marker probe, if its path can be given to bpftrace.
-fn marker() -> Option<Marker> {
+pub(crate) fn marker() -> Option<Marker> {
     let exe = std::env::current_exe().ok()?;
     let probe: Probe = format!("usdt:{}:latscope_live:attached", exe.display())
         .parse()

@@ -5,6 +5,7 @@ pub mod compare;
 pub mod demo;
 pub mod fleet;
 pub mod frames;
+mod frames_live;
 pub mod gpu_lab;
 pub mod ipc;
 pub mod lab;

@@ -14,6 +14,7 @@
 
 pub mod both;
 pub mod join;
+pub mod live;
 pub mod log;
 pub mod pacing;
 pub mod stages;
@@ -60,7 +61,7 @@ pub struct Analysis {
     pub joined: Joined,
     /// what the reader should know, one sentence each
     pub notes: Vec<String>,
-    /// bytes read of the client's log and of the server's
+    /// bytes read of the client's log and of the server's (none for a live capture)
     pub bytes: (u64, u64),
 }
 
@@ -364,8 +365,8 @@ fn with_timeline(
         };
         f.repaint = timeline::nearest(&vblanks, p.display_ns + c)
             .and_then(|(_, at)| timeline::repaint_at(t, at, c));
-        if let (Some(r), Some(sent)) = (f.repaint, p.seen.server_us) {
-            o.high_ns = o.high_ns.min(i128::from(sent) * 1_000 - r.finished_ns);
+        if let (Some(r), Some(sent)) = (f.repaint, p.seen.server_ns) {
+            o.high_ns = o.high_ns.min(i128::from(sent) - r.finished_ns);
         }
     }
     // the titled window's commits with damage, on the presentation clock, in order
@@ -379,7 +380,7 @@ fn with_timeline(
             .map(|e| e.t_ns - c)
             .collect();
         for f in frames.iter_mut().filter(|f| f.surface == wl_surface) {
-            let Some(dispatched) = f.commit.server_us.map(|us| i128::from(us) * 1_000) else {
+            let Some(dispatched) = f.commit.server_ns.map(i128::from) else {
                 continue;
             };
             // the first damage at or after the dispatch on the upper edge's clock, close to it
@@ -484,26 +485,8 @@ fn notes(
     }
     if frames.is_empty() {
         notes.push(format!("{}: the client committed no surface", client.file));
-    } else if clock.is_none() {
-        notes.push(
-            "the client never bound wp_presentation: the stages to `presented` and the display are not measured"
-                .to_string(),
-        );
-    } else {
-        let asked = frames
-            .iter()
-            .filter(|f| f.feedback != Feedback::None)
-            .count();
-        let answered = frames
-            .iter()
-            .filter(|f| matches!(f.feedback, Feedback::Presented(_) | Feedback::Discarded))
-            .count();
-        if asked > 0 && answered * 2 < asked {
-            notes.push(format!(
-                "the compositor answered {answered} of the client's {asked} presentation feedbacks: the stages to the screen are measured for those alone (a headless backend may present nothing)"
-            ));
-        }
     }
+    notes.extend(feedback_notes(frames, clock.is_some()));
     for log in [client, server] {
         if log.backwards > 0 {
             notes.push(format!(
@@ -527,6 +510,34 @@ fn notes(
     notes
 }
 
+/// Whether the client asked for presentation feedback (`bound`: it bound `wp_presentation`),
+/// and whether the compositor answered enough of it to measure the stages to the screen.
+fn feedback_notes(frames: &[Frame], bound: bool) -> Vec<String> {
+    if frames.is_empty() {
+        return Vec::new();
+    }
+    if !bound {
+        return vec![
+            "the client never bound wp_presentation: the stages to `presented` and the display are not measured"
+                .to_string(),
+        ];
+    }
+    let asked = frames
+        .iter()
+        .filter(|f| f.feedback != Feedback::None)
+        .count();
+    let answered = frames
+        .iter()
+        .filter(|f| matches!(f.feedback, Feedback::Presented(_) | Feedback::Discarded))
+        .count();
+    if asked > 0 && answered * 2 < asked {
+        return vec![format!(
+            "the compositor answered {answered} of the client's {asked} presentation feedbacks: the stages to the screen are measured for those alone (a headless backend may present nothing)"
+        )];
+    }
+    Vec::new()
+}
+
 impl Analysis {
     /// Hands every frame's stages to `sink` (one series per stage, named as [`Stage::name`];
     /// a discarded frame is a [`Outcome::Discarded`] of each stage to the screen, one whose
@@ -534,7 +545,7 @@ impl Analysis {
     pub fn feed(&self, sink: &mut impl SpanSink) {
         let offset = self.offset.map(|o| o.estimate_ns);
         for f in &self.frames {
-            let start_ns = (f.commit.client_us.max(0) as u64) * 1_000;
+            let start_ns = f.commit.client_ns.max(0) as u64;
             for stage in Stage::ALL {
                 let key = SeriesKey {
                     span: stage.index(),

@@ -211,7 +211,7 @@ impl Medians {
 fn commit_gap_ns(frames: &[Frame], k: usize) -> Option<i64> {
     let f = &frames[k];
     let before = frames[..k].iter().rev().find(|g| g.surface == f.surface)?;
-    Some((f.commit.client_us - before.commit.client_us) * 1_000)
+    Some(f.commit.client_ns - before.commit.client_ns)
 }
 
 /// What ran longest against its median in the late frame `k`, shown `n` periods after the one
@@ -261,15 +261,15 @@ mod tests {
             surface: 3,
             line: commit_us as u64,
             commit: Seen {
-                client_us: commit_us,
-                server_us: Some(dispatch_us),
+                client_ns: commit_us * 1_000,
+                server_ns: Some(dispatch_us * 1_000),
             },
             done: None,
             repaint: None,
             feedback: Feedback::Presented(Presented {
                 seen: Seen {
-                    client_us: display_ms * 1_000 + 200,
-                    server_us: Some(display_ms * 1_000 + 100),
+                    client_ns: (display_ms * 1_000 + 200) * 1_000,
+                    server_ns: Some((display_ms * 1_000 + 100) * 1_000),
                 },
                 display_ns: i128::from(display_ms) * 1_000_000,
                 refresh_ns: 16_000_000,

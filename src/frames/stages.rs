@@ -138,10 +138,10 @@ impl std::str::FromStr for Stage {
 /// (`None`: the message was not found in the server log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Seen {
-    /// the client log's stamp, µs
-    pub client_us: i64,
-    /// the server log's stamp, µs
-    pub server_us: Option<i64>,
+    /// the client's stamp, ns (a log's µs stamp times 1,000; a probe's own ns)
+    pub client_ns: i64,
+    /// the server's stamp, ns
+    pub server_ns: Option<i64>,
 }
 
 /// What `presented` said.
@@ -192,31 +192,31 @@ impl Frame {
     /// The frame's value of `stage`, ns (`None`: not measured for this frame), the display
     /// time mapped onto the logs' clock with `offset_ns` (display time + offset = log time).
     pub fn stage_ns(&self, stage: Stage, offset_ns: Option<i128>) -> Option<i64> {
-        let us = |a: i64, b: i64| (b - a) * 1_000;
+        let between = |a: i64, b: i64| b.checked_sub(a);
         let presented = match self.feedback {
             Feedback::Presented(p) => Some(p),
             _ => None,
         };
         match stage {
-            Stage::CommitToCompositor => Some(us(self.commit.client_us, self.commit.server_us?)),
-            Stage::CompositorToFrameDone => Some(us(self.commit.server_us?, self.done?.server_us?)),
+            Stage::CommitToCompositor => between(self.commit.client_ns, self.commit.server_ns?),
+            Stage::CompositorToFrameDone => between(self.commit.server_ns?, self.done?.server_ns?),
             Stage::CompositorToPresented => {
-                Some(us(self.commit.server_us?, presented?.seen.server_us?))
+                between(self.commit.server_ns?, presented?.seen.server_ns?)
             }
             Stage::PresentedToClient => {
                 let p = presented?;
-                Some(us(p.seen.server_us?, p.seen.client_us))
+                between(p.seen.server_ns?, p.seen.client_ns)
             }
-            Stage::CommitToPresented => Some(us(self.commit.client_us, presented?.seen.client_us)),
+            Stage::CommitToPresented => between(self.commit.client_ns, presented?.seen.client_ns),
             Stage::CommitToDisplay => {
                 let display = presented?.display_ns + offset_ns?;
-                i64::try_from(display - i128::from(self.commit.client_us) * 1_000).ok()
+                i64::try_from(display - i128::from(self.commit.client_ns)).ok()
             }
             Stage::CompositorToRepaint => {
                 let r = self.repaint?;
                 let commit = match r.commit_ns {
                     Some(commit) => commit,
-                    None => i128::from(self.commit.server_us?) * 1_000 - offset_ns?,
+                    None => i128::from(self.commit.server_ns?) - offset_ns?,
                 };
                 i64::try_from(r.begin_ns - commit).ok()
             }
@@ -236,23 +236,20 @@ impl Frame {
     /// nanoseconds, so that each of its stages starts exactly where the one before it ends.
     pub fn stage_start_ns(&self, stage: Stage, offset_ns: Option<i128>) -> Option<i64> {
         let on_logs = |ns: i128| i64::try_from(ns + offset_ns?).ok();
-        let logged = |us: Option<i64>| us?.checked_mul(1_000);
         match stage {
             // from the commit's damage where the timeline gave it, as its value is
             Stage::CompositorToRepaint => match self.repaint?.commit_ns {
                 Some(damage) => on_logs(damage),
-                None => logged(self.commit.server_us),
+                None => self.commit.server_ns,
             },
             Stage::Repaint => on_logs(self.repaint?.begin_ns),
             Stage::RepaintToVblank => on_logs(self.repaint?.posted_ns),
             Stage::CommitToCompositor | Stage::CommitToPresented | Stage::CommitToDisplay => {
-                logged(Some(self.commit.client_us))
+                Some(self.commit.client_ns)
             }
-            Stage::CompositorToFrameDone | Stage::CompositorToPresented => {
-                logged(self.commit.server_us)
-            }
+            Stage::CompositorToFrameDone | Stage::CompositorToPresented => self.commit.server_ns,
             Stage::PresentedToClient => match self.feedback {
-                Feedback::Presented(p) => logged(p.seen.server_us),
+                Feedback::Presented(p) => p.seen.server_ns,
                 _ => None,
             },
         }
@@ -286,8 +283,8 @@ impl Frames {
     /// The client's next message, and the server's stamp of it where the join found it.
     pub fn message(&mut self, m: &Msg, server_us: Option<i64>) {
         let seen = Seen {
-            client_us: m.at_us,
-            server_us,
+            client_ns: m.at_us.saturating_mul(1_000),
+            server_ns: server_us.map(|us| us.saturating_mul(1_000)),
         };
         match (m.sent, m.interface(), m.name()) {
             (true, "wl_surface", "frame") => {
@@ -431,8 +428,8 @@ pub fn clock_offset(frames: &[Frame]) -> Result<Option<ClockOffset>, usize> {
         let Feedback::Presented(p) = f.feedback else {
             continue;
         };
-        let commit = i128::from(f.commit.client_us) * 1_000;
-        let sent = i128::from(p.seen.server_us.unwrap_or(p.seen.client_us)) * 1_000;
+        let commit = i128::from(f.commit.client_ns);
+        let sent = i128::from(p.seen.server_ns.unwrap_or(p.seen.client_ns));
         let (low, high) = (commit - p.display_ns, sent - p.display_ns);
         let o = offset.get_or_insert(ClockOffset {
             estimate_ns: high,
@@ -471,8 +468,8 @@ mod tests {
         )
         .unwrap();
         let seen = Seen {
-            client_us: 1_000,
-            server_us: None,
+            client_ns: 1_000_000,
+            server_ns: None,
         };
         let p: Vec<Presented> = log
             .messages
@@ -496,17 +493,17 @@ mod tests {
             surface: 3,
             line: 50,
             commit: Seen {
-                client_us: 1_000,
-                server_us: Some(1_040),
+                client_ns: 1_000_000,
+                server_ns: Some(1_040_000),
             },
             done: Some(Seen {
-                client_us: 26_000,
-                server_us: Some(25_900),
+                client_ns: 26_000_000,
+                server_ns: Some(25_900_000),
             }),
             feedback: Feedback::Presented(Presented {
                 seen: Seen {
-                    client_us: 42_500,
-                    server_us: Some(42_300),
+                    client_ns: 42_500_000,
+                    server_ns: Some(42_300_000),
                 },
                 display_ns: on_presentation(41_000),
                 refresh_ns: 16_666_667,
@@ -640,10 +637,10 @@ mod tests {
         let mut f = of(CLIENT, SERVER);
         let mut later = f[0];
         // a second frame shown 1 s later on the presentation clock but committed 20 ms later
-        later.commit.client_us += 20_000;
+        later.commit.client_ns += 20_000_000;
         if let Feedback::Presented(p) = &mut later.feedback {
             p.display_ns += 1_000_000_000;
-            p.seen.server_us = p.seen.server_us.map(|s| s + 20_000);
+            p.seen.server_ns = p.seen.server_ns.map(|s| s + 20_000_000);
         }
         f.push(later);
         assert_eq!(clock_offset(&f), Err(1));
@@ -660,7 +657,7 @@ mod tests {
         let f = of(client, "");
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].done, None);
-        assert_eq!(f[1].done.map(|d| d.client_us), Some(2_000));
+        assert_eq!(f[1].done.map(|d| d.client_ns), Some(2_000_000));
         assert_eq!(f[1].feedback, Feedback::None);
         assert_eq!(f[1].stage_ns(Stage::CommitToCompositor, None), None);
     }

@@ -234,8 +234,8 @@ pub fn program(plan: &Plan) -> String {
 }
 
 /// The probes that keep the map of traced processes, and the condition that a probe's task is
-/// traced (empty: every task).
-fn target_probes(out: &mut String, target: &Target) -> String {
+/// traced (empty: every task), its task's pid written `$TASK`.
+pub fn target_probes(out: &mut String, target: &Target) -> String {
     let pids = maps::PIDS;
     match target {
         Target::Everything => String::new(),

@@ -63,6 +63,12 @@ pub enum Event<'a> {
         /// cumulative at the previous interval
         before: &'a Snapshot,
     },
+    /// a line that is none of latscope's own (the program's own `printf`s, as bpftrace's
+    /// JSON line, or anything else bpftrace printed)
+    Other(&'a str),
+    /// bpftrace's perf buffer overflowed: this many printed lines were lost (not counted here
+    /// when spans are recorded: the recorder counts them)
+    Lost(u64),
 }
 
 /// The result of a session.
@@ -420,8 +426,9 @@ impl Stream {
             }
             Line::Updated => {}
             Line::Span(span) => self.span(span),
+            Line::Lost(n) if self.record.is_none() => on_event(Event::Lost(n)),
             Line::Lost(n) => self.lost(n),
-            Line::Other(text) => eprintln!("{text}"),
+            Line::Other(text) => on_event(Event::Other(&text)),
         }
         None
     }
