@@ -1526,14 +1526,15 @@ fn frames_reads_long_logs_in_memory_that_follows_the_frames_not_the_bytes() {
     // ten copies of the run: ten times the frames, the same distributions
     assert_eq!((c2p.0, c2c.0), (small_c2p.0 * 10, small_c2c.0 * 10));
     assert_eq!((c2p.1, c2c.1), (small_c2p.1, small_c2c.1));
-    // ten times the input read (64 MB more), a few MB more held: the frames found (a small
-    // record each, 78 per copy), not the messages
+    // ten times the input read, not ten times the memory: what is held more is the frames
+    // found (a small record each, 78 per copy), under half a byte per byte read more, where
+    // logs held whole took more than a byte per byte
     assert!(
         bytes - small_bytes > 60 << 20,
         "{small_bytes} -> {bytes} bytes"
     );
     assert!(
-        rss - small_rss < 16 << 10,
+        (rss - small_rss) * 1024 < (bytes - small_bytes) / 2,
         "{small_rss} KiB for {small_bytes} bytes, {rss} KiB for {bytes} bytes"
     );
 }
