@@ -147,11 +147,12 @@ fn the_fake_backend_drives_the_lab_end_to_end_with_the_stages_it_was_given() {
         assert_eq!(stage(row, "launch_call"), (10, 2_000, 2_000, 2_000));
         assert_eq!(stage(row, "submit_to_start"), (10, 6_000, 6_000, 6_000));
         assert_eq!(stage(row, "execute"), (10, 500, 500, 500));
-        // The flag is visible at 8 µs; the host polls every 100 ns from 2 µs on.
-        assert_eq!(stage(row, "end_to_host"), (10, 1_500, 1_500, 1_500));
-        assert_eq!(stage(row, "end_to_sync"), (10, 3_000, 3_000, 3_000));
+        // The flag is visible at 8 µs; the host polls every 100 ns from 2 µs on. The ten
+        // rounds alternate, the first synchronizing: five of each.
+        assert_eq!(stage(row, "end_to_host"), (5, 1_500, 1_500, 1_500));
+        assert_eq!(stage(row, "end_to_sync"), (5, 3_000, 3_000, 3_000));
         // 6 + 0.5 + 3 µs.
-        assert_eq!(stage(row, "total"), (10, 9_500, 9_500, 9_500));
+        assert_eq!(stage(row, "total"), (5, 9_500, 9_500, 9_500));
         assert_eq!(row["clock"]["error_ns"], 100);
         assert_eq!(row["clock"]["drift_ns_per_s"], 0.0);
     }
@@ -180,7 +181,7 @@ fn the_text_puts_each_row_s_time_per_batch_beside_its_stages_with_units() {
     assert_eq!(
         total.split_whitespace().collect::<Vec<_>>(),
         [
-            "total", "4", "9500", "ns", "9500", "ns", "9500", "ns", "9500", "ns"
+            "total", "2", "9500", "ns", "9500", "ns", "9500", "ns", "9500", "ns"
         ]
     );
 }
@@ -256,9 +257,12 @@ fn ctrl_c_keeps_the_rows_measured() {
     let n = row["requests"].as_u64().unwrap();
     assert!(n > 0 && n < 1_000, "{n}");
     assert_eq!(row["interrupted"], true);
-    // Every measured request has every per-request stage.
+    // Every measured request has its start, and its end timed by its flag or (in the rounds
+    // that synchronize, one request a round here) by the synchronize.
     assert_eq!(stage(row, "submit_to_start").0, n);
-    assert_eq!(stage(row, "end_to_host").0, n);
+    assert_eq!(stage(row, "end_to_host").0 + stage(row, "end_to_sync").0, n);
+    // no warm-up: the first round polls
+    assert_eq!(stage(row, "end_to_host").0, n.div_ceil(2));
 }
 
 #[test]
@@ -335,10 +339,19 @@ fn the_cuda_backend_runs_end_to_end_on_a_stub_driver() {
         };
         assert_eq!(count("launch_call"), calls, "{}", row["label"]);
         assert_eq!(count("submit_to_start"), 100, "{}", row["label"]);
-        assert_eq!(count("end_to_host"), 100, "{}", row["label"]);
+        // One round per call, isolated; the warm-up proved the device, so rounds alternate
+        // from a synchronized one: half the rounds (rounded up) time their synchronize, the
+        // rest their requests' flags.
+        let per_call = if graph { 4 } else { 1 };
+        assert_eq!(
+            count("end_to_host"),
+            calls / 2 * per_call,
+            "{}",
+            row["label"]
+        );
         assert_eq!(
             (count("end_to_sync"), count("total")),
-            (calls, calls),
+            (calls.div_ceil(2), calls.div_ceil(2)),
             "{}",
             row["label"]
         );
@@ -423,4 +436,54 @@ fn a_jit_failure_shows_the_drivers_log() {
     assert!(err.contains("could not compile the lab's PTX"), "{err}");
     assert!(err.contains("CUDA_ERROR_UNSUPPORTED_PTX_VERSION"), "{err}");
     assert!(err.contains("stub JIT refuses this PTX"), "{err}");
+}
+
+#[test]
+fn the_report_draws_time_per_batch_and_submit_to_start_against_the_spacing() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("gpu.json");
+    let args = ["--requests", "10", "--spacing", "0,2us,8us", "--save"];
+    let out = lab(&[FAKE], &[&args[..], &[saved.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = dir.path().join("gpu.html");
+    let p = saved.to_str().unwrap();
+    let reported = util::run(&["report", p, "--unit", "ns", "-o", html.to_str().unwrap()]);
+    assert!(reported.status.success(), "{}", stderr(&reported));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Time per batch against submit → start, by spacing"));
+    // the fake's requests take 9.5 µs; 9 pauses of the spacing among 10 requests lengthen the
+    // time per batch by 0.9 spacings, while each request's submit → start stays 6 µs
+    for (spacing, per_batch) in [(0, 9_500), (2_000, 11_300), (8_000, 16_700)] {
+        let row = format!(
+            "<tr><td>{spacing} ns</td><td>{per_batch} ns</td><td>6000 ns</td><td>9500 ns</td></tr>"
+        );
+        assert!(page.contains(&row), "{row} not in the report");
+    }
+    assert_eq!(page.matches("per batch vs per request").count(), 1);
+    // one spacing is no sweep: no such section
+    let one = dir.path().join("one.json");
+    let out = lab(
+        &[FAKE],
+        &[
+            "--requests",
+            "4",
+            "--spacing",
+            "0",
+            "--save",
+            one.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reported = util::run(&[
+        "report",
+        one.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert!(reported.status.success(), "{}", stderr(&reported));
+    assert!(
+        !std::fs::read_to_string(&html)
+            .unwrap()
+            .contains("by spacing")
+    );
 }

@@ -87,6 +87,13 @@ pub fn report(args: &ReportArgs) -> Result<()> {
             _ => None,
         })
         .collect();
+    let gpu: Vec<latscope::doc::lab_gpu::LabGpuDoc> = loaded
+        .iter()
+        .filter_map(|l| match &l.document {
+            Some(Document::LabGpu(d)) => Some(d.clone()),
+            _ => None,
+        })
+        .collect();
     let results: Vec<(String, Vec<Item>)> = names
         .into_iter()
         .zip(loaded)
@@ -95,6 +102,9 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     let mut page = html::report(&results, comparison.as_ref(), args.unit.unit());
     if let [only] = &spans[..] {
         page = html::with_time_views(page, only);
+    }
+    if let [only] = &gpu[..] {
+        page = html::with_spacing_views(page, only, args.unit.unit());
     }
     let size = format!("({} KiB)", page.len().div_ceil(1024));
     output.write(page.as_bytes())?;

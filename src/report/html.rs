@@ -115,6 +115,95 @@ fn section(
     out.push_str("</section>\n");
 }
 
+/// Adds to a page made by [`report`] the seed's critique of `gem_exec_nop` in one picture per
+/// `lab gpu` workload swept over `--spacing`: the time per batch (wall time ÷ requests) and each
+/// request's submit → start (p50) against the spacing, which move apart as the queue coalesces.
+/// The page is unchanged where no workload has two spacings.
+pub fn with_spacing_views(
+    mut page: String,
+    doc: &crate::doc::lab_gpu::LabGpuDoc,
+    unit: Unit,
+) -> String {
+    let sweeps = spacing_sweeps(doc);
+    if sweeps.is_empty() {
+        return page;
+    }
+    let mut out = String::from(
+        "<section><h2>Time per batch against submit → start, by spacing</h2>\n<p>Time per batch is the run's wall time ÷ requests (what <code>gem_exec_nop</code> reports); submit → start is each request's own wait (p50).</p>\n",
+    );
+    for (workload, rows) in sweeps {
+        let _ = write!(
+            out,
+            "<h3>{}</h3>\n<table><tr><th>spacing</th><th>time per batch</th><th>submit → start p50</th><th>total p50</th></tr>",
+            escape(&workload)
+        );
+        let mut lines = vec![
+            ("time per batch".to_string(), Vec::new()),
+            ("submit_to_start p50".to_string(), Vec::new()),
+        ];
+        for row in rows {
+            let p50 = |name: &str| {
+                row.stages
+                    .iter()
+                    .find(|s| s.name == name)
+                    .and_then(|s| s.dist.summary.p50)
+            };
+            let ns = |v: Option<u64>| v.map_or("–".to_string(), |v| escape(&unit.format(v)));
+            let per_batch = row.per_batch_ns.round().max(0.0) as u64;
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&unit.format(row.config.spacing_ns)),
+                ns(Some(per_batch)),
+                ns(p50("submit_to_start")),
+                ns(p50("total"))
+            );
+            lines[0].1.push((row.config.spacing_ns, row.per_batch_ns));
+            if let Some(v) = p50("submit_to_start") {
+                lines[1].1.push((row.config.spacing_ns, v as f64));
+            }
+        }
+        out.push_str("</table>\n");
+        let title = format!("{workload}: per batch vs per request");
+        let _ = writeln!(
+            out,
+            "<div class=\"plots\">{}</div>",
+            super::plot::lines_svg(&title, "spacing between submissions", &lines)
+        );
+    }
+    out.push_str("</section>\n");
+    let at = page.rfind("</body>").unwrap_or(page.len());
+    page.insert_str(at, &out);
+    page
+}
+
+/// The rows of each workload (a configuration but for its spacing) that was run at two
+/// spacings or more, in spacing order, named by the rest of its configuration.
+fn spacing_sweeps(
+    doc: &crate::doc::lab_gpu::LabGpuDoc,
+) -> Vec<(String, Vec<&crate::doc::lab_gpu::GpuRow>)> {
+    let mut sweeps: Vec<(String, Vec<&crate::doc::lab_gpu::GpuRow>)> = Vec::new();
+    for row in &doc.rows {
+        let c = &row.config;
+        let workload = format!(
+            "pattern={} streams={} burst={} kernel={} launch={} sync={}",
+            c.pattern, c.streams, c.burst, c.kernel, c.launch, c.sync
+        );
+        match sweeps.iter_mut().find(|s| s.0 == workload) {
+            Some(s) => s.1.push(row),
+            None => sweeps.push((workload, vec![row])),
+        }
+    }
+    for s in &mut sweeps {
+        s.1.sort_by_key(|r| r.config.spacing_ns);
+    }
+    sweeps.retain(|s| {
+        let first = s.1[0].config.spacing_ns;
+        s.1.iter().any(|r| r.config.spacing_ns != first)
+    });
+    sweeps
+}
+
 /// Adds a latency-vs-time section per series of `doc`'s kept spans (`latscope spans
 /// --max-spans N`) to a page made by [`report`]; the page is unchanged without them.
 pub fn with_time_views(page: String, doc: &crate::doc::spans::SpansDoc) -> String {

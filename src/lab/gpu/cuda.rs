@@ -564,6 +564,9 @@ impl Cuda {
             std::hint::spin_loop();
         }
         let host_after = self.now();
+        // The device fenced its stamp before its answer; the host must not read the stamp
+        // before the answer (weakly ordered hosts, such as aarch64).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         Ok(Ping {
             host_before,
             device: Cuda::read_u64(cell, 8),
@@ -671,9 +674,13 @@ impl Backend for Cuda {
     }
 
     fn done(&mut self, slot: usize) -> bool {
-        self.records
+        let done = self
+            .records
             .as_ref()
-            .is_some_and(|r| Cuda::read_u32(r, slot * self.record_bytes) >= self.blocks)
+            .is_some_and(|r| Cuda::read_u32(r, slot * self.record_bytes) >= self.blocks);
+        // the stamps, fenced by the device before its flag, are read after the flag
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        done
     }
 
     fn idle(&mut self) {

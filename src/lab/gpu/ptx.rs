@@ -139,8 +139,9 @@ mod tests {
     #[test]
     fn the_ping_answers_after_its_stamp_is_fenced_and_stops_on_the_sentinel() {
         let m = ping();
-        assert!(m.find("st.volatile.global.u64 [%rd1+8]") < m.find("membar.sys"));
-        assert!(m.find("membar.sys") < m.find("st.volatile.global.u32 [%rd1+4]"));
+        let at = |what: &str| m.find(what).unwrap_or_else(|| panic!("no {what} in {m}"));
+        assert!(at("st.volatile.global.u64 [%rd1+8]") < at("membar.sys"));
+        assert!(at("membar.sys") < at("st.volatile.global.u32 [%rd1+4]"));
         assert!(m.contains("setp.eq.u32 %p2, %r2, 4294967295;"), "{m}");
     }
 

@@ -4,8 +4,11 @@
 //! the next (gem_exec_nop's parallel/N). While the loop waits (for a launch's time, for flags)
 //! it polls every outstanding request's flag and stamps the host's clock when it first sees
 //! one set. A stream is synchronized after the last request launched on it, once its round is
-//! over (isolated) or at the end of the run: `end_to_sync` and `total` have one sample per
-//! synchronize, the others one per request.
+//! over (isolated) or at the end of the run. A host learns that work ended either way, not
+//! both at once, so rounds alternate between them ([`Loop::finish`]): `end_to_sync` and `total`
+//! have a sample per synchronize of the rounds that synchronize first, `end_to_host` one per
+//! request seen by polling (while launching, or in the rounds that poll first), the others one
+//! per request.
 
 use super::clock::{self, ClockMap};
 use super::{Backend, Config, DeviceStamps, GpuError, Pattern};
@@ -180,6 +183,7 @@ pub fn run(
     }
     let before = clock::anchor(&backend.calibrate(PINGS)?)?;
     let mut measured = Loop::new(backend, config, warmup, config.requests as usize);
+    measured.proven = warmup > 0;
     let interrupted = measured.drive(cancel)?;
     let (host, wall_ns) = (measured.host, measured.wall_ns);
     let after = clock::anchor(&backend.calibrate(PINGS)?)?;
@@ -212,6 +216,12 @@ struct Loop<'a> {
     unsynced: Vec<Option<usize>>,
     timeout_ns: u64,
     wall_ns: u64,
+    /// the device has finished a round whose flags were polled ([`Loop::finish`])
+    proven: bool,
+    /// the last round synchronized first
+    synced_last: bool,
+    /// when the last synchronize returned
+    last_sync: u64,
 }
 
 impl<'a> Loop<'a> {
@@ -226,6 +236,9 @@ impl<'a> Loop<'a> {
             unsynced: vec![None; config.streams as usize],
             timeout_ns: TIMEOUT_NS + config.kernel.spin_ns() * (n as u64).min(1_000),
             wall_ns: 0,
+            proven: false,
+            synced_last: false,
+            last_sync: 0,
         }
     }
 
@@ -259,8 +272,7 @@ impl<'a> Loop<'a> {
             launches += 1;
         }
         self.finish()?;
-        let last = self.host.iter().filter_map(|h| h.synced).max();
-        self.wall_ns = last.map_or(0, |t| t.saturating_sub(start));
+        self.wall_ns = self.last_sync.saturating_sub(start);
         Ok(interrupted)
     }
 
@@ -310,13 +322,56 @@ impl<'a> Loop<'a> {
         }
     }
 
-    /// Waits for every outstanding flag, then synchronizes every stream used since the last.
+    /// Waits for every outstanding request, then synchronizes every stream used since the
+    /// last. Rounds alternate between the two ways a host learns that its work ended, so that
+    /// each is timed as it is and not after the other: synchronizing (`end_to_sync` and `total`:
+    /// the synchronize's own wake-up, `--sync spin|yield|blocking`; the flags read after it are
+    /// not the host's first sight of them) and polling the flags (`end_to_host`; the
+    /// synchronize after it, on finished work, is not timed).
+    ///
+    /// A synchronize cannot be given up on, where polling can (a device that never runs the
+    /// kernel times out), so a round synchronizes first only once the device has finished a
+    /// polled round of this configuration: in the timed loop, the warm-up's. The timed loop
+    /// then synchronizes first in its first round, so that a run of one round (back-to-back,
+    /// fixed-rate) has its synchronize.
     fn finish(&mut self) -> Result<(), GpuError> {
-        let since = self.backend.now();
+        let by_sync = self.proven && !self.synced_last;
+        if !by_sync {
+            self.wait_for_flags(true)?;
+        }
+        for stream in 0..self.unsynced.len() {
+            if let Some(i) = self.unsynced[stream].take() {
+                self.backend.sync(stream)?;
+                let at = self.backend.now();
+                self.last_sync = self.last_sync.max(at);
+                if by_sync {
+                    self.host[i].synced = Some(at);
+                }
+            }
+        }
+        self.wait_for_flags(!by_sync)?;
+        self.proven |= !by_sync;
+        self.synced_last = by_sync;
+        Ok(())
+    }
+
+    /// Polls until every outstanding flag is set, stamping each as first seen where `stamp`.
+    /// Gives up when none has been set for the timeout.
+    fn wait_for_flags(&mut self, stamp: bool) -> Result<(), GpuError> {
+        let mut since = self.backend.now();
+        let mut left = self.pending.len();
         loop {
-            self.poll();
+            if stamp {
+                self.poll();
+            } else {
+                let (backend, base) = (&mut *self.backend, self.base);
+                self.pending.retain(|&i| !backend.done(base + i));
+            }
             if self.pending.is_empty() {
-                break;
+                return Ok(());
+            }
+            if self.pending.len() < left {
+                (since, left) = (self.backend.now(), self.pending.len());
             }
             if self.backend.now().saturating_sub(since) > self.timeout_ns {
                 return Err(GpuError::Timeout(format!(
@@ -327,12 +382,5 @@ impl<'a> Loop<'a> {
             }
             self.backend.idle();
         }
-        for stream in 0..self.unsynced.len() {
-            if let Some(i) = self.unsynced[stream].take() {
-                self.backend.sync(stream)?;
-                self.host[i].synced = Some(self.backend.now());
-            }
-        }
-        Ok(())
     }
 }
