@@ -546,6 +546,54 @@ pub fn stacked_svg(title: &str, names: &[&str], frames: &[(u64, Vec<u64>)]) -> S
     svg
 }
 
+/// Lines of y (ns) against x (ns) on one chart: `lines` as (name, points sorted by x), one
+/// colour each, a marker at each point; `x_desc` names the axis.
+pub fn lines_svg(title: &str, x_desc: &str, lines: &[(String, Vec<(u64, f64)>)]) -> String {
+    let points = || lines.iter().flat_map(|l| l.1.iter());
+    let xmax = points().map(|p| p.0 as f64).fold(1.0, f64::max) * 1.05;
+    let ymax = points().map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .margin_right(RIGHT_MARGIN)
+            .x_label_area_size(44)
+            .y_label_area_size(72)
+            .build_cartesian_2d(0.0..xmax, 0.0..ymax);
+        let Ok(mut chart) = chart else {
+            return String::new();
+        };
+        let _ = chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .x_label_formatter(&|x| tick(*x))
+            .y_label_formatter(&|y| tick(*y))
+            .draw();
+        for (k, (name, line)) in lines.iter().enumerate() {
+            let colour = COLOURS[k % COLOURS.len()];
+            let xy: Vec<(f64, f64)> = line.iter().map(|&(x, y)| (x as f64, y)).collect();
+            if let Ok(series) =
+                chart.draw_series(LineSeries::new(xy.clone(), colour.stroke_width(2)))
+            {
+                series
+                    .label(name.as_str())
+                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], colour));
+            }
+            let _ = chart.draw_series(xy.into_iter().map(|p| Circle::new(p, 3, colour.filled())));
+        }
+        let _ = chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw();
+        let _ = root.present();
+    }
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -797,52 +845,4 @@ mod tests {
         }
         assert_eq!(quantile(&curves(1)[0].points, 0.5), 50_000.0);
     }
-}
-
-/// Lines of y (ns) against x (ns) on one chart: `lines` as (name, points sorted by x), one
-/// colour each, a marker at each point; `x_desc` names the axis.
-pub fn lines_svg(title: &str, x_desc: &str, lines: &[(String, Vec<(u64, f64)>)]) -> String {
-    let points = || lines.iter().flat_map(|l| l.1.iter());
-    let xmax = points().map(|p| p.0 as f64).fold(1.0, f64::max) * 1.05;
-    let ymax = points().map(|p| p.1).fold(1.0, f64::max) * 1.1;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT)).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        let chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .margin_right(RIGHT_MARGIN)
-            .x_label_area_size(44)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax);
-        let Ok(mut chart) = chart else {
-            return String::new();
-        };
-        let _ = chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .x_label_formatter(&|x| tick(*x))
-            .y_label_formatter(&|y| tick(*y))
-            .draw();
-        for (k, (name, line)) in lines.iter().enumerate() {
-            let colour = COLOURS[k % COLOURS.len()];
-            let xy: Vec<(f64, f64)> = line.iter().map(|&(x, y)| (x as f64, y)).collect();
-            if let Ok(series) =
-                chart.draw_series(LineSeries::new(xy.clone(), colour.stroke_width(2)))
-            {
-                series
-                    .label(name.as_str())
-                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], colour));
-            }
-            let _ = chart.draw_series(xy.into_iter().map(|p| Circle::new(p, 3, colour.filled())));
-        }
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw();
-        let _ = root.present();
-    }
-    svg
 }
