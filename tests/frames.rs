@@ -136,6 +136,43 @@ fn commit_to_presented_is_the_client_logs_own_series_bit_for_bit() {
     assert_eq!(ours["count"], 76);
 }
 
+/// A committed log, read whole.
+fn read_log(p: &Path) -> latscope::frames::log::Log {
+    let source = latscope::ingest::Source::from_path(p);
+    latscope::frames::log::read(source.open(None).unwrap(), &source.name(), None).unwrap()
+}
+
+#[test]
+fn a_stop_that_ended_the_server_log_early_leaves_the_client_messages_after_it_out_not_missing() {
+    let client = read_log(&frames_data("weston-presentation-shm.client.log"));
+    let mut server = read_log(&frames_data("weston.server.log"));
+    // the server log as a stop can leave it: its first third read, the client's whole
+    server.messages.truncate(server.messages.len() / 3);
+    let last = server.messages.last().unwrap().at_us;
+    let after = client.messages.iter().filter(|m| m.at_us > last).count() as u64;
+    assert!(after * 2 > client.messages.len() as u64, "{after}");
+    // unstopped, that is a log missing most of the client's messages
+    let missing = latscope::frames::analyse(client.clone(), server.clone(), Default::default());
+    assert!(
+        matches!(
+            missing,
+            Err(latscope::frames::FramesError::NotOneRun { .. })
+        ),
+        "{missing:?}"
+    );
+    server.interrupted = true;
+    let a = latscope::frames::analyse(client.clone(), server, Default::default()).unwrap();
+    let j = &a.joined;
+    // every message up to the server's last is joined; those after it are left out and said
+    assert_eq!(j.requests + j.events, client.messages.len() as u64 - after);
+    assert!(
+        j.requests_found + j.events_found + 5 >= j.requests + j.events,
+        "{j:?}"
+    );
+    let said = format!("{after} messages read after the last of");
+    assert!(a.notes.iter().any(|n| n.contains(&said)), "{:?}", a.notes);
+}
+
 #[test]
 fn each_frames_whole_is_the_sum_of_the_stages_on_its_path_on_every_log() {
     use latscope::frames::stages::Stage;

@@ -39,7 +39,8 @@ pub fn analyse_streams(
         let (mut c, mut s) = (Batches::first(crx), Batches::first(srx));
         let followed = match (c.dialect, s.dialect) {
             (Some(a), Some(b)) if a == b => {
-                let followed = super::follow(c.by_ref(), s.by_ref(), Some(a), options);
+                let stopped = || cancel.is_some_and(Cancel::is_raised);
+                let followed = super::follow(c.by_ref(), s.by_ref(), Some(a), options, &stopped);
                 // read to the ends, so that every line is counted and said
                 c.for_each(drop);
                 s.for_each(drop);

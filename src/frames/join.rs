@@ -78,6 +78,7 @@ pub fn join(client: &Log, server: &Log, window_us: i64) -> Join {
         client.messages.iter().cloned(),
         server.messages.iter().cloned(),
         window_us,
+        &|| false,
         |_, found| matched.push(found.map(|f| f.index as u32)),
     );
     Join {
@@ -116,6 +117,9 @@ pub struct Tally {
     open_gap: Option<(usize, u64)>,
     /// the line of the last client message counted
     last_line: u64,
+    /// client messages left out: stamped after the last of the server's, read when a stop
+    /// ended the reads
+    pub cut: u64,
 }
 
 /// A client message not found.
@@ -198,10 +202,15 @@ const KEEP: usize = 64;
 /// stretches both go forward: a request near a stretch's end could take a server request
 /// that belongs to one after the stretch only where the server log lacks its own, inside a
 /// window of the stretch's end.
+///
+/// Where `stopped` says a stop (Ctrl-C) ended the reads, the logs were read to different times:
+/// the client's messages stamped after the last of the server's are left out ([`Tally::cut`]),
+/// not counted as missing from it.
 pub fn follow(
     client: impl Iterator<Item = Msg>,
     server: impl Iterator<Item = Msg>,
     window_us: i64,
+    stopped: &dyn Fn() -> bool,
     each: impl FnMut(&Msg, Option<Found>),
 ) -> Tally {
     let stretch = Stretch {
@@ -209,7 +218,7 @@ pub fn follow(
         windows: SEGMENT_WINDOWS,
         ahead: AHEAD_WINDOWS,
     };
-    follow_in(client, server, window_us, stretch, each)
+    follow_in(client, server, window_us, stretch, stopped, each)
 }
 
 /// How long a stretch joined at a time is, at most (messages, and windows of client time), and
@@ -227,6 +236,7 @@ fn follow_in(
     server: impl Iterator<Item = Msg>,
     window_us: i64,
     stretch: Stretch,
+    stopped: &dyn Fn() -> bool,
     mut each: impl FnMut(&Msg, Option<Found>),
 ) -> Tally {
     let window_us = window_us.max(0);
@@ -263,8 +273,13 @@ fn follow_in(
             ahead - c.base,
             window_us,
         );
+        let cut_after = (s.ended && stopped()).then_some(s.last_us);
         for (k, g) in (next..hi).enumerate() {
             let m = &c.msgs[g - c.base];
+            if cut_after.is_some_and(|end| m.at_us > end) {
+                tally.cut += 1;
+                continue;
+            }
             let found = found[k].map(|p| Found {
                 index: (s.base + p) as u64,
                 at_us: s.msgs[p].at_us,
@@ -293,6 +308,8 @@ struct Buffer<I> {
     base: usize,
     source: I,
     ended: bool,
+    /// the last message's stamp (`i64::MIN` before the first)
+    last_us: i64,
 }
 
 impl<I: Iterator<Item = Msg>> Buffer<I> {
@@ -302,6 +319,7 @@ impl<I: Iterator<Item = Msg>> Buffer<I> {
             base: 0,
             source,
             ended: false,
+            last_us: i64::MIN,
         }
     }
 
@@ -312,6 +330,7 @@ impl<I: Iterator<Item = Msg>> Buffer<I> {
         }
         match self.source.next() {
             Some(m) => {
+                self.last_us = m.at_us;
                 self.msgs.push_back(m);
                 true
             }
@@ -659,6 +678,7 @@ mod tests {
             s.messages.into_iter(),
             1_000_000,
             stretch,
+            &|| false,
             |_, f| found.push(f),
         );
         (found, tally)

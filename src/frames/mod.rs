@@ -164,7 +164,14 @@ pub fn analyse_with(
         std::mem::take(&mut client.messages),
         std::mem::take(&mut server.messages),
     );
-    let followed = follow(c.into_iter(), s.into_iter(), client.dialect, options);
+    let stopped = client.interrupted || server.interrupted;
+    let followed = follow(
+        c.into_iter(),
+        s.into_iter(),
+        client.dialect,
+        options,
+        &|| stopped,
+    );
     conclude(&client, &server, followed, timeline)
 }
 
@@ -213,11 +220,16 @@ struct Followed {
 
 /// Joins the client's messages to the server's as they come ([`join::follow`]), the client's
 /// moved onto the server's scale (whole wrap periods of `dialect`), and follows every frame.
+///
+/// Where a stop (Ctrl-C) ended the reads (`stopped`), the two logs were read to different
+/// times: the client's messages after the last of the server's read are left out, not counted
+/// as missing from it.
 fn follow(
     client: impl Iterator<Item = Msg>,
     server: impl Iterator<Item = Msg>,
     dialect: Option<log::Dialect>,
     options: Options,
+    stopped: &dyn Fn() -> bool,
 ) -> Followed {
     let (mut client, mut server) = (client.peekable(), server.peekable());
     let (Some(c), Some(s), Some(dialect)) = (client.peek(), server.peek(), dialect) else {
@@ -230,7 +242,7 @@ fn follow(
     });
     let mut frames = stages::Frames::default();
     let mut titles = Titles::default();
-    let tally = join::follow(client, server, options.window_us, |m, found| {
+    let tally = join::follow(client, server, options.window_us, stopped, |m, found| {
         frames.message(m, found.map(|f| f.at_us));
         titles.message(m);
     });
@@ -305,6 +317,12 @@ fn conclude(
         shift_us,
     };
     let mut notes = notes(client, server, &frames, &joined, clock_id);
+    if tally.cut > 0 {
+        notes.push(format!(
+            "{}: {} messages read after the last of {}'s (the reads were stopped) are left out",
+            client.file, tally.cut, server.file
+        ));
+    }
     notes.extend(timeline_note);
     Ok(Analysis {
         frames,
