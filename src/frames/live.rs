@@ -326,11 +326,16 @@ pub fn frames(events: &[Event], pid: u32) -> Built {
             .filter(|&k| walk.commits[k].surface == *surface)
             .collect();
         let at: Vec<i64> = dispatched.iter().map(|&k| walk.commits[k].at).collect();
-        let skip = shift(sends, &at);
-        before += skip as u64;
-        for (&k, &s) in dispatched[skip..].iter().zip(sends) {
-            walk.commits[k].sent = Some(s);
-            found += 1;
+        for (d, s) in pair(sends, &at).into_iter().enumerate() {
+            match s {
+                Some(s) => {
+                    walk.commits[dispatched[d]].sent = Some(s);
+                    found += 1;
+                }
+                // a dispatch before the first send seen: sent before tracing began
+                None if found == 0 => before += 1,
+                None => {}
+            }
         }
     }
     let total = sent.values().map(|v| v.len() as u64).sum();
@@ -348,14 +353,29 @@ pub fn frames(events: &[Event], pid: u32) -> Built {
     }
 }
 
-/// How many of the compositor's dispatches (`dispatched`, in order) come before the client's
-/// first traced commit (`sent`, in order): the fewest that leave every commit sent no later
-/// than it was dispatched. Dispatches of commits sent before tracing began lead the
-/// compositor's list; commits sent as tracing stopped may trail the client's.
-fn shift(sent: &[i64], dispatched: &[i64]) -> usize {
-    (0..=dispatched.len())
-        .find(|&k| sent.iter().zip(&dispatched[k..]).all(|(s, d)| s <= d))
-        .unwrap_or(dispatched.len())
+/// The send (`sent`, in order) of each of a surface's dispatched commits (`dispatched`, in
+/// order): the earliest not yet paired that was sent after the surface's previous dispatch and
+/// no later than this one. A dispatch with no send in its stretch was sent before tracing
+/// began, or its send was lost (bpftrace says `Lost`), and is left unpaired. So a lost event
+/// costs at most its own frame and the next, never the pairing of those after it (a lost
+/// dispatch leaves two sends in the next one's stretch: the earlier is taken, one frame off).
+/// A client that sends a commit before its previous one is dispatched (several in flight) has
+/// that commit left unpaired, and counted as such: frame-paced clients do not.
+fn pair(sent: &[i64], dispatched: &[i64]) -> Vec<Option<i64>> {
+    let mut next = 0;
+    let mut previous = i64::MIN;
+    dispatched
+        .iter()
+        .map(|&d| {
+            while next < sent.len() && sent[next] <= previous {
+                next += 1;
+            }
+            previous = d;
+            let s = sent.get(next).copied().filter(|&s| s <= d)?;
+            next += 1;
+            Some(s)
+        })
+        .collect()
 }
 
 /// The frame of a dispatched commit whose sending was seen.
@@ -967,14 +987,20 @@ mod tests {
     }
 
     #[test]
-    fn the_shift_is_the_fewest_leading_dispatches_that_leave_no_commit_dispatched_before_sent() {
-        assert_eq!(shift(&[10, 26], &[5, 11, 27]), 1);
-        assert_eq!(shift(&[10, 26], &[11, 27]), 0);
+    fn each_dispatch_takes_the_send_since_the_previous_dispatch_and_a_lost_event_costs_one_frame() {
+        // a dispatch of a commit sent before tracing began, then two frames
+        assert_eq!(pair(&[10, 26], &[5, 11, 27]), [None, Some(10), Some(26)]);
         // the client's last commit still in flight
-        assert_eq!(shift(&[10, 26, 42], &[11, 27]), 0);
-        assert_eq!(shift(&[10], &[]), 0);
-        // two commits sent before one dispatch: both still dispatched after their sending
-        assert_eq!(shift(&[10, 11], &[12, 13]), 0);
+        assert_eq!(pair(&[10, 26, 42], &[11, 27]), [Some(10), Some(26)]);
+        assert_eq!(pair(&[10], &[]), []);
+        // the send of the second frame lost: its dispatch has none, the third is paired
+        assert_eq!(pair(&[10, 42], &[11, 27, 43]), [Some(10), None, Some(42)]);
+        // the dispatch of the second frame lost: the third dispatch takes the second send (one
+        // frame off), and the fourth its own
+        assert_eq!(
+            pair(&[10, 26, 42, 58], &[11, 43, 59]),
+            [Some(10), Some(26), Some(58)]
+        );
     }
 
     #[test]
