@@ -1538,3 +1538,44 @@ fn frames_reads_long_logs_in_memory_that_follows_the_frames_not_the_bytes() {
         "{small_rss} KiB for {small_bytes} bytes, {rss} KiB for {bytes} bytes"
     );
 }
+
+#[test]
+fn a_client_idle_for_twenty_minutes_while_the_compositor_serves_another_holds_none_of_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let stamp = |us: u64| format!("[{:7}.{:03}]", us / 1_000, us % 1_000);
+    let t0 = 1_000_000_000;
+    let mut server = format!("{} wl_surface@3.commit()\n", stamp(t0 + 100));
+    let mut t = t0 + 1_000;
+    // another client's damage every half millisecond for 20 minutes: 2.4 million messages
+    for _ in 0..2_400_000 {
+        server.push_str(&stamp(t));
+        server.push_str(" wl_surface@7.damage(0, 0, 100, 100)\n");
+        t += 500;
+    }
+    server.push_str(&format!("{} wl_surface@3.commit()\n", stamp(t + 100)));
+    let client = format!(
+        "{}  -> wl_surface@3.commit()\n{}  -> wl_surface@3.commit()\n",
+        stamp(t0),
+        stamp(t)
+    );
+    let c = util::write(dir.path(), "client.log", client.as_bytes());
+    let s = util::write(dir.path(), "server.log", server.as_bytes());
+    let args = [
+        "frames",
+        "-f",
+        "json",
+        c.to_str().unwrap(),
+        s.to_str().unwrap(),
+    ];
+    let (code, err, rss) = run_measured(dir.path(), &args);
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("stdout.txt")).unwrap()).unwrap();
+    assert_eq!(doc["frames"]["joined"]["requests_found"], 2);
+    // the server's messages are forgotten as they are read: far less held than read
+    assert!(
+        (rss as usize) * 1024 < server.len() / 3,
+        "{rss} KiB for {} bytes",
+        server.len()
+    );
+}

@@ -259,6 +259,15 @@ fn follow_in(
             last_us.saturating_add(window_us.saturating_mul(stretch.ahead)),
         );
         c.fill_to(ahead + KEEP);
+        // what the stretch's events can be sent at, at the earliest: the server messages before
+        // it are forgotten as they are read (a client idle for an hour while the compositor
+        // serves others holds none of that hour)
+        let from_us = (next..hi)
+            .map(|g| c.msgs[g - c.base].at_us)
+            .min()
+            .unwrap_or(0)
+            .saturating_sub(window_us);
+        s.skip_to(from_us, &mut taken);
         let ahead_us = (next..ahead)
             .map(|g| c.msgs[g - c.base].at_us)
             .max()
@@ -381,6 +390,20 @@ impl<I: Iterator<Item = Msg>> Buffer<I> {
         for _ in 0..KEEP {
             if !self.pull() {
                 break;
+            }
+        }
+    }
+
+    /// Reads on to the first message stamped at `us` or later, forgetting all but [`KEEP`] of
+    /// those before it as it goes (and their `taken` flags, which follow `msgs` from the front).
+    fn skip_to(&mut self, us: i64, taken: &mut VecDeque<bool>) {
+        loop {
+            let before = self.msgs.partition_point(|m| m.at_us < us);
+            let drop = before.saturating_sub(KEEP);
+            self.drop_before(self.base + drop);
+            taken.drain(..drop.min(taken.len()));
+            if before < self.msgs.len() || !self.pull() {
+                return;
             }
         }
     }
