@@ -3,8 +3,8 @@
 //! A client's log and its compositor's cover the same stretch of time, and the join looks only
 //! a window either side of each message ([`super::join::follow`]). So each log is read on a
 //! thread of its own, handing its messages on a few thousand at a time through a channel that
-//! holds two such batches at most, and the join takes them as it needs them: memory follows
-//! the window (and the frames found), not the length of the logs.
+//! holds one such batch (a reader blocks while it is full), and the join takes them as it needs
+//! them: memory follows the window (and the frames found), not the length of the logs.
 
 use std::io::Read;
 use std::sync::mpsc::{Receiver, sync_channel};
