@@ -1413,6 +1413,24 @@ fn compare_plot_and_report_refuse_an_hdr_inconsistent_with_its_count_as_merge_do
     }
 }
 
+/// `latscope frames -f json` on the logs `client` and `server` (written to `dir`), which must
+/// succeed: its document and its peak RSS in KiB.
+fn frames_measured(dir: &std::path::Path, client: &str, server: &str) -> (serde_json::Value, i64) {
+    let c = util::write(dir, "client.log", client.as_bytes());
+    let s = util::write(dir, "server.log", server.as_bytes());
+    let args = [
+        "frames",
+        "-f",
+        "json",
+        c.to_str().unwrap(),
+        s.to_str().unwrap(),
+    ];
+    let (code, err, rss) = run_measured(dir, &args);
+    assert_eq!(code, Some(0), "{err}");
+    let doc = serde_json::from_slice(&std::fs::read(dir.join("stdout.txt")).unwrap()).unwrap();
+    (doc, rss)
+}
+
 /// The committed weston run (tests/data/frames) `copies` times over, each copy's stamps (and
 /// display times) moved past the last: (client log, server log).
 fn repeated_frames_run(copies: i64) -> (String, String) {
@@ -1486,20 +1504,8 @@ fn frames_reads_long_logs_in_memory_that_follows_the_frames_not_the_bytes() {
     let mut figures = Vec::new();
     for copies in [40, 400] {
         let (client, server) = repeated_frames_run(copies);
-        let c = util::write(dir.path(), "client.log", client.as_bytes());
-        let s = util::write(dir.path(), "server.log", server.as_bytes());
         let bytes = (client.len() + server.len()) as i64;
-        let args = [
-            "frames",
-            "-f",
-            "json",
-            c.to_str().unwrap(),
-            s.to_str().unwrap(),
-        ];
-        let (code, err, rss) = run_measured(dir.path(), &args);
-        assert_eq!(code, Some(0), "{err}");
-        let doc: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.path().join("stdout.txt")).unwrap()).unwrap();
+        let (doc, rss) = frames_measured(dir.path(), &client, &server);
         let p50 = |name: &str| {
             let s = doc["spans"]
                 .as_array()
@@ -1558,19 +1564,7 @@ fn a_client_idle_for_twenty_minutes_while_the_compositor_serves_another_holds_no
         stamp(t0),
         stamp(t)
     );
-    let c = util::write(dir.path(), "client.log", client.as_bytes());
-    let s = util::write(dir.path(), "server.log", server.as_bytes());
-    let args = [
-        "frames",
-        "-f",
-        "json",
-        c.to_str().unwrap(),
-        s.to_str().unwrap(),
-    ];
-    let (code, err, rss) = run_measured(dir.path(), &args);
-    assert_eq!(code, Some(0), "{err}");
-    let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("stdout.txt")).unwrap()).unwrap();
+    let (doc, rss) = frames_measured(dir.path(), &client, &server);
     assert_eq!(doc["frames"]["joined"]["requests_found"], 2);
     // the server's messages are forgotten as they are read: far less held than read
     assert!(

@@ -27,9 +27,12 @@ use std::ops::Range;
 
 use rustc_hash::FxHashMap;
 
-use super::log::{Log, Msg};
+#[cfg(test)]
+use super::log::Log;
+use super::log::Msg;
 
-/// How the client's messages were found in the server log.
+/// How the client's messages were found in the server log (by [`join`], for tests).
+#[cfg(test)]
 #[derive(Debug, Clone, Default)]
 pub struct Join {
     /// per client message, the index of the server message it is
@@ -60,6 +63,7 @@ pub struct Gap {
     pub lines: (u64, u64),
 }
 
+#[cfg(test)]
 impl Join {
     /// Client messages found, of all.
     pub fn found(&self) -> (u64, u64) {
@@ -72,6 +76,7 @@ impl Join {
 
 /// Finds the messages of `client` in `server` (both on one time scale), each no further than
 /// `window_us` from its counterpart: [`follow`] over two whole logs, every match kept.
+#[cfg(test)]
 pub fn join(client: &Log, server: &Log, window_us: i64) -> Join {
     let mut matched = Vec::with_capacity(client.messages.len());
     let tally = follow(

@@ -29,7 +29,7 @@
 //! join had to align messages; it is tied to the layout of 1.21 ([`layout_checked`]).
 //!
 //! The program is pure text ([`program`]), its lines pure data ([`parse`]), and the frames are
-//! built from a list of events ([`frames`]) the way [`super::stages::frames`] builds them from
+//! built from a list of events ([`frames`]) the way [`super::stages::Frames`] builds them from
 //! logs, into the same [`Frame`]s, stamped in nanoseconds.
 
 use std::fmt::Write as _;
@@ -303,7 +303,7 @@ impl Walk {
 /// The compositor's events say which callbacks and feedbacks belong to which commit (those
 /// asked for a surface since its last commit, as in the logs) and what was answered; the
 /// client's commits of each surface are the compositor's in order, the first few of the
-/// compositor's possibly sent before tracing began ([`shift`]); the client's dispatch of an
+/// compositor's possibly sent before tracing began ([`pair`]); the client's dispatch of an
 /// answer is the first after the compositor sent it on that id (an id is reused only after the
 /// client has dispatched the answer and the compositor's `delete_id`).
 pub fn frames(events: &[Event], pid: u32) -> Built {

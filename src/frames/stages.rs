@@ -7,8 +7,11 @@
 //! its sender marshalled it and where its receiver dispatched it, an event's likewise, so a
 //! stage includes the time a message waited in a socket or a queue.
 
+#[cfg(test)]
 use super::join::Join;
-use super::log::{Log, Msg};
+#[cfg(test)]
+use super::log::Log;
+use super::log::Msg;
 
 /// The stages, in their order along a frame's path, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -257,7 +260,8 @@ impl Frame {
 }
 
 /// The frames of the client log, in the order of their commits, and the presentation clock the
-/// client was told (`wp_presentation.clock_id`).
+/// client was told (`wp_presentation.clock_id`), from a whole-log join (for tests).
+#[cfg(test)]
 pub fn frames(client: &Log, server: &Log, join: &Join) -> (Vec<Frame>, Option<u32>) {
     let mut builder = Frames::default();
     for (i, m) in client.messages.iter().enumerate() {

@@ -220,20 +220,14 @@ impl Backend for Fake {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Config, Kernel, Launch, Pattern, Stage, SyncMode, run};
+    use super::super::{Config, Launch, Pattern, Stage, run};
     use super::*;
 
     fn config(pattern: Pattern, spacing_ns: u64, requests: u64) -> Config {
         Config {
             pattern,
             spacing_ns,
-            streams: 1,
-            burst: 1,
-            kernel: Kernel::Nop,
-            launch: Launch::Stream,
-            sync: SyncMode::Spin,
-            requests,
-            warmup: 3,
+            ..Config::isolated(requests, 3)
         }
     }
 

@@ -237,6 +237,22 @@ pub fn record_bytes(kernel: Kernel) -> u64 {
 }
 
 impl Config {
+    /// For tests: `requests` (after `warmup`) isolated nop kernels on one stream, spinning.
+    #[cfg(test)]
+    pub(crate) fn isolated(requests: u64, warmup: u64) -> Config {
+        Config {
+            pattern: Pattern::Isolated,
+            spacing_ns: 0,
+            streams: 1,
+            burst: 1,
+            kernel: Kernel::Nop,
+            launch: Launch::Stream,
+            sync: SyncMode::Spin,
+            requests,
+            warmup,
+        }
+    }
+
     /// Refuses what the lab cannot run or should not (each message names its limit).
     pub fn check(&self) -> Result<(), String> {
         let too = |what: &str, v: u64, max: u64| -> Result<(), String> {
@@ -491,17 +507,7 @@ mod tests {
     use super::*;
 
     fn config() -> Config {
-        Config {
-            pattern: Pattern::Isolated,
-            spacing_ns: 0,
-            streams: 1,
-            burst: 1,
-            kernel: Kernel::Nop,
-            launch: Launch::Stream,
-            sync: SyncMode::Spin,
-            requests: 100,
-            warmup: 10,
-        }
+        Config::isolated(100, 10)
     }
 
     #[test]

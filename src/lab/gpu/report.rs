@@ -196,21 +196,11 @@ pub fn markdown(doc: &LabGpuDoc, unit: Unit) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::fake::{Fake, FakeParams};
-    use super::super::{Backend, Kernel, Launch, Pattern, SyncMode, run};
+    use super::super::{Backend, run};
     use super::*;
 
     fn doc() -> LabGpuDoc {
-        let config = Config {
-            pattern: Pattern::Isolated,
-            spacing_ns: 0,
-            streams: 1,
-            burst: 1,
-            kernel: Kernel::Nop,
-            launch: Launch::Stream,
-            sync: SyncMode::Spin,
-            requests: 4,
-            warmup: 0,
-        };
+        let config = Config::isolated(4, 0);
         let mut fake = Fake::new(FakeParams::default());
         let outcome = run(&mut fake, &config, None).unwrap();
         LabGpuDoc::new(device(&fake.info()), false, vec![row(&config, &outcome)])
