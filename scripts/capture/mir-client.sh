@@ -7,6 +7,12 @@
 # Mir with WAYLAND_DEBUG=1.
 # CLIENT_OUT.log gets the client's stderr; SERVER_OUT.log gets miral-shell's
 # stderr (protocol lines plus Mir's warnings, which are not protocol lines).
+# With MIR_TRACE=FILE, Mir's own compositor events are recorded too: an LTTng userspace
+# session of our own lttng-sessiond (LTTNG_HOME in the private work dir), started before Mir
+# so that Mir registers with it, records mir_server_wayland:* (each commit's buffer) and,
+# with --compositor-report=lttng (libmirserverlttng.so, package mir-test-tools),
+# mir_server_compositor:* (each composition); FILE gets babeltrace2's text of the trace, the
+# input of `latscope frames CLIENT SERVER FILE`.
 # Exits 0 only if both logs contain wl_surface commit lines.
 set -euo pipefail
 
@@ -28,11 +34,39 @@ lc_client_cmd "$client" "$secs"
 host=latscope-weston-$$
 nested=latscope-mir-$$
 lc_start_weston "$host"
+if [[ -n ${MIR_TRACE:-} ]]; then
+    mir_trace=$(abspath "$MIR_TRACE")
+    lc_need lttng-sessiond
+    lc_need lttng
+    lc_need babeltrace2
+    ls /usr/lib/*/mir/tools/libmirserverlttng.so >/dev/null 2>&1 ||
+        lc_die "libmirserverlttng.so not found (Debian package mir-test-tools)"
+    export MIR_EXTRA_ARGS="${MIR_EXTRA_ARGS:-} --compositor-report=lttng"
+    export LTTNG_HOME=$LC_WORK_DIR/lttng-home
+    mkdir -m 0700 "$LTTNG_HOME"
+    lttng_dir=$LC_WORK_DIR/lttng-trace
+    lc_spawn lttng-sessiond "$LC_WORK_DIR/lttng.stdout" "$LC_WORK_DIR/lttng.stderr" lttng-sessiond --no-kernel
+    for ((i = 0; i < 100; i++)); do
+        lttng list >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    lttng create "latscope-$$" --output="$lttng_dir" >&2
+    lttng enable-event -u 'mir_server_compositor:*,mir_server_wayland:*' >&2
+    lttng add-context -u -t vtid >&2
+    lttng start >&2
+fi
 lc_start_mir "$nested" "$host" "$sout"
 lc_run_client "$nested" "$cout" "$secs" "${LC_CLIENT_CMD[@]}"
 # Stop Mir (then weston) so the server log is complete before checking it.
 lc_stop_pid "$MIR_PID" miral-shell
 lc_stop_pid "$WESTON_PID" weston
+if [[ -n ${MIR_TRACE:-} ]]; then
+    lttng stop >&2
+    lttng destroy "latscope-$$" >&2
+    babeltrace2 "$lttng_dir" >"$mir_trace"
+    grep -q "mir_server_compositor:began_frame" "$mir_trace" ||
+        lc_die "$mir_trace: no mir_server_compositor event (did Mir load libmirserverlttng.so?)"
+fi
 lc_check_log "$cout"
 lc_check_log "$sout"
 exit 0

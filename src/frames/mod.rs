@@ -418,6 +418,9 @@ fn with_timeline(
         });
     }
     o.estimate_ns = o.high_ns;
+    for f in frames.iter_mut() {
+        f.repaint = f.repaint.map(|r| r.moved(o.estimate_ns));
+    }
     Ok((Some(o), None))
 }
 
@@ -638,7 +641,7 @@ impl Analysis {
         for f in self.frames.iter().take(most) {
             for stage in Stage::ALL {
                 let (Some(latency), Some(start)) =
-                    (f.stage_ns(stage, offset), f.stage_start_ns(stage, offset))
+                    (f.stage_ns(stage, offset), f.stage_start_ns(stage))
                 else {
                     continue;
                 };

@@ -188,7 +188,39 @@ pub struct Frame {
     /// its presentation feedback
     pub feedback: Feedback,
     /// the repaint that showed it, from a compositor timeline
-    pub repaint: Option<super::timeline::Repaint>,
+    pub repaint: Option<Repaint>,
+}
+
+/// A frame's repaint, as the compositor's own timeline saw it, in ns on the logs' clock
+/// (the timeline's clock mapped onto it): weston's `timeline` scope ([`super::timeline`]) or
+/// Mir's LTTng trace ([`super::mir`]). Each keeps its own nanoseconds, so that the differences
+/// between them are the timeline's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repaint {
+    /// the frame's commit as the compositor took it (weston's `core_commit_damage`, Mir's
+    /// `buffer_committed`), when it was found
+    pub commit_ns: Option<i128>,
+    /// the repaint that showed it began (weston's `core_repaint_begin`, Mir's `began_frame`)
+    pub begin_ns: i128,
+    /// it was handed to the display (weston's `core_repaint_posted`, Mir's `finished_frame`)
+    pub posted_ns: i128,
+    /// its vblank, the frame's display time (weston's `vblank_monotonic`; Mir traces none)
+    pub vblank_ns: Option<i128>,
+    /// the repaint's end (weston's `core_repaint_finished`, Mir's `finished_frame`)
+    pub finished_ns: i128,
+}
+
+impl Repaint {
+    /// The repaint `by` ns later: moved onto another clock.
+    pub fn moved(self, by: i128) -> Repaint {
+        Repaint {
+            commit_ns: self.commit_ns.map(|c| c + by),
+            begin_ns: self.begin_ns + by,
+            posted_ns: self.posted_ns + by,
+            vblank_ns: self.vblank_ns.map(|v| v + by),
+            finished_ns: self.finished_ns + by,
+        }
+    }
 }
 
 impl Frame {
@@ -219,30 +251,32 @@ impl Frame {
                 let r = self.repaint?;
                 let commit = match r.commit_ns {
                     Some(commit) => commit,
-                    None => i128::from(self.commit.server_ns?) - offset_ns?,
+                    None => i128::from(self.commit.server_ns?),
                 };
                 i64::try_from(r.begin_ns - commit).ok()
             }
             Stage::Repaint => self
                 .repaint
                 .and_then(|r| i64::try_from(r.posted_ns - r.begin_ns).ok()),
-            Stage::RepaintToVblank => self
-                .repaint
-                .and_then(|r| i64::try_from(r.vblank_ns - r.posted_ns).ok()),
+            Stage::RepaintToVblank => {
+                let r = self.repaint?;
+                i64::try_from(r.vblank_ns? - r.posted_ns).ok()
+            }
         }
     }
 }
 
 impl Frame {
-    /// Where `stage` starts, ns on the logs' clock (`None`: not measured for this frame), the
-    /// presentation clock mapped onto it with `offset_ns`. The timeline's stamps keep their
-    /// nanoseconds, so that each of its stages starts exactly where the one before it ends.
-    pub fn stage_start_ns(&self, stage: Stage, offset_ns: Option<i128>) -> Option<i64> {
-        let on_logs = |ns: i128| i64::try_from(ns + offset_ns?).ok();
+    /// Where `stage` starts, ns on the logs' clock (`None`: not measured for this frame). The
+    /// timeline's stamps keep their nanoseconds, so that each of its stages starts exactly
+    /// where the one before it ends.
+    pub fn stage_start_ns(&self, stage: Stage) -> Option<i64> {
+        let on_logs = |ns: i128| i64::try_from(ns).ok();
         match stage {
-            // from the commit's damage where the timeline gave it, as its value is
+            // from the commit as the compositor took it, where the timeline gave it, as its
+            // value is
             Stage::CompositorToRepaint => match self.repaint?.commit_ns {
-                Some(damage) => on_logs(damage),
+                Some(commit) => on_logs(commit),
                 None => self.commit.server_ns,
             },
             Stage::Repaint => on_logs(self.repaint?.begin_ns),
@@ -513,13 +547,13 @@ mod tests {
                 refresh_ns: 16_666_667,
                 seq: 0,
             }),
-            repaint: Some(super::super::timeline::Repaint {
-                commit_ns: commit_ns.map(on_presentation),
+            repaint: Some(Repaint {
+                commit_ns: commit_ns.map(|us| us * 1_000),
                 // the timeline's own nanoseconds
-                begin_ns: on_presentation(30_000) + 123,
-                posted_ns: on_presentation(31_000) + 456,
-                vblank_ns: on_presentation(41_000),
-                finished_ns: on_presentation(41_100),
+                begin_ns: 30_000_123,
+                posted_ns: 31_000_456,
+                vblank_ns: Some(41_000_000),
+                finished_ns: 41_100_000,
             }),
         };
         (frame, offset)
@@ -531,7 +565,7 @@ mod tests {
         for damage in [None, Some(1_040i64), Some(1_500)] {
             let (f, offset) = whole_frame(damage.map(i128::from));
             for (first, then) in Stage::FOLLOWS {
-                let start = |s| f.stage_start_ns(s, Some(offset)).unwrap();
+                let start = |s| f.stage_start_ns(s).unwrap();
                 let end = start(first) + f.stage_ns(first, Some(offset)).unwrap();
                 let name = format!("{damage:?}: {} then {}", first.name(), then.name());
                 match (then, damage) {

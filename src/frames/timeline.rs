@@ -22,6 +22,8 @@ use crate::ingest::drive::{Drive, LineFormat, drive};
 use crate::ingest::lines::Line;
 use crate::ingest::source::Stream;
 
+use super::stages::Repaint;
+
 /// What a timeline event is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -169,24 +171,10 @@ fn time_ns(v: &serde_json::Value) -> Option<i128> {
     (nsec < 1_000_000_000).then(|| i128::from(sec) * 1_000_000_000 + i128::from(nsec))
 }
 
-/// A frame's repaint, as the timeline saw it (ns on the presentation clock).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repaint {
-    /// the frame's `core_commit_damage`, when it was found
-    pub commit_ns: Option<i128>,
-    /// `core_repaint_begin` of the repaint that showed it
-    pub begin_ns: i128,
-    /// its `core_repaint_posted`
-    pub posted_ns: i128,
-    /// its vblank (the frame's display time)
-    pub vblank_ns: i128,
-    /// its `core_repaint_finished`
-    pub finished_ns: i128,
-}
-
 /// The repaint whose vblank is the `k`-th `core_repaint_finished` (an index into
 /// `timeline.events`): it and the `core_repaint_begin` and `core_repaint_posted` before it on its
-/// output, moved onto the presentation clock by `mono_minus_presentation_ns`.
+/// output, moved onto the presentation clock by `mono_minus_presentation_ns` (the caller moves
+/// it on to the logs' clock once the presentation clock's offset is known).
 pub fn repaint_at(
     timeline: &Timeline,
     at: usize,
@@ -207,7 +195,7 @@ pub fn repaint_at(
                     commit_ns: None,
                     begin_ns: on_presentation(e.t_ns),
                     posted_ns: on_presentation(p),
-                    vblank_ns: on_presentation(finished.vblank_ns?),
+                    vblank_ns: Some(on_presentation(finished.vblank_ns?)),
                     finished_ns: on_presentation(finished.t_ns),
                 });
             }
@@ -342,7 +330,12 @@ mod tests {
         let r = repaint_at(&t, at, c).unwrap();
         assert_eq!(
             (r.begin_ns, r.posted_ns, r.vblank_ns, r.finished_ns),
-            (8_000_300_000, 8_000_900_000, 8_016_899_000, 8_016_900_000)
+            (
+                8_000_300_000,
+                8_000_900_000,
+                Some(8_016_899_000),
+                8_016_900_000
+            )
         );
         assert_eq!(nearest(&v, 5), None);
     }
