@@ -1211,3 +1211,273 @@ fn a_timeline_of_another_run_is_refused() {
         stderr(&out)
     );
 }
+
+/// The Mir run captured with its LTTng trace.
+fn mir_traced_run() -> [PathBuf; 3] {
+    ["client.log", "server.log", "trace.txt"].map(|k| frames_data(&format!("mir-traced.{k}")))
+}
+
+/// The wall time babeltrace2 printed (`[HH:MM:SS.nnnnnnnnn]`, UTC, on the capture's day
+/// 2026-12-08) as the logs stamp it: µs of `CLOCK_REALTIME` modulo 2^32, in ns.
+fn wall_as_logged_ns(line: &str) -> i64 {
+    let hms = &line[1..19];
+    let (h, m, s) = (&hms[0..2], &hms[3..5], &hms[6..]);
+    let (sec, nsec) = s.split_once('.').unwrap();
+    let of_day = (h.parse::<i64>().unwrap() * 3600
+        + m.parse::<i64>().unwrap() * 60
+        + sec.parse::<i64>().unwrap())
+        * 1_000_000_000
+        + nsec.parse::<i64>().unwrap();
+    // 2026-12-08T00:00:00Z
+    let day_us: i64 = 1_796_688_000 * 1_000_000;
+    let ns = day_us * 1_000 + of_day;
+    (ns / 1_000).rem_euclid(1 << 32) * 1_000 + ns % 1_000
+}
+
+/// The trace's time of day, ns (what latscope reads of it).
+fn of_day_ns(line: &str) -> i64 {
+    let hms = &line[1..19];
+    let (sec, nsec) = hms[6..].split_once('.').unwrap();
+    (hms[0..2].parse::<i64>().unwrap() * 3600
+        + hms[3..5].parse::<i64>().unwrap() * 60
+        + sec.parse::<i64>().unwrap())
+        * 1_000_000_000
+        + nsec.parse::<i64>().unwrap()
+}
+
+/// Per client commit line (client log) that Mir's trace shows composed: `(compositor_to_repaint,
+/// repaint)` read here from the trace's text, each commit found by LTTng's own wall clock (the
+/// first `buffer_committed` of the client's connection from 50 µs before to 5 ms after the
+/// commit's dispatch in the server log; the connection is the one most often found within
+/// 200 µs after), not by latscope's line-up.
+fn mir_stages_by_wall_clock(
+    client: &Path,
+    server: &Path,
+    trace: &Path,
+) -> BTreeMap<u64, (i64, i64)> {
+    let trace = std::fs::read_to_string(trace).unwrap();
+    // a payload field: after `{ ` or `, ` (`id` is not `vtid`)
+    let field = |line: &str, key: &str| -> Option<String> {
+        let rest = [format!("{{ {key} = "), format!(", {key} = ")]
+            .iter()
+            .find_map(|k| line.split(k.as_str()).nth(1))?;
+        Some(rest.split([',', ' ', '}']).next()?.to_string())
+    };
+    // (wall as logged, of day, buffer) of each commit; per buffer, its first composition
+    let mut commits = Vec::new();
+    let (mut open, mut shown): (BTreeMap<String, i64>, BTreeMap<u64, (i64, String)>) =
+        Default::default();
+    let mut finished: BTreeMap<(String, i64), i64> = BTreeMap::new();
+    for line in trace.lines() {
+        if line.contains("_buffer_committed:") {
+            let b: u64 = field(line, "buffer_id").unwrap().parse().unwrap();
+            let client = field(line, "client").unwrap();
+            commits.push((wall_as_logged_ns(line), of_day_ns(line), b, client));
+        } else if line.contains(":began_frame:") {
+            open.insert(field(line, "id").unwrap(), of_day_ns(line));
+        } else if line.contains(":buffers_in_frame:") {
+            let id = field(line, "id").unwrap();
+            let ids = line.split("buffer_ids = [").nth(1).unwrap();
+            for b in ids.split("] = ").skip(1) {
+                let b: u64 = b.split([',', ' ']).next().unwrap().parse().unwrap();
+                shown.entry(b).or_insert((open[&id], id.clone()));
+            }
+        } else if line.contains(":finished_frame:") {
+            let id = field(line, "id").unwrap();
+            finished.insert((id.clone(), open[&id]), of_day_ns(line));
+        }
+    }
+    // the client's commits, by their line, and their dispatch in the server log (the logs'
+    // µs stamps; the client's commits in order are the server's commits of its surface)
+    let client_text = std::fs::read_to_string(client).unwrap();
+    let client_commits: Vec<u64> = client_text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("-> wl_surface@3.commit()"))
+        .map(|(i, _)| i as u64 + 1)
+        .collect();
+    let doc = frames_json(client, server);
+    let dispatched: BTreeMap<u64, i64> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["span"] == "commit_to_compositor")
+        .map(|r| {
+            let end = r["start_ns"].as_i64().unwrap() + r["latency_ns"].as_i64().unwrap();
+            (r["frame"].as_u64().unwrap(), end)
+        })
+        .collect();
+    let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+    for d in dispatched.values() {
+        if let Some((.., client)) = commits
+            .iter()
+            .find(|(wall, ..)| (0..200_000).contains(&(wall - d)))
+        {
+            *votes.entry(client.as_str()).or_default() += 1;
+        }
+    }
+    let ours = votes.iter().max_by_key(|(_, n)| **n).unwrap().0.to_string();
+    let mut out = BTreeMap::new();
+    for line in client_commits {
+        let Some(&d) = dispatched.get(&line) else {
+            continue;
+        };
+        let Some(&(_, c_of_day, b, _)) = commits.iter().find(|(wall, .., client)| {
+            *client == ours && (-50_000..5_000_000).contains(&(wall - d))
+        }) else {
+            continue;
+        };
+        let Some((began, id)) = shown.get(&b) else {
+            continue;
+        };
+        let Some(end) = finished.get(&(id.clone(), *began)) else {
+            continue;
+        };
+        out.insert(line, (began - c_of_day, end - began));
+    }
+    out
+}
+
+#[test]
+fn mir_s_trace_splits_the_compositor_s_part_as_its_own_events_say_frame_by_frame() {
+    let [client, server, trace] = mir_traced_run();
+    let with = frames_json_of(&[&client, &server, &trace]);
+    let without = frames_json(&client, &server);
+    // the logs' stages are the same
+    for stage in ["commit_to_compositor", "compositor_to_frame_done"] {
+        assert_eq!(stages(&with)[stage], stages(&without)[stage], "{stage}");
+    }
+    // each frame's compositor_to_repaint and repaint are the trace's own, found by its wall
+    // clock here
+    let want = mir_stages_by_wall_clock(&client, &server, &trace);
+    let mut got: BTreeMap<u64, (i64, i64)> = BTreeMap::new();
+    for r in with["records"].as_array().unwrap() {
+        let (frame, ns) = (
+            r["frame"].as_u64().unwrap(),
+            r["latency_ns"].as_i64().unwrap(),
+        );
+        match r["span"].as_str().unwrap() {
+            "compositor_to_repaint" => got.entry(frame).or_default().0 = ns,
+            "repaint" => got.entry(frame).or_default().1 = ns,
+            _ => {}
+        }
+    }
+    assert!(want.len() > 60, "{} frames composed", want.len());
+    assert_eq!(got, want);
+    assert!(!stages(&with).contains_key("repaint_to_vblank"));
+    // the clock: LTTng's own mapping (its wall time) lies within the interval found from the
+    // data, whose lower edge is µs from it
+    let o = &with["frames"]["timeline_offset"];
+    let edge = |k: &str| o[k].as_i64().unwrap();
+    let first = std::fs::read_to_string(&trace).unwrap();
+    let line = first
+        .lines()
+        .find(|l| l.contains("_buffer_committed:"))
+        .unwrap();
+    let lttng = wall_as_logged_ns(line) - of_day_ns(line);
+    assert!(
+        edge("low_ns") <= lttng && lttng <= edge("high_ns"),
+        "LTTng's offset {lttng} outside [{}, {}]",
+        edge("low_ns"),
+        edge("high_ns")
+    );
+    assert!(
+        lttng - edge("estimate_ns") < 100_000,
+        "{lttng} vs {}",
+        edge("estimate_ns")
+    );
+    assert!(edge("bound_ns") < 10_000_000, "bound {}", edge("bound_ns"));
+    let notes = with["warnings"].to_string();
+    assert!(notes.contains("Mir traces no vblank"), "{notes}");
+}
+
+#[test]
+fn mir_s_trace_exports_to_perfetto_as_the_compositor_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = frames_json_of(&mir_traced_run().each_ref().map(PathBuf::as_path));
+    let Some((per_side, _)) = assert_frames_export(dir.path(), &doc) else {
+        return;
+    };
+    let s = stages(&doc);
+    let count = |k: &str| s.get(k).map_or(0, Vec::len);
+    assert_eq!(
+        per_side["compositor timeline"],
+        count("compositor_to_repaint") + count("repaint")
+    );
+}
+
+#[test]
+fn a_mir_trace_of_another_run_is_refused_and_a_file_of_neither_compositor_too() {
+    let [_, _, trace] = mir_traced_run();
+    let (client, server) = (
+        frames_data("mir-presentation-shm.client.log"),
+        frames_data("mir.server.log"),
+    );
+    let out = run(&[
+        "frames",
+        client.to_str().unwrap(),
+        server.to_str().unwrap(),
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("is not Mir's trace of this run"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[
+        "frames",
+        client.to_str().unwrap(),
+        server.to_str().unwrap(),
+        client.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("neither weston's timeline")
+            && stderr(&out).contains("mir-presentation-shm.client.log"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_client_on_mir_traced_by_lttng_gets_mir_s_own_stages() {
+    if !stack_available()
+        || !commands_available(
+            &["lttng", "lttng-sessiond", "babeltrace2"],
+            "LTTng and babeltrace2",
+        )
+    {
+        return;
+    }
+    let _heavy = crate::util::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let [c, s, t] = ["c.log", "s.log", "t.txt"].map(|f| dir.path().join(f));
+    let out = std::process::Command::new("bash")
+        .arg(root().join("scripts/capture/mir-client.sh"))
+        .args([
+            c.to_str().unwrap(),
+            s.to_str().unwrap(),
+            "2",
+            "presentation-shm",
+        ])
+        .env("MIR_TRACE", &t)
+        .output()
+        .expect("run the capture script");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = frames_json_of(&[&c, &s, &t]);
+    let s = stages(&doc);
+    let frames = s["commit_to_compositor"].len();
+    assert!(
+        s["repaint"].len() * 2 > frames,
+        "{} of {frames} frames composed",
+        s["repaint"].len()
+    );
+    assert_eq!(s["repaint"].len(), s["compositor_to_repaint"].len());
+    let o = &doc["frames"]["timeline_offset"];
+    assert!(o["bound_ns"].as_i64().unwrap() < 50_000_000, "{o}");
+}

@@ -97,17 +97,17 @@ pub fn write(
     Ok(())
 }
 
-/// The compositor's timeline, where one is given.
+/// The compositor's own trace (weston's timeline, Mir's LTTng trace), where one is given.
 fn read_timeline(
     args: &FramesArgs,
     cancel: &latscope::ingest::Cancel,
-) -> Result<Option<frames::timeline::Timeline>> {
+) -> Result<Option<frames::CompositorTrace>> {
     let Some(path) = &args.timeline else {
         return Ok(None);
     };
     let source = Source::from_path(path);
     let stream = source.open(Some(cancel))?;
-    Ok(Some(frames::timeline::read(
+    Ok(Some(frames::read_compositor_trace(
         stream,
         &source.name(),
         Some(cancel),
@@ -194,6 +194,17 @@ fn summary_text(a: &Analysis, unit: Unit, live: bool) -> String {
             );
         }
         (None, _) => out.push_str("presentation clock: no frame was presented\n"),
+    }
+    if let Some(o) = a.timeline_offset {
+        let _ = writeln!(
+            out,
+            "compositor timeline clock: log time = its time + {} ns, within [{}, {}] ns (error bound {}, from {} frames)",
+            o.estimate_ns,
+            o.low_ns,
+            o.high_ns,
+            human_i128(o.bound_ns(), unit),
+            o.frames
+        );
     }
     out.push_str(&pacing_text(&a.pacing, unit));
     out

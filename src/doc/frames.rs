@@ -19,6 +19,10 @@ pub struct FramesSummary {
     pub clock_id: Option<u32>,
     /// where the presentation clock lies against the logs' (absent: no frame was presented)
     pub clock_offset: Option<ClockOffset>,
+    /// where the clock of the compositor's own trace lies against the logs' (`log time =
+    /// trace time + offset`; absent: no trace, or none that bounded it)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline_offset: Option<ClockOffset>,
     /// how the frames were paced on the screen
     pub pacing: Pacing,
 }
@@ -40,10 +44,12 @@ pub struct Joined {
     pub shift_us: i64,
 }
 
-/// `log time = display time + offset`, the offset somewhere in `[low_ns, high_ns]`.
+/// `log time = display time + offset` (or trace time), the offset somewhere in `[low_ns,
+/// high_ns]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ClockOffset {
-    /// the offset used (the interval's upper edge)
+    /// the offset used (the presentation clock's: the interval's upper edge; Mir's trace's:
+    /// its lower edge)
     pub estimate_ns: i64,
     /// the interval's lower edge
     pub low_ns: i64,

@@ -10,7 +10,7 @@ use std::io::Read;
 use std::sync::mpsc::{Receiver, sync_channel};
 
 use super::log::{self, Dialect, Log, Msg};
-use super::{Analysis, FramesError, Options, timeline};
+use super::{Analysis, CompositorTrace, FramesError, Options};
 use crate::ingest::Cancel;
 use crate::ingest::source::Stream;
 
@@ -27,7 +27,7 @@ pub struct Input<R> {
 pub fn analyse_streams(
     client: Input<impl Read + Send>,
     server: Input<impl Read + Send>,
-    timeline: Option<&timeline::Timeline>,
+    timeline: Option<&CompositorTrace>,
     options: Options,
     cancel: Option<&Cancel>,
 ) -> Result<Analysis, FramesError> {

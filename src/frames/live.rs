@@ -406,6 +406,8 @@ fn frame(d: &Dispatched) -> Option<Frame> {
             client_ns: sent,
             server_ns: Some(d.at),
         },
+        // no probe sees the attach: only a compositor trace links by it, and none is read live
+        attached: false,
         done: d.done.and_then(|(at, client)| {
             Some(Seen {
                 client_ns: client?,
@@ -776,6 +778,7 @@ pub fn analyse(events: &[Event], lost: u64) -> Result<super::Analysis, super::Fr
         frames,
         clock_id: built.clock_id,
         offset,
+        timeline_offset: None,
         pacing,
         joined,
         notes,

@@ -9,6 +9,9 @@
 //! mapped onto the logs' clock from the data ([`stages::clock_offset`]). [`pacing`] says which
 //! frames were shown late, and which stage ran long in each.
 //!
+//! The compositor's own events split its part further: weston's `timeline` log scope
+//! ([`timeline`]) or Mir's LTTng trace ([`mir`]), read as a [`CompositorTrace`].
+//!
 //! The logs are read through the same reading engine as every other input
 //! ([`crate::ingest::drive`]): compressed, mapped, from standard input, with Ctrl-C.
 
@@ -16,6 +19,7 @@ pub mod both;
 pub mod join;
 pub mod live;
 pub mod log;
+pub mod mir;
 pub mod pacing;
 pub mod stages;
 pub mod timeline;
@@ -55,6 +59,9 @@ pub struct Analysis {
     pub clock_id: Option<u32>,
     /// where the presentation clock lies against the logs' clock
     pub offset: Option<ClockOffset>,
+    /// where the compositor trace's clock lies against the logs' clock
+    /// (`log time = trace time + offset`), where one was used
+    pub timeline_offset: Option<ClockOffset>,
     /// the pacing
     pub pacing: pacing::Pacing,
     /// how the logs joined
@@ -127,6 +134,30 @@ pub enum FramesError {
         /// the timeline
         timeline: String,
     },
+    /// Mir's trace is not of the logs' run
+    #[error(
+        "{trace} is not Mir's trace of this run: none of its mir_server_wayland commits of a buffer lines up with the client's commits dispatched in the server log"
+    )]
+    MirTraceOfAnotherRun {
+        /// the trace
+        trace: String,
+    },
+    /// Mir's trace and the logs leave no offset
+    #[error(
+        "{trace} and the logs leave no offset for the trace's clock: a frame callback was sent before the composition that showed its buffer began (is it the trace of this run?)"
+    )]
+    MirTraceDisagrees {
+        /// the trace
+        trace: String,
+    },
+    /// the compositor trace has no event of either kind
+    #[error(
+        "{file}: neither weston's timeline (`--logger-scopes=timeline`) nor Mir's LTTng trace (babeltrace2's text of mir_server_* events) is in it"
+    )]
+    NoCompositorEvents {
+        /// the trace
+        file: String,
+    },
     /// the timeline and the logs leave no offset
     #[error(
         "{timeline} and the logs leave no offset for the presentation clock: the compositor's events cannot all lie where the logs put them (is it the timeline of this run?)"
@@ -150,13 +181,13 @@ pub fn analyse(client: Log, server: Log, options: Options) -> Result<Analysis, F
     analyse_with(client, server, None, options)
 }
 
-/// [`analyse`], with the compositor's own timeline of the same run (weston's `timeline` scope):
-/// the compositor's stages of each frame, and the presentation clock pinned closer. The logs
-/// are whole in memory; [`both::analyse_streams`] reads them as they are joined.
+/// [`analyse`], with the compositor's own trace of the same run ([`CompositorTrace`]): the
+/// compositor's stages of each frame, and (weston's) the presentation clock pinned closer. The
+/// logs are whole in memory; [`both::analyse_streams`] reads them as they are joined.
 pub fn analyse_with(
     mut client: Log,
     mut server: Log,
-    timeline: Option<&timeline::Timeline>,
+    timeline: Option<&CompositorTrace>,
     options: Options,
 ) -> Result<Analysis, FramesError> {
     check(&client, &server)?;
@@ -262,7 +293,7 @@ fn conclude(
     client: &Log,
     server: &Log,
     followed: Followed,
-    timeline: Option<&timeline::Timeline>,
+    timeline: Option<&CompositorTrace>,
 ) -> Result<Analysis, FramesError> {
     let Followed {
         mut frames,
@@ -299,9 +330,18 @@ fn conclude(
             line: frames[k].line,
         },
     })?;
-    let mut timeline_note = None;
-    if let Some(t) = timeline {
-        (offset, timeline_note) = with_timeline(title.as_ref(), &mut frames, offset, t)?;
+    let mut timeline_notes = Vec::new();
+    let mut timeline_offset = None;
+    match timeline {
+        Some(CompositorTrace::Weston(t)) => {
+            let pinned = with_timeline(title.as_ref(), &mut frames, offset, t)?;
+            (offset, timeline_offset) = (pinned.presentation, pinned.timeline);
+            timeline_notes.extend(pinned.note);
+        }
+        Some(CompositorTrace::Mir(t)) => {
+            (timeline_offset, timeline_notes) = with_mir(&mut frames, t)?;
+        }
+        None => {}
     }
     let pacing = pacing::pacing(&frames, offset.map(|o| o.estimate_ns));
     let joined = Joined {
@@ -323,11 +363,12 @@ fn conclude(
             client.file, tally.cut, server.file
         ));
     }
-    notes.extend(timeline_note);
+    notes.extend(timeline_notes);
     Ok(Analysis {
         frames,
         clock_id,
         offset,
+        timeline_offset,
         pacing,
         joined,
         notes,
@@ -346,7 +387,7 @@ fn with_timeline(
     frames: &mut [Frame],
     offset: Option<ClockOffset>,
     t: &timeline::Timeline,
-) -> Result<(Option<ClockOffset>, Option<String>), FramesError> {
+) -> Result<Pinned, FramesError> {
     let vblanks = timeline::vblanks(t);
     let displays: Vec<i128> = frames
         .iter()
@@ -360,7 +401,7 @@ fn with_timeline(
             "{}: no frame was presented, so the timeline is not used",
             t.file
         );
-        return Ok((offset, Some(note)));
+        return Ok(Pinned::not_used(offset, note));
     };
     let c = match timeline::mono_minus_presentation(&displays, &vblanks) {
         timeline::LinedUp::By(c) => c,
@@ -374,7 +415,7 @@ fn with_timeline(
                 "{}: its vblanks come at so steady a rate that which one showed a frame cannot be told: the timeline is not used",
                 t.file
             );
-            return Ok((offset, Some(note)));
+            return Ok(Pinned::not_used(offset, note));
         }
     };
     for f in frames.iter_mut() {
@@ -421,7 +462,171 @@ fn with_timeline(
     for f in frames.iter_mut() {
         f.repaint = f.repaint.map(|r| r.moved(o.estimate_ns));
     }
-    Ok((Some(o), None))
+    // log time = presentation time + o = timeline time - c + o
+    let on_timeline = ClockOffset {
+        estimate_ns: o.estimate_ns - c,
+        low_ns: o.low_ns - c,
+        high_ns: o.high_ns - c,
+        frames: o.frames,
+    };
+    Ok(Pinned {
+        presentation: Some(o),
+        timeline: Some(on_timeline),
+        note: None,
+    })
+}
+
+/// The clocks as weston's timeline left them.
+struct Pinned {
+    /// the presentation clock's offset
+    presentation: Option<ClockOffset>,
+    /// the timeline's (`CLOCK_MONOTONIC`), where it was used
+    timeline: Option<ClockOffset>,
+    /// why it was not used
+    note: Option<String>,
+}
+
+impl Pinned {
+    fn not_used(presentation: Option<ClockOffset>, note: String) -> Pinned {
+        Pinned {
+            presentation,
+            timeline: None,
+            note: Some(note),
+        }
+    }
+}
+
+/// Each frame's composition from Mir's trace ([`mir::link`]), and the trace clock's offset;
+/// notes of what was linked and what Mir's trace cannot give.
+fn with_mir(
+    frames: &mut [Frame],
+    t: &mir::Trace,
+) -> Result<(Option<ClockOffset>, Vec<String>), FramesError> {
+    let mut notes = Vec::new();
+    if t.malformed > 0 {
+        notes.push(format!(
+            "{}: {} Mir events whose fields could not be read were skipped",
+            t.file, t.malformed
+        ));
+    }
+    if t.compositions.is_empty() {
+        notes.push(format!(
+            "{}: no mir_server_compositor event: run Mir with --compositor-report=lttng (libmirserverlttng.so) for its compositions",
+            t.file
+        ));
+    }
+    let linked = match mir::link(frames, t) {
+        Ok(linked) => linked,
+        Err(mir::Unlinked::NotOfThisRun) => {
+            return Err(FramesError::MirTraceOfAnotherRun {
+                trace: t.file.clone(),
+            });
+        }
+        Err(mir::Unlinked::Disagrees) => {
+            return Err(FramesError::MirTraceDisagrees {
+                trace: t.file.clone(),
+            });
+        }
+        Err(mir::Unlinked::Tied) => {
+            notes.push(format!(
+                "{}: the client's commits come at so steady a rate that which one Mir took cannot be told: the trace is not used",
+                t.file
+            ));
+            return Ok((None, notes));
+        }
+    };
+    notes.push(format!(
+        "{}: {} of the client's {} dispatched commits of a buffer found, {} of them shown by a composition in it; Mir traces no vblank, so repaint_to_vblank is not measured",
+        t.file, linked.linked, linked.attached, linked.repainted
+    ));
+    if !linked.bounded {
+        notes.push(format!(
+            "{}: no frame callback bounds its clock from above: its stages are placed at the lower edge, of unknown error",
+            t.file
+        ));
+        return Ok((None, notes));
+    }
+    Ok((Some(linked.offset), notes))
+}
+
+/// The compositor's own trace of a run, whichever compositor wrote it.
+#[derive(Debug, Clone)]
+pub enum CompositorTrace {
+    /// weston's `timeline` log scope
+    Weston(timeline::Timeline),
+    /// Mir's LTTng trace, as babeltrace2 prints it
+    Mir(mir::Trace),
+}
+
+impl CompositorTrace {
+    /// Its name in messages.
+    pub fn file(&self) -> &str {
+        match self {
+            CompositorTrace::Weston(t) => &t.file,
+            CompositorTrace::Mir(t) => &t.file,
+        }
+    }
+}
+
+/// Reads a compositor's trace `input`, named `file` in messages: weston's timeline or Mir's
+/// LTTng trace, told apart by their lines (a JSON object, babeltrace2's text).
+pub fn read_compositor_trace(
+    input: crate::ingest::source::Stream<impl std::io::Read + Send>,
+    file: &str,
+    cancel: Option<&crate::ingest::Cancel>,
+) -> Result<CompositorTrace, FramesError> {
+    let mut either = Either {
+        weston: timeline::Timeline {
+            file: file.to_string(),
+            ..timeline::Timeline::default()
+        },
+        mir: mir::Reading::new(file),
+        mir_lines: 0,
+    };
+    let how = crate::ingest::drive::Drive {
+        cancel,
+        ..crate::ingest::drive::Drive::default()
+    };
+    crate::ingest::drive::drive(input, &how, &mut either, &mut (), |_| {}).map_err(|e| {
+        log::ReadError {
+            file: file.to_string(),
+            source: e.error,
+        }
+    })?;
+    match (either.weston.events.is_empty(), either.mir_lines) {
+        (false, _) => Ok(CompositorTrace::Weston(either.weston)),
+        (true, 0) => Err(FramesError::NoCompositorEvents {
+            file: file.to_string(),
+        }),
+        (true, _) => Ok(CompositorTrace::Mir(either.mir.trace)),
+    }
+}
+
+/// Both compositors' traces read from one input, each line by the one whose line it is.
+struct Either {
+    weston: timeline::Timeline,
+    mir: mir::Reading,
+    mir_lines: u64,
+}
+
+impl crate::ingest::drive::LineFormat<()> for Either {
+    fn line(&mut self, number: u64, line: crate::ingest::lines::Line<'_>, sink: &mut ()) {
+        use crate::ingest::lines::Line;
+        let text = match line {
+            Line::Text(t) => std::str::from_utf8(t).unwrap_or(""),
+            Line::Str(t) | Line::Plain(t) => t,
+            Line::TooLong { .. } => return,
+        };
+        if text.starts_with('{') {
+            self.weston.line(number, Line::Str(text), sink);
+        } else if self.mir.text(text) {
+            self.mir_lines += 1;
+        }
+    }
+
+    fn done(&self) -> bool {
+        false
+    }
 }
 
 /// How far after its dispatch a commit's damage is looked for.
@@ -588,17 +793,19 @@ impl Analysis {
     pub fn summary(&self) -> doc::FramesSummary {
         let p = &self.pacing;
         let ns = |v: i128| i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
+        let offset = |o: ClockOffset| doc::ClockOffset {
+            estimate_ns: ns(o.estimate_ns),
+            low_ns: ns(o.low_ns),
+            high_ns: ns(o.high_ns),
+            bound_ns: ns(o.bound_ns()),
+            frames: o.frames,
+        };
         doc::FramesSummary {
             frames: self.frames.len() as u64,
             joined: self.joined.clone(),
             clock_id: self.clock_id,
-            clock_offset: self.offset.map(|o| doc::ClockOffset {
-                estimate_ns: ns(o.estimate_ns),
-                low_ns: ns(o.low_ns),
-                high_ns: ns(o.high_ns),
-                bound_ns: ns(o.bound_ns()),
-                frames: o.frames,
-            }),
+            clock_offset: self.offset.map(offset),
+            timeline_offset: self.timeline_offset.map(offset),
             pacing: doc::Pacing {
                 presented: p.presented,
                 discarded: p.discarded,

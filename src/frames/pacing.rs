@@ -264,6 +264,7 @@ mod tests {
                 client_ns: commit_us * 1_000,
                 server_ns: Some(dispatch_us * 1_000),
             },
+            attached: true,
             done: None,
             repaint: None,
             feedback: Feedback::Presented(Presented {

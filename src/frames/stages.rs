@@ -183,6 +183,8 @@ pub struct Frame {
     pub line: u64,
     /// the commit
     pub commit: Seen,
+    /// a buffer (not nil) was attached to the surface since its last commit
+    pub attached: bool,
     /// the `done` of the frame callback requested for it
     pub done: Option<Seen>,
     /// its presentation feedback
@@ -311,6 +313,8 @@ pub struct Frames {
     frames: Vec<Frame>,
     /// per surface, the callbacks and feedbacks asked for since its last commit
     pending: rustc_hash::FxHashMap<u32, (Vec<u32>, Vec<u32>)>,
+    /// the surfaces a buffer was attached to since their last commit
+    attached: rustc_hash::FxHashSet<u32>,
     /// the frame each live callback and feedback id belongs to
     callbacks: rustc_hash::FxHashMap<u32, usize>,
     feedbacks: rustc_hash::FxHashMap<u32, usize>,
@@ -333,6 +337,13 @@ impl Frames {
             (true, "wp_presentation", "feedback") => {
                 if let Some((surface, fb)) = feedback_args(m) {
                     self.pending.entry(surface).or_default().1.push(fb);
+                }
+            }
+            (true, "wl_surface", "attach") => {
+                if m.args().starts_with("nil") {
+                    self.attached.remove(&m.id());
+                } else {
+                    self.attached.insert(m.id());
                 }
             }
             (true, "wl_surface", "commit") => self.commit(m, seen),
@@ -373,6 +384,7 @@ impl Frames {
             surface: m.id(),
             line: m.line,
             commit: seen,
+            attached: self.attached.remove(&m.id()),
             done: None,
             feedback: if fbs.is_empty() {
                 Feedback::None
@@ -534,6 +546,7 @@ mod tests {
                 client_ns: 1_000_000,
                 server_ns: Some(1_040_000),
             },
+            attached: true,
             done: Some(Seen {
                 client_ns: 26_000_000,
                 server_ns: Some(25_900_000),
