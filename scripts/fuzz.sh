@@ -57,6 +57,14 @@ for c in tests/data/frames/*.client.log; do
     server=tests/data/frames/${name%%-*}.server.log   # weston-..., mir-..., sway-...
     { head -c 8192 "$c"; printf '\xff'; head -c 8192 "$server"; } > "fuzz/corpus/frames_join/$name"
 done
+# ... and with the compositor's own trace: weston's timeline, Mir's LTTng text.
+mkdir -p fuzz/corpus/frames_trace
+for run in weston-timeline mir-traced; do
+    trace=$(ls tests/data/frames/$run.timeline.log tests/data/frames/$run.trace.txt 2>/dev/null)
+    { head -c 8192 "tests/data/frames/$run.client.log"; printf '\xff'
+      head -c 8192 "tests/data/frames/$run.server.log"; printf '\xff'
+      head -c 8192 "$trace"; } > "fuzz/corpus/frames_trace/$run"
+done
 
 # The trace reader: every committed trace (first 4 KiB), behind each format's selector byte,
 # with the two rules split by pid (0x0N) and with one rule alone (0x4N: the workers pair it).
@@ -133,7 +141,7 @@ printf '%s\n' 'w=uprobe:/bin/x:work..uretprobe:/bin/x:work' 'tid' 'usdt:/bin/x:p
 # wayland_line ran 70,000 inputs a second where it ran 104,000, fleet 3,100 where 3,700
 # (20-second runs); opt-level 1 built in 281 s, its runs not measured.
 build=(--sanitizer none)
-targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec mapped_reader frames_join)
+targets=(wayland_line wayland_log linear_spec doc_reader trace_reader live_output fleet live_spec mapped_reader frames_join frames_trace)
 echo "fuzz: building ${#targets[@]} targets" >&2
 cargo "${toolchain[@]}" fuzz build "${build[@]}"
 scratch=$(mktemp -d)
