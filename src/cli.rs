@@ -710,7 +710,11 @@ Formatting every message costs both sides time: see docs/guide/frames.md.
 
 With --live, the same stages come from uprobes on a running compositor and its client
 (libwayland 1.21 and libffi; root or CAP_BPF, bpftrace), without WAYLAND_DEBUG; weston's
-timeline stages are not given live.";
+timeline stages are not given live.
+
+A third file, the compositor's own trace of the run (weston's timeline, Mir's LTTng trace), splits
+the compositor's part: compositor_to_repaint, repaint, repaint_to_vblank (see
+docs/guide/frames.md).";
 
 const FRAMES_EXAMPLES: &str = "\
 Examples:
@@ -721,6 +725,8 @@ Examples:
   latscope export frames.json --to perfetto -o frames.pftrace   # each frame's path, per process
   # with weston's timeline (add --logger-scopes=timeline,log --log=timeline.log to weston):
   latscope frames client.log server.log timeline.log
+  # with Mir's LTTng trace (miral-shell --compositor-report=lttng; babeltrace2 DIR > mir.txt):
+  latscope frames client.log server.log mir.txt
   # live, without WAYLAND_DEBUG (root): a running compositor, a client started held
   WAYLAND_DISPLAY=wayland-1 latscope frames --live --compositor-pid $(pidof weston) \\
       --duration 10s -- weston-presentation-shm -f
@@ -736,11 +742,14 @@ pub struct FramesArgs {
     /// The compositor's log of the same run (`WAYLAND_DEBUG=server`).
     #[arg(value_name = "SERVER_LOG", required_unless_present = "live")]
     pub server: Option<PathBuf>,
-    /// Weston's timeline of the same run: the compositor's own stages
+    /// The compositor's own trace of the same run: its own stages
     ///
-    /// Weston's timeline of the same run (`--logger-scopes=timeline,log --log=FILE`): the
-    /// compositor's own stages of each frame, and the presentation clock pinned closer.
-    #[arg(value_name = "TIMELINE")]
+    /// The compositor's own trace of the same run: weston's timeline
+    /// (`--logger-scopes=timeline,log --log=FILE`), or Mir's LTTng trace as babeltrace2 prints
+    /// it (`mir_server_wayland:*`, and `mir_server_compositor:*` with
+    /// `--compositor-report=lttng`). Each frame's repaint, and (weston's) the presentation clock
+    /// pinned closer.
+    #[arg(value_name = "COMPOSITOR_TRACE")]
     pub timeline: Option<PathBuf>,
     /// Farthest a message lies from its counterpart
     ///
