@@ -346,7 +346,10 @@ pub fn link(frames: &mut [Frame], trace: &Trace) -> Result<Linked, Unlinked> {
     for (i, &(k, d)) in dispatched.iter().enumerate() {
         // Mir takes a commit on the thread that dispatched it, before it dispatches the next:
         // before the next dispatch less the constant, which `base` is at most
-        let until = dispatched.get(i + 1).map_or(d + LAST_WITHIN_NS, |&(_, n)| n) - base;
+        let until = dispatched
+            .get(i + 1)
+            .map_or(d + LAST_WITHIN_NS, |&(_, n)| n)
+            - base;
         let from = d - base - COMMIT_WITHIN_NS;
         let at = next + commits[next..].partition_point(|c| c.t_ns < from);
         let Some(c) = commits.get(at).filter(|c| c.t_ns < until) else {
@@ -358,7 +361,11 @@ pub fn link(frames: &mut [Frame], trace: &Trace) -> Result<Linked, Unlinked> {
         committed[k] = Some(**c);
     }
     let low = low.ok_or(Unlinked::NotOfThisRun)?;
-    let (high, repainted) = repaints(frames, &committed, trace);
+    let Repaints {
+        repaints,
+        high,
+        repainted,
+    } = repaints(frames, &committed, trace);
     if high.is_some_and(|(h, _)| h < low) {
         return Err(Unlinked::Disagrees);
     }
@@ -368,8 +375,8 @@ pub fn link(frames: &mut [Frame], trace: &Trace) -> Result<Linked, Unlinked> {
         high_ns: high.map_or(low, |(h, _)| h),
         frames: high.map_or(0, |(_, n)| n),
     };
-    for f in frames.iter_mut() {
-        f.repaint = f.repaint.map(|r| r.moved(low));
+    for (f, r) in frames.iter_mut().zip(repaints) {
+        f.repaint = r.and_then(|r| r.onto_logs(low));
     }
     Ok(Linked {
         offset,
@@ -410,7 +417,7 @@ struct Latest {
     done_ns: Option<i128>,
 }
 
-/// Each linked frame's repaint (on the trace's clock), and the upper edge of the clocks'
+/// Each linked frame's repaint (on the trace's clock), the upper edge of the clocks'
 /// constant from the frames whose callbacks went out when their own buffer was read, with
 /// their count.
 ///
@@ -418,15 +425,12 @@ struct Latest {
 /// unread as it was queued: none was committed; or the latest one's composition had finished
 /// by then; or that frame's own callbacks went out with its buffer and were sent before this
 /// frame was dispatched (so its buffer, and every one before it, had been read).
-fn repaints(
-    frames: &mut [Frame],
-    committed: &[Option<Committed>],
-    trace: &Trace,
-) -> (Option<(i128, u64)>, u64) {
+fn repaints(frames: &[Frame], committed: &[Option<Committed>], trace: &Trace) -> Repaints {
+    let mut repaints = vec![None; frames.len()];
     let mut high: Option<(i128, u64)> = None;
     let mut repainted = 0;
     let mut latest: FxHashMap<u32, Latest> = FxHashMap::default();
-    for (f, c) in frames.iter_mut().zip(committed) {
+    for ((f, c), repaint) in frames.iter().zip(committed).zip(&mut repaints) {
         if !f.attached {
             continue;
         }
@@ -460,7 +464,7 @@ fn repaints(
             let edge = sent - shown.began_ns;
             high = Some(high.map_or((edge, 1), |(h, n)| (h.min(edge), n + 1)));
         }
-        f.repaint = Some(Repaint {
+        *repaint = Some(Repaint {
             commit_ns: Some(c.t_ns),
             begin_ns: shown.began_ns,
             posted_ns: end,
@@ -469,7 +473,21 @@ fn repaints(
         });
         repainted += 1;
     }
-    (high, repainted)
+    Repaints {
+        repaints,
+        high,
+        repainted,
+    }
+}
+
+/// What [`repaints`] found.
+struct Repaints {
+    /// each frame's repaint, on the trace's clock
+    repaints: Vec<Option<Repaint<i128>>>,
+    /// the constant's upper edge, and the frames that gave it
+    high: Option<(i128, u64)>,
+    /// frames whose repaint was found
+    repainted: u64,
 }
 
 #[cfg(test)]
@@ -676,7 +694,10 @@ mod tests {
         });
         let l = link(&mut frames, &trace).expect("linked");
         assert_eq!((l.linked, l.repainted), (3, 3));
-        assert_eq!(frames[1].repaint.unwrap().commit_ns, Some(2_019_000_000 - 20_000));
+        assert_eq!(
+            frames[1].repaint.unwrap().commit_ns,
+            Some(2_019_000_000 - 20_000)
+        );
         // the others still give the lower edge
         assert_eq!(l.offset.low_ns, 1_000_000_000 - 20_000);
         // a commit missing from the trace: the next one, taken after the next dispatch, is not
@@ -696,10 +717,12 @@ mod tests {
         // composition finished, and its callback was sent, after that commit; so the second's
         // callback went out with the first buffer, before its own composition began
         trace.compositions[0].finished_ns = Some(trace.commits[1].t_ns + 500_000);
-        let sent = |server_ns: i64| Some(Seen {
-            client_ns: 0,
-            server_ns: Some(server_ns),
-        });
+        let sent = |server_ns: i64| {
+            Some(Seen {
+                client_ns: 0,
+                server_ns: Some(server_ns),
+            })
+        };
         frames[0].done = sent(2_016_500_000);
         frames[1].done = sent(2_016_600_000);
         let l = link(&mut frames, &trace).expect("linked");

@@ -418,13 +418,15 @@ fn with_timeline(
             return Ok(Pinned::not_used(offset, note));
         }
     };
-    for f in frames.iter_mut() {
+    // each frame's repaint, on the presentation clock until its offset is known
+    let mut repaints: Vec<Option<stages::Repaint<i128>>> = vec![None; frames.len()];
+    for (f, repaint) in frames.iter().zip(&mut repaints) {
         let Feedback::Presented(p) = f.feedback else {
             continue;
         };
-        f.repaint = timeline::nearest(&vblanks, p.display_ns + c)
+        *repaint = timeline::nearest(&vblanks, p.display_ns + c)
             .and_then(|(_, at)| timeline::repaint_at(t, at, c));
-        if let (Some(r), Some(sent)) = (f.repaint, p.seen.server_ns) {
+        if let (Some(r), Some(sent)) = (*repaint, p.seen.server_ns) {
             o.high_ns = o.high_ns.min(i128::from(sent) - r.finished_ns);
         }
     }
@@ -438,7 +440,8 @@ fn with_timeline(
             .filter(|e| e.kind == timeline::Kind::CommitDamage && e.surface == Some(ws))
             .map(|e| e.t_ns - c)
             .collect();
-        for f in frames.iter_mut().filter(|f| f.surface == wl_surface) {
+        let on_surface = frames.iter().zip(&mut repaints);
+        for (f, repaint) in on_surface.filter(|(f, _)| f.surface == wl_surface) {
             let Some(dispatched) = f.commit.server_ns.map(i128::from) else {
                 continue;
             };
@@ -447,7 +450,7 @@ fn with_timeline(
             let near = |d: &&i128| **d + o.high_ns - dispatched <= DAMAGE_WITHIN_NS;
             if let Some(&d) = damage.get(at).filter(near) {
                 o.low_ns = o.low_ns.max(dispatched - d);
-                if let Some(r) = &mut f.repaint {
+                if let Some(r) = repaint {
                     r.commit_ns = Some(d);
                 }
             }
@@ -459,8 +462,8 @@ fn with_timeline(
         });
     }
     o.estimate_ns = o.high_ns;
-    for f in frames.iter_mut() {
-        f.repaint = f.repaint.map(|r| r.moved(o.estimate_ns));
+    for (f, r) in frames.iter_mut().zip(repaints) {
+        f.repaint = r.and_then(|r| r.onto_logs(o.estimate_ns));
     }
     // log time = presentation time + o = timeline time - c + o
     let on_timeline = ClockOffset {

@@ -193,35 +193,43 @@ pub struct Frame {
     pub repaint: Option<Repaint>,
 }
 
-/// A frame's repaint, as the compositor's own timeline saw it, in ns on the logs' clock
-/// (the timeline's clock mapped onto it): weston's `timeline` scope ([`super::timeline`]) or
-/// Mir's LTTng trace ([`super::mir`]). Each keeps its own nanoseconds, so that the differences
-/// between them are the timeline's own.
+/// A frame's repaint, as the compositor's own timeline saw it, in ns on the logs' clock (`T`:
+/// `i64`) once the timeline's clock is mapped onto it (on its own clock, `i128`, before):
+/// weston's `timeline` scope ([`super::timeline`]) or Mir's LTTng trace ([`super::mir`]). Each
+/// keeps its own nanoseconds, so that the differences between them are the timeline's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repaint {
+pub struct Repaint<T = i64> {
     /// the frame's commit as the compositor took it (weston's `core_commit_damage`, Mir's
     /// `buffer_committed`), when it was found
-    pub commit_ns: Option<i128>,
+    pub commit_ns: Option<T>,
     /// the repaint that showed it began (weston's `core_repaint_begin`, Mir's `began_frame`)
-    pub begin_ns: i128,
+    pub begin_ns: T,
     /// it was handed to the display (weston's `core_repaint_posted`, Mir's `finished_frame`)
-    pub posted_ns: i128,
+    pub posted_ns: T,
     /// its vblank, the frame's display time (weston's `vblank_monotonic`; Mir traces none)
-    pub vblank_ns: Option<i128>,
+    pub vblank_ns: Option<T>,
     /// the repaint's end (weston's `core_repaint_finished`, Mir's `finished_frame`)
-    pub finished_ns: i128,
+    pub finished_ns: T,
 }
 
-impl Repaint {
-    /// The repaint `by` ns later: moved onto another clock.
-    pub fn moved(self, by: i128) -> Repaint {
-        Repaint {
-            commit_ns: self.commit_ns.map(|c| c + by),
-            begin_ns: self.begin_ns + by,
-            posted_ns: self.posted_ns + by,
-            vblank_ns: self.vblank_ns.map(|v| v + by),
-            finished_ns: self.finished_ns + by,
-        }
+impl Repaint<i128> {
+    /// The repaint `by` ns later, on the logs' clock (`None`: a stamp past what 64-bit
+    /// nanoseconds hold, which no log's is).
+    pub fn onto_logs(self, by: i128) -> Option<Repaint> {
+        let at = |t: i128| i64::try_from(t + by).ok();
+        Some(Repaint {
+            commit_ns: match self.commit_ns {
+                Some(c) => Some(at(c)?),
+                None => None,
+            },
+            begin_ns: at(self.begin_ns)?,
+            posted_ns: at(self.posted_ns)?,
+            vblank_ns: match self.vblank_ns {
+                Some(v) => Some(at(v)?),
+                None => None,
+            },
+            finished_ns: at(self.finished_ns)?,
+        })
     }
 }
 
@@ -251,18 +259,12 @@ impl Frame {
             }
             Stage::CompositorToRepaint => {
                 let r = self.repaint?;
-                let commit = match r.commit_ns {
-                    Some(commit) => commit,
-                    None => i128::from(self.commit.server_ns?),
-                };
-                i64::try_from(r.begin_ns - commit).ok()
+                between(r.commit_ns.or(self.commit.server_ns)?, r.begin_ns)
             }
-            Stage::Repaint => self
-                .repaint
-                .and_then(|r| i64::try_from(r.posted_ns - r.begin_ns).ok()),
+            Stage::Repaint => self.repaint.and_then(|r| between(r.begin_ns, r.posted_ns)),
             Stage::RepaintToVblank => {
                 let r = self.repaint?;
-                i64::try_from(r.vblank_ns? - r.posted_ns).ok()
+                between(r.posted_ns, r.vblank_ns?)
             }
         }
     }
@@ -273,16 +275,12 @@ impl Frame {
     /// timeline's stamps keep their nanoseconds, so that each of its stages starts exactly
     /// where the one before it ends.
     pub fn stage_start_ns(&self, stage: Stage) -> Option<i64> {
-        let on_logs = |ns: i128| i64::try_from(ns).ok();
         match stage {
             // from the commit as the compositor took it, where the timeline gave it, as its
             // value is
-            Stage::CompositorToRepaint => match self.repaint?.commit_ns {
-                Some(commit) => on_logs(commit),
-                None => self.commit.server_ns,
-            },
-            Stage::Repaint => on_logs(self.repaint?.begin_ns),
-            Stage::RepaintToVblank => on_logs(self.repaint?.posted_ns),
+            Stage::CompositorToRepaint => self.repaint?.commit_ns.or(self.commit.server_ns),
+            Stage::Repaint => Some(self.repaint?.begin_ns),
+            Stage::RepaintToVblank => Some(self.repaint?.posted_ns),
             Stage::CommitToCompositor | Stage::CommitToPresented | Stage::CommitToDisplay => {
                 Some(self.commit.client_ns)
             }
@@ -536,7 +534,7 @@ mod tests {
 
     /// A frame with every stage, its log stamps in µs, the presentation clock 1,000 s behind
     /// the logs'.
-    fn whole_frame(commit_ns: Option<i128>) -> (Frame, i128) {
+    fn whole_frame(commit_ns: Option<i64>) -> (Frame, i128) {
         let offset = 1_000_000_000_000;
         let on_presentation = |us: i128| us * 1_000 - offset;
         let frame = Frame {
@@ -576,7 +574,7 @@ mod tests {
     fn each_stage_that_follows_another_starts_where_it_ends() {
         // the commit's damage where the timeline has it: at the dispatch, after it, or not found
         for damage in [None, Some(1_040i64), Some(1_500)] {
-            let (f, offset) = whole_frame(damage.map(i128::from));
+            let (f, offset) = whole_frame(damage);
             for (first, then) in Stage::FOLLOWS {
                 let start = |s| f.stage_start_ns(s).unwrap();
                 let end = start(first) + f.stage_ns(first, Some(offset)).unwrap();

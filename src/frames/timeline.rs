@@ -179,7 +179,7 @@ pub fn repaint_at(
     timeline: &Timeline,
     at: usize,
     mono_minus_presentation_ns: i128,
-) -> Option<Repaint> {
+) -> Option<Repaint<i128>> {
     let finished = timeline.events[at];
     let on_presentation = |t: i128| t - mono_minus_presentation_ns;
     let before = timeline.events[..at]
