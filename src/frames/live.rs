@@ -735,7 +735,7 @@ pub fn name_is(ptr: &str, name: &str) -> String {
 }
 
 /// The stages a live capture cannot give, and why, in one line.
-pub const NOT_LIVE: &str = "compositor_to_repaint, repaint and repaint_to_vblank are not measured live: they are the compositor's own events (weston's timeline), which no libwayland function sees";
+pub const NOT_LIVE: &str = "compositor_to_repaint, repaint and repaint_to_vblank are not measured live: they are the compositor's own events (weston's timeline, Mir's LTTng trace), which no libwayland function sees";
 
 /// What a capture gives: the frames of the traced client that committed most, with the same
 /// analysis as the logs'. Several clients in the traced tree: the others are named in a note.

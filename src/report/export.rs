@@ -164,7 +164,7 @@ fn complete(
 
 /// A `latscope frames` document's records (`export --to chrome-json`) as Chrome Trace Event
 /// JSON laid out as the Perfetto export lays them ([`super::perfetto::frames`]): a process per
-/// side (the client, the compositor, weston's timeline), a thread per stage and surface in
+/// side (the client, the compositor, the compositor's own timeline: weston's, Mir's trace), a thread per stage and surface in
 /// the order of a frame's path (a lane of its own where frames overlap), and a flow arrow
 /// between each pair of a frame's stages that follow one another.
 ///

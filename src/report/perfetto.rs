@@ -14,7 +14,7 @@
 //! debug annotations; timestamps are the trace's own nanoseconds.
 //!
 //! A `latscope frames` document ([`frames`]) is laid out by process instead: a track per side
-//! (the client, the compositor, weston's timeline), each holding a track per stage, and
+//! (the client, the compositor, the compositor's own timeline: weston's, Mir's trace), each holding a track per stage, and
 //! Perfetto flows (`flow_ids`, `terminating_flow_ids`) from each of a frame's stages to those
 //! that follow it, so that the UI draws the frame's path as arrows from the client's commit to
 //! the compositor and back. Its timestamps are the logs' clock, the `CLOCK_REALTIME` both
