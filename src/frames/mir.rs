@@ -64,7 +64,8 @@ pub struct Trace {
     pub commits: Vec<Committed>,
     /// the compositions, in the order they began
     pub compositions: Vec<Composition>,
-    /// each buffer's first composition (an index into `compositions`)
+    /// each buffer's first composition, the one that began first of those that list it (an
+    /// index into `compositions`)
     pub shown: FxHashMap<u32, usize>,
     /// Mir events whose fields could not be read
     pub malformed: u64,
@@ -152,8 +153,14 @@ impl Reading {
                 let at = field("id").and_then(hex).and_then(|id| self.open.get(&id));
                 match (at, field("buffer_ids")) {
                     (Some(&k), Some(ids)) => {
+                        // the composition that began first (each display composites on its
+                        // own thread, and lists its buffers once it has drawn them)
+                        let compositions = &self.trace.compositions;
                         for b in array_values(ids) {
-                            self.trace.shown.entry(b).or_insert(k);
+                            let first = self.trace.shown.entry(b).or_insert(k);
+                            if compositions[k].began_ns < compositions[*first].began_ns {
+                                *first = k;
+                            }
                         }
                         Some(())
                     }
@@ -243,44 +250,50 @@ pub enum LinedUp {
     Not,
 }
 
-/// The constant `log time - trace time` that lines the most of the first `dispatches` (ns on
-/// the logs' clock, in order) up with a commit of `commits` (within [`COMMIT_WITHIN_NS`]).
+/// The constant `log time - trace time` and the client's connection that line the most of the
+/// first `dispatches` (ns on the logs' clock, in order) up with a commit of that connection in
+/// `commits` (within [`COMMIT_WITHIN_NS`]). Each connection is counted apart: another client
+/// committing at nearly the same moments (Mir answers every surface from one composition)
+/// would otherwise lend its commits to the count.
 pub fn line_up(dispatches: &[i128], commits: &[Committed]) -> LinedUp {
     let first = &dispatches[..dispatches.len().min(FIRST_DISPATCHES)];
     if first.is_empty() {
         return LinedUp::Not;
     }
-    let near = |t: i128| {
-        let at = commits.partition_point(|c| c.t_ns < t - COMMIT_WITHIN_NS);
-        commits.get(at).filter(|c| c.t_ns <= t + COMMIT_WITHIN_NS)
-    };
-    let lined_up = |offset: i128| {
-        first
-            .iter()
-            .filter(|&&d| near(d - offset).is_some())
-            .count()
-    };
+    let mut by_client: FxHashMap<u64, Vec<i128>> = FxHashMap::default();
+    for c in commits {
+        by_client.entry(c.client).or_default().push(c.t_ns);
+    }
     // (count, offset, client) of each constant that lines up an anchor and the dispatches after it
     let mut found: Vec<(usize, i128, u64)> = Vec::new();
-    for (a, &anchor) in first.iter().enumerate().take(ANCHORS) {
-        for c in commits {
-            let offset = anchor - c.t_ns;
-            // most constants fail at one of the next dispatches: the full count only for the rest
-            let next = first.iter().skip(a + 1).take(PRUNE);
-            if next.clone().any(|&d| near(d - offset).is_none()) {
-                continue;
+    for (&client, times) in &by_client {
+        let near = |t: i128| {
+            let at = times.partition_point(|&c| c < t - COMMIT_WITHIN_NS);
+            times.get(at).is_some_and(|&c| c <= t + COMMIT_WITHIN_NS)
+        };
+        for (a, &anchor) in first.iter().enumerate().take(ANCHORS) {
+            for &c in times {
+                let offset = anchor - c;
+                // most constants fail at one of the next dispatches: the full count only for
+                // the rest
+                let mut next = first.iter().skip(a + 1).take(PRUNE);
+                if next.any(|&d| !near(d - offset)) {
+                    continue;
+                }
+                let n = first.iter().filter(|&&d| near(d - offset)).count();
+                found.push((n, offset, client));
             }
-            found.push((lined_up(offset), offset, c.client));
         }
     }
-    found.sort_unstable_by_key(|&(n, offset, _)| (std::cmp::Reverse(n), offset));
+    found.sort_unstable_by_key(|&(n, offset, client)| (std::cmp::Reverse(n), offset, client));
     let Some(&(n, offset_ns, client)) = found.first() else {
         return LinedUp::Not;
     };
-    // the best count of a constant that is not the best one found again from another anchor
+    // the best count of another constant or connection (the best one is found again from
+    // other anchors, a few µs away)
     let rival = found
         .iter()
-        .find(|(_, o, _)| (o - offset_ns).abs() > COMMIT_WITHIN_NS)
+        .find(|(_, o, c)| *c != client || (o - offset_ns).abs() > COMMIT_WITHIN_NS)
         .map_or(0, |r| r.0);
     if n < 2.min(first.len()) || n * 2 < first.len() {
         LinedUp::Not
@@ -305,17 +318,19 @@ pub struct Linked {
     pub attached: u64,
     /// frames whose repaint was found
     pub repainted: u64,
+    /// callbacks sent before their composition began, left out of the upper edge
+    pub early: u64,
 }
 
 /// Why the trace could not be linked to the logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unlinked {
+    /// the trace has no commit of a buffer at all
+    NoCommits,
     /// no commit of the client's is in the trace
     NotOfThisRun,
     /// its commits come at so steady a rate that which is which cannot be told
     Tied,
-    /// the edges cross: some event lies where the logs cannot have it
-    Disagrees,
 }
 
 /// Links each frame that attached a buffer to its commit in `trace`, and gives it the repaint
@@ -327,6 +342,9 @@ pub fn link(frames: &mut [Frame], trace: &Trace) -> Result<Linked, Unlinked> {
         .filter(|(_, f)| f.attached)
         .filter_map(|(k, f)| Some((k, i128::from(f.commit.server_ns?))))
         .collect();
+    if trace.commits.is_empty() {
+        return Err(Unlinked::NoCommits);
+    }
     let times: Vec<i128> = dispatched.iter().map(|&(_, d)| d).collect();
     let (coarse, client) = match line_up(&times, &trace.commits) {
         LinedUp::By { offset_ns, client } => (offset_ns, client),
@@ -365,10 +383,8 @@ pub fn link(frames: &mut [Frame], trace: &Trace) -> Result<Linked, Unlinked> {
         repaints,
         high,
         repainted,
-    } = repaints(frames, &committed, trace);
-    if high.is_some_and(|(h, _)| h < low) {
-        return Err(Unlinked::Disagrees);
-    }
+        early,
+    } = repaints(frames, &committed, trace, low);
     let offset = ClockOffset {
         estimate_ns: low,
         low_ns: low,
@@ -384,19 +400,27 @@ pub fn link(frames: &mut [Frame], trace: &Trace) -> Result<Linked, Unlinked> {
         linked,
         attached: dispatched.len() as u64,
         repainted,
+        early,
     })
 }
 
-/// The constant's lower edge from the commits that lie within [`COMMIT_WITHIN_NS`] of where
-/// the `coarse` constant puts them: each was taken after its dispatch was printed.
+/// The constant's lower edge from the dispatches with exactly one commit within
+/// [`COMMIT_WITHIN_NS`] of where the `coarse` constant puts it. Each was taken after its
+/// dispatch was printed, so `dispatch - commit` is at most the constant. Where two commits lie
+/// that close (two surfaces committed at once, or a commit Mir took late next to the one after
+/// it), which is whose cannot be told, and the dispatch is left out: taking the earlier commit
+/// for the later dispatch would put the edge above the constant.
 fn lower_edge(dispatches: &[i128], commits: &[&Committed], coarse: i128) -> Option<i128> {
     dispatches
         .iter()
         .filter_map(|&d| {
             let t = d - coarse;
             let at = commits.partition_point(|c| c.t_ns < t - COMMIT_WITHIN_NS);
-            let c = commits.get(at).filter(|c| c.t_ns <= t + COMMIT_WITHIN_NS)?;
-            Some(d - c.t_ns)
+            let near = |c: &&&Committed| c.t_ns <= t + COMMIT_WITHIN_NS;
+            match (commits.get(at).filter(near), commits.get(at + 1).filter(near)) {
+                (Some(c), None) => Some(d - c.t_ns),
+                _ => None,
+            }
         })
         .max()
 }
@@ -409,8 +433,9 @@ const READ_BEFORE_NS: i128 = 1_000_000;
 /// A surface's latest frame with a buffer, as [`repaints`] needs it.
 #[derive(Debug, Clone, Copy)]
 struct Latest {
-    /// its callbacks went out when its own buffer was read
-    own: bool,
+    /// its callbacks went out when its own buffer was read, as far as the logs tell: no timer
+    /// was due, and its `done` was not sent before its composition began
+    read: bool,
     /// its composition finished, ns on the trace's clock
     finished_ns: Option<i128>,
     /// its `done` was sent, ns on the logs' clock
@@ -419,37 +444,64 @@ struct Latest {
 
 /// Each linked frame's repaint (on the trace's clock), the upper edge of the clocks'
 /// constant from the frames whose callbacks went out when their own buffer was read, with
-/// their count.
+/// their count, and the callbacks left out as sent before their composition began.
 ///
 /// A frame's callbacks go out with its own buffer when no buffer committed before it was still
-/// unread as it was queued: none was committed; or the latest one's composition had finished
-/// by then; or that frame's own callbacks went out with its buffer and were sent before this
-/// frame was dispatched (so its buffer, and every one before it, had been read).
-fn repaints(frames: &[Frame], committed: &[Option<Committed>], trace: &Trace) -> Repaints {
-    let mut repaints = vec![None; frames.len()];
-    let mut high: Option<(i128, u64)> = None;
-    let mut repainted = 0;
+/// unread as they were queued: none was committed; or the latest one's composition had finished
+/// by then; or that frame's callbacks went out when its buffer was read, before this frame was
+/// dispatched. And when no commit without a buffer came shortly before: that sets a timer
+/// ([`FLUSH_WITHIN_NS`]) which sends every callback then pending on the surface. The logs
+/// cannot show every early callback (one queued behind a buffer already acquired for a
+/// composition, which reads it after the commit), so the upper edge holds as far as the logs
+/// tell. A callback sent before its composition began by the lower edge (`low`) certainly went
+/// out early: it is left out and counted.
+fn repaints(
+    frames: &[Frame],
+    committed: &[Option<Committed>],
+    trace: &Trace,
+    low: i128,
+) -> Repaints {
+    let mut found = Repaints {
+        repaints: vec![None; frames.len()],
+        high: None,
+        repainted: 0,
+        early: 0,
+    };
     let mut latest: FxHashMap<u32, Latest> = FxHashMap::default();
-    for ((f, c), repaint) in frames.iter().zip(committed).zip(&mut repaints) {
+    // per surface, the dispatch of its latest commit without a buffer
+    let mut bare: FxHashMap<u32, i128> = FxHashMap::default();
+    for (k, (f, c)) in frames.iter().zip(committed).enumerate() {
+        let dispatched = f.commit.server_ns.map(i128::from);
         if !f.attached {
+            if let Some(d) = dispatched {
+                bare.insert(f.surface, d);
+            }
             continue;
         }
         let shown = c.and_then(|c| Some(trace.compositions[*trace.shown.get(&c.buffer)?]));
         let done_ns = f.done.and_then(|d| d.server_ns).map(i128::from);
-        let own = match (latest.get(&f.surface), c, f.commit.server_ns) {
-            (None, ..) => true,
-            (Some(before), Some(c), Some(dispatched)) => {
-                before
-                    .finished_ns
-                    .is_some_and(|end| end + READ_BEFORE_NS <= c.t_ns)
-                    || (before.own && before.done_ns.is_some_and(|d| d < i128::from(dispatched)))
-            }
-            _ => false,
+        let flushed = match (bare.get(&f.surface), dispatched) {
+            (Some(&b), Some(d)) => d - b < FLUSH_WITHIN_NS,
+            (Some(_), None) => true,
+            (None, _) => false,
         };
+        let own = !flushed
+            && match (latest.get(&f.surface), c, dispatched) {
+                (None, ..) => true,
+                (Some(before), Some(c), Some(dispatched)) => {
+                    before
+                        .finished_ns
+                        .is_some_and(|end| end + READ_BEFORE_NS <= c.t_ns)
+                        || (before.read && before.done_ns.is_some_and(|d| d < dispatched))
+                }
+                _ => false,
+            };
+        let read = !flushed
+            && matches!((shown, done_ns), (Some(s), Some(sent)) if sent - s.began_ns >= low);
         latest.insert(
             f.surface,
             Latest {
-                own,
+                read,
                 finished_ns: shown.and_then(|s| s.finished_ns),
                 done_ns,
             },
@@ -462,23 +514,28 @@ fn repaints(frames: &[Frame], committed: &[Option<Committed>], trace: &Trace) ->
         };
         if let (true, Some(sent)) = (own, done_ns) {
             let edge = sent - shown.began_ns;
-            high = Some(high.map_or((edge, 1), |(h, n)| (h.min(edge), n + 1)));
+            if edge < low {
+                found.early += 1;
+            } else {
+                let (h, n) = found.high.unwrap_or((edge, 0));
+                found.high = Some((h.min(edge), n + 1));
+            }
         }
-        *repaint = Some(Repaint {
+        found.repaints[k] = Some(Repaint {
             commit_ns: Some(c.t_ns),
             begin_ns: shown.began_ns,
             posted_ns: end,
             vblank_ns: None,
             finished_ns: end,
         });
-        repainted += 1;
+        found.repainted += 1;
     }
-    Repaints {
-        repaints,
-        high,
-        repainted,
-    }
+    found
 }
+
+/// How long after a surface's commit without a buffer Mir's timer may send its pending
+/// callbacks (16 ms, then the main loop's and the Wayland thread's delays).
+pub const FLUSH_WITHIN_NS: i128 = 250_000_000;
 
 /// What [`repaints`] found.
 struct Repaints {
@@ -488,6 +545,8 @@ struct Repaints {
     high: Option<(i128, u64)>,
     /// frames whose repaint was found
     repainted: u64,
+    /// callbacks sent before their composition began (left out of the upper edge)
+    early: u64,
 }
 
 #[cfg(test)]
@@ -748,17 +807,92 @@ mod tests {
     }
 
     #[test]
-    fn a_trace_whose_composition_begins_after_the_callback_disagrees() {
+    fn callbacks_sent_before_their_composition_began_are_counted_not_bounds() {
         let (mut frames, mut trace) = three();
         for c in &mut trace.compositions {
             c.began_ns += 5_000_000;
         }
-        assert_eq!(link(&mut frames, &trace), Err(Unlinked::Disagrees));
+        let l = link(&mut frames, &trace).unwrap();
+        assert_eq!((l.early, l.bounded), (3, false));
+        assert_eq!(l.offset.low_ns, 1_000_000_000 - 20_000);
         // commits of another run: 50 ms apart where the frames' are 16 and 17.5
         let (mut frames, mut trace) = three();
         for (k, c) in trace.commits.iter_mut().enumerate() {
             c.t_ns = k as i128 * 50_000_000;
         }
         assert_eq!(link(&mut frames, &trace), Err(Unlinked::NotOfThisRun));
+        trace.commits.clear();
+        assert_eq!(link(&mut frames, &trace), Err(Unlinked::NoCommits));
     }
+
+    #[test]
+    fn another_client_committing_at_nearly_the_same_moments_is_not_taken_for_this_one() {
+        let (dispatches, mut commits) = commits(100);
+        // client 3 commits 150 µs after each of client 1's first ten
+        let echo: Vec<Committed> = commits
+            .iter()
+            .filter(|c| c.client == 1)
+            .take(10)
+            .map(|c| Committed {
+                t_ns: c.t_ns + 150_000,
+                client: 3,
+                buffer: 5_000 + c.buffer,
+            })
+            .collect();
+        commits.extend(echo);
+        commits.sort_by_key(|c| c.t_ns);
+        assert!(matches!(
+            line_up(&dispatches, &commits),
+            LinedUp::By { client: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn two_commits_closer_than_the_tolerance_do_not_raise_the_lower_edge() {
+        let (mut frames, mut trace) = three();
+        // a second surface of the client, committed 45 µs after the second frame
+        let mut other = frame(4, 2_016_045_000, None);
+        other.attached = true;
+        frames.insert(2, other);
+        trace.commits.insert(
+            2,
+            Committed {
+                t_ns: 1_016_045_000 + 20_000,
+                client: 9,
+                buffer: 77,
+            },
+        );
+        let l = link(&mut frames, &trace).unwrap();
+        assert_eq!(l.offset.low_ns, 1_000_000_000 - 20_000);
+        assert_eq!(l.linked, 4);
+        assert_eq!(frames[1].repaint.unwrap().commit_ns, Some(2_016_000_000));
+    }
+
+    #[test]
+    fn a_commit_without_a_buffer_just_before_leaves_the_next_callback_out_of_the_bound() {
+        let (mut frames, trace) = three();
+        // a bare commit 10 ms before the second frame: Mir's timer may send its callback
+        let mut bare = frame(3, 2_006_000_000, None);
+        bare.attached = false;
+        frames.insert(1, bare);
+        let l = link(&mut frames, &trace).unwrap();
+        // the second frame (the tightest, 700 µs) is left out, and so is the third: its
+        // predecessor's callback may have been the timer's
+        assert_eq!(l.offset.high_ns, 1_000_000_000 + 1_000_000);
+        assert_eq!(l.offset.frames, 1);
+    }
+
+    #[test]
+    fn a_buffer_two_displays_show_was_shown_by_the_composition_that_began_first() {
+        let trace_text = "\
+[00:00:01.000000000] vm mir_server_compositor:began_frame: { cpu_id = 0 }, { vtid = 1 }, { id = 0xA }
+[00:00:01.001000000] vm mir_server_compositor:began_frame: { cpu_id = 1 }, { vtid = 2 }, { id = 0xB }
+[00:00:01.002000000] vm mir_server_compositor:buffers_in_frame: { cpu_id = 1 }, { vtid = 2 }, { id = 0xB, _buffer_ids_length = 1, buffer_ids = [ [0] = 5 ] }
+[00:00:01.003000000] vm mir_server_compositor:buffers_in_frame: { cpu_id = 0 }, { vtid = 1 }, { id = 0xA, _buffer_ids_length = 1, buffer_ids = [ [0] = 5 ] }
+";
+        let t = read(Stream::of(trace_text.as_bytes()), "t", None).unwrap();
+        assert_eq!(t.compositions.len(), 2);
+        assert_eq!(t.shown.get(&5), Some(&0));
+    }
+
 }

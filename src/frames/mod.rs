@@ -142,13 +142,15 @@ pub enum FramesError {
         /// the trace
         trace: String,
     },
-    /// Mir's trace and the logs leave no offset
+    /// Mir's trace has no commit of a buffer
     #[error(
-        "{trace} and the logs leave no offset for the trace's clock: a frame callback was sent before the composition that showed its buffer began (is it the trace of this run?)"
+        "{trace}: no mir_server_wayland:sw_buffer_committed or hw_buffer_committed event could be read ({malformed} Mir events could not be): record `mir_server_wayland:*`, and print the trace with babeltrace2's default or --clock-seconds stamps"
     )]
-    MirTraceDisagrees {
+    MirTraceWithoutCommits {
         /// the trace
         trace: String,
+        /// Mir events whose fields or stamps could not be read
+        malformed: u64,
     },
     /// the compositor trace has no event of either kind
     #[error(
@@ -525,9 +527,10 @@ fn with_mir(
                 trace: t.file.clone(),
             });
         }
-        Err(mir::Unlinked::Disagrees) => {
-            return Err(FramesError::MirTraceDisagrees {
+        Err(mir::Unlinked::NoCommits) => {
+            return Err(FramesError::MirTraceWithoutCommits {
                 trace: t.file.clone(),
+                malformed: t.malformed,
             });
         }
         Err(mir::Unlinked::Tied) => {
@@ -542,6 +545,12 @@ fn with_mir(
         "{}: {} of the client's {} dispatched commits of a buffer found, {} of them shown by a composition in it; Mir traces no vblank, so repaint_to_vblank is not measured",
         t.file, linked.linked, linked.attached, linked.repainted
     ));
+    if linked.early > 0 {
+        notes.push(format!(
+            "{}: {} frame callbacks were sent before the composition that showed their buffer began, and are left out of the clock's upper edge",
+            t.file, linked.early
+        ));
+    }
     if !linked.bounded {
         notes.push(format!(
             "{}: no frame callback bounds its clock from above: its stages are placed at the lower edge, of unknown error",
@@ -622,7 +631,8 @@ impl crate::ingest::drive::LineFormat<()> for Either {
         };
         if text.starts_with('{') {
             self.weston.line(number, Line::Str(text), sink);
-        } else if self.mir.text(text) {
+        } else if (text.starts_with('[') || text.starts_with("timestamp = ")) && self.mir.text(text)
+        {
             self.mir_lines += 1;
         }
     }
