@@ -1438,6 +1438,29 @@ fn a_mir_trace_of_another_run_is_refused_and_a_file_of_neither_compositor_too() 
         "{}",
         stderr(&out)
     );
+    // stamped in clock cycles (`babeltrace2 --clock-cycles`): no commit can be read, and that
+    // is what is said
+    let dir = tempfile::tempdir().unwrap();
+    let cycles = write(
+        dir.path(),
+        "cycles.txt",
+        "[00000001602214752762] (+?.?????????) vm mir_server_wayland:sw_buffer_committed: { cpu_id = 1 }, { vtid = 6959 }, { client = 0x7FAB8C000F00, buffer_id = 1 }\n"
+            .to_string(),
+    );
+    let [client, server, _] = mir_traced_run();
+    let out = run(&[
+        "frames",
+        client.to_str().unwrap(),
+        server.to_str().unwrap(),
+        cycles.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no mir_server_wayland:sw_buffer_committed")
+            && stderr(&out).contains("1 Mir events could not be"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -417,7 +417,10 @@ fn lower_edge(dispatches: &[i128], commits: &[&Committed], coarse: i128) -> Opti
             let t = d - coarse;
             let at = commits.partition_point(|c| c.t_ns < t - COMMIT_WITHIN_NS);
             let near = |c: &&&Committed| c.t_ns <= t + COMMIT_WITHIN_NS;
-            match (commits.get(at).filter(near), commits.get(at + 1).filter(near)) {
+            match (
+                commits.get(at).filter(near),
+                commits.get(at + 1).filter(near),
+            ) {
                 (Some(c), None) => Some(d - c.t_ns),
                 _ => None,
             }
@@ -894,5 +897,4 @@ mod tests {
         assert_eq!(t.compositions.len(), 2);
         assert_eq!(t.shown.get(&5), Some(&0));
     }
-
 }
