@@ -1444,8 +1444,7 @@ fn a_mir_trace_of_another_run_is_refused_and_a_file_of_neither_compositor_too() 
     let cycles = write(
         dir.path(),
         "cycles.txt",
-        "[00000001602214752762] (+?.?????????) vm mir_server_wayland:sw_buffer_committed: { cpu_id = 1 }, { vtid = 6959 }, { client = 0x7FAB8C000F00, buffer_id = 1 }\n"
-            .to_string(),
+        "[00000001602214752762] (+?.?????????) vm mir_server_wayland:sw_buffer_committed: { cpu_id = 1 }, { vtid = 6959 }, { client = 0x7FAB8C000F00, buffer_id = 1 }\n",
     );
     let [client, server, _] = mir_traced_run();
     let out = run(&[
