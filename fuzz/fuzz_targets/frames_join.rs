@@ -4,11 +4,12 @@
 //! promises on every log).
 #![no_main]
 
-use latscope::frames::stages::Stage;
 use latscope::frames::{Options, analyse, log};
 use latscope::ingest::Stream;
-use latscope::span::Aggregator;
 use libfuzzer_sys::fuzz_target;
+
+#[path = "frames_check.rs"]
+mod frames_check;
 
 fuzz_target!(|data: &[u8]| {
     let (client, server) = match data.iter().position(|&b| b == 0xff) {
@@ -20,20 +21,5 @@ fuzz_target!(|data: &[u8]| {
     let Ok(a) = analyse(read(client), read(server), options) else {
         return;
     };
-    let offset = a.offset.map(|o| o.estimate_ns);
-    for f in &a.frames {
-        let at = |s| f.stage_ns(s, offset);
-        if let (Some(x), Some(y), Some(z), Some(whole)) = (
-            at(Stage::CommitToCompositor),
-            at(Stage::CompositorToPresented),
-            at(Stage::PresentedToClient),
-            at(Stage::CommitToPresented),
-        ) {
-            assert_eq!(x + y + z, whole, "a frame's whole is the sum of its stages");
-        }
-    }
-    let mut sink = Aggregator::new(latscope::frames::Analysis::stage_names(), None);
-    a.feed(&mut sink);
-    let _ = a.summary();
-    let _ = a.records(64);
+    frames_check::check(&a);
 });

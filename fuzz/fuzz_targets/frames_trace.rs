@@ -4,11 +4,12 @@
 //! every frame's whole is still the sum of its stages.
 #![no_main]
 
-use latscope::frames::stages::Stage;
 use latscope::frames::{Options, analyse_with, log, read_compositor_trace};
 use latscope::ingest::Stream;
-use latscope::span::Aggregator;
 use libfuzzer_sys::fuzz_target;
+
+#[path = "frames_check.rs"]
+mod frames_check;
 
 fuzz_target!(|data: &[u8]| {
     let mut parts = data.splitn(3, |&b| b == 0xff);
@@ -22,20 +23,5 @@ fuzz_target!(|data: &[u8]| {
     let Ok(a) = analyse_with(read(client), read(server), Some(&t), Options::default()) else {
         return;
     };
-    let offset = a.offset.map(|o| o.estimate_ns);
-    for f in &a.frames {
-        let at = |s| f.stage_ns(s, offset);
-        if let (Some(x), Some(y), Some(z), Some(whole)) = (
-            at(Stage::CommitToCompositor),
-            at(Stage::CompositorToPresented),
-            at(Stage::PresentedToClient),
-            at(Stage::CommitToPresented),
-        ) {
-            assert_eq!(x + y + z, whole, "a frame's whole is the sum of its stages");
-        }
-    }
-    let mut sink = Aggregator::new(latscope::frames::Analysis::stage_names(), None);
-    a.feed(&mut sink);
-    let _ = a.summary();
-    let _ = a.records(64);
+    frames_check::check(&a);
 });

@@ -6,6 +6,7 @@
 #   lc_setup                       # private runtime dir + work dir + EXIT trap
 #   lc_start_weston NAME [DEBUG_LOG]
 #   lc_start_mir NAME HOST_NAME [DEBUG_LOG]
+#   lc_lttng_session OUT_DIR EVENTS  # an LTTng userspace session of our own
 #   ... run clients with WAYLAND_DISPLAY=NAME ...
 # Everything started here is stopped by the EXIT trap (lc_cleanup).
 #
@@ -281,4 +282,27 @@ lc_check_log() {
         lc_die "$f contains no wl_surface commit lines"
     fi
     lc_log "$f: $(wc -l <"$f") lines, $n wl_surface.commit lines"
+}
+
+# (e) lc_lttng_session OUT_DIR EVENTS
+# Starts an lttng-sessiond of our own (userspace only; LTTNG_HOME in the private work dir, so
+# that nothing of the machine's own sessions is touched) and creates a session recording
+# EVENTS (e.g. 'mir_server_compositor:*') with the vtid context into OUT_DIR. Start it before
+# the traced program, so that the program registers with it; `lttng start` and `lttng stop`
+# then bracket what is recorded. Sets LC_LTTNG_SESSION.
+lc_lttng_session() {
+    local dir=$1 events=$2 i
+    lc_need lttng-sessiond
+    lc_need lttng
+    export LTTNG_HOME=$LC_WORK_DIR/lttng-home
+    mkdir -m 0700 "$LTTNG_HOME"
+    lc_spawn lttng-sessiond "$LC_WORK_DIR/lttng.stdout" "$LC_WORK_DIR/lttng.stderr" lttng-sessiond --no-kernel
+    for ((i = 0; i < 100; i++)); do
+        lttng list >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    LC_LTTNG_SESSION=latscope-$$
+    lttng create "$LC_LTTNG_SESSION" --output="$dir" >&2
+    lttng enable-event -u "$events" >&2
+    lttng add-context -u -t vtid >&2
 }

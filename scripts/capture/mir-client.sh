@@ -36,23 +36,12 @@ nested=latscope-mir-$$
 lc_start_weston "$host"
 if [[ -n ${MIR_TRACE:-} ]]; then
     mir_trace=$(abspath "$MIR_TRACE")
-    lc_need lttng-sessiond
-    lc_need lttng
     lc_need babeltrace2
     ls /usr/lib/*/mir/tools/libmirserverlttng.so >/dev/null 2>&1 ||
         lc_die "libmirserverlttng.so not found (Debian package mir-test-tools)"
     export MIR_EXTRA_ARGS="${MIR_EXTRA_ARGS:-} --compositor-report=lttng"
-    export LTTNG_HOME=$LC_WORK_DIR/lttng-home
-    mkdir -m 0700 "$LTTNG_HOME"
     lttng_dir=$LC_WORK_DIR/lttng-trace
-    lc_spawn lttng-sessiond "$LC_WORK_DIR/lttng.stdout" "$LC_WORK_DIR/lttng.stderr" lttng-sessiond --no-kernel
-    for ((i = 0; i < 100; i++)); do
-        lttng list >/dev/null 2>&1 && break
-        sleep 0.1
-    done
-    lttng create "latscope-$$" --output="$lttng_dir" >&2
-    lttng enable-event -u 'mir_server_compositor:*,mir_server_wayland:*' >&2
-    lttng add-context -u -t vtid >&2
+    lc_lttng_session "$lttng_dir" 'mir_server_compositor:*,mir_server_wayland:*'
     lttng start >&2
 fi
 lc_start_mir "$nested" "$host" "$sout"
@@ -62,7 +51,7 @@ lc_stop_pid "$MIR_PID" miral-shell
 lc_stop_pid "$WESTON_PID" weston
 if [[ -n ${MIR_TRACE:-} ]]; then
     lttng stop >&2
-    lttng destroy "latscope-$$" >&2
+    lttng destroy "$LC_LTTNG_SESSION" >&2
     babeltrace2 "$lttng_dir" >"$mir_trace"
     grep -q "mir_server_compositor:began_frame" "$mir_trace" ||
         lc_die "$mir_trace: no mir_server_compositor event (did Mir load libmirserverlttng.so?)"

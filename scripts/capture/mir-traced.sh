@@ -40,20 +40,7 @@ if ls /usr/lib/*/mir/tools/libmirserverlttng.so >/dev/null 2>&1; then
 fi
 lc_start_weston "$host"
 if [[ -n ${LATSCOPE_LTTNG_TRACE:-} ]]; then
-    lc_need lttng-sessiond
-    lc_need lttng
-    export LTTNG_HOME=$LC_WORK_DIR/lttng-home
-    mkdir -m 0700 "$LTTNG_HOME"
-    lttng_trace=$(abspath "$LATSCOPE_LTTNG_TRACE")
-    lttng_session=latscope-$$
-    lc_spawn lttng-sessiond "$LC_WORK_DIR/lttng.stdout" "$LC_WORK_DIR/lttng.stderr" lttng-sessiond --no-kernel
-    for ((i = 0; i < 100; i++)); do
-        lttng list >/dev/null 2>&1 && break
-        sleep 0.1
-    done
-    lttng create "$lttng_session" --output="$lttng_trace" >&2
-    lttng enable-event -u 'mir_server_compositor:*' >&2
-    lttng add-context -u -t vtid >&2
+    lc_lttng_session "$(abspath "$LATSCOPE_LTTNG_TRACE")" 'mir_server_compositor:*'
 fi
 lc_start_mir "$nested" "$host"
 [[ -z ${LATSCOPE_LTTNG_TRACE:-} ]] || lttng start >&2
@@ -79,7 +66,7 @@ rc=0
 wait "$lat" || rc=$?
 if [[ -n ${LATSCOPE_LTTNG_TRACE:-} ]]; then
     lttng stop >&2
-    lttng destroy "$lttng_session" >&2
+    lttng destroy "$LC_LTTNG_SESSION" >&2
 fi
 cat "$LC_WORK_DIR/latscope.stdout"
 [[ $rc -eq 0 ]] || { lc_show_log "$err"; lc_die "latscope live failed with status $rc"; }
