@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`latscope frames` on long logs: its time and memory as the logs grow.
 
-    scripts/bench/frames_long.py BINARY [--copies 100,1000,4000] [--runs 3]
+    scripts/bench/frames_long.py BINARY [BINARY...] [--copies 100,1000,4000] [--runs 3]
 
 Writes the committed weston run (tests/data/frames: weston-presentation-shm and
 weston.server.log, with weston-simple-shm's connection in it) COPIES times over into a private
@@ -9,6 +9,9 @@ temporary directory, each copy's stamps and display times moved past the last (t
 stamp wraps as in a long capture), and runs `BINARY frames -f json CLIENT SERVER` under GNU time
 RUNS times. Prints a Markdown table of medians: the logs' size, the frames, the wall time, the
 throughput and the peak RSS. Every run must report COPIES times the frames of one copy.
+With several binaries (a build before a change and one after), their runs alternate on the same
+files, so that a busy moment of a shared machine falls on both, and each row after the first
+binary's gives its ratios to the first's.
 """
 import argparse
 import json
@@ -73,25 +76,35 @@ def run(binary, client, server):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("binary")
+    ap.add_argument("binary", nargs="+")
     ap.add_argument("--copies", default="100,1000,4000")
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
-    print("| copies | logs | frames | wall | MB/s | peak RSS |")
-    print("|--:|--:|--:|--:|--:|--:|")
+    several = len(args.binary) > 1
+    print(("| binary " if several else "") + "| copies | logs | frames | wall | MB/s | peak RSS |" + (" wall ratio | RSS ratio |" if several else ""))
+    print(("|---" if several else "") + "|--:|--:|--:|--:|--:|--:|" + ("--:|--:|" if several else ""))
     one = None
     for copies in map(int, args.copies.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             client, server = write_copies(copies, Path(tmp))
             size = client.stat().st_size + server.stat().st_size
-            runs = [run(args.binary, str(client), str(server)) for _ in range(args.runs)]
-        frames = runs[0][2]
-        one = one or frames // copies
-        if frames != one * copies:
-            sys.exit(f"{copies} copies gave {frames} frames, not {one * copies}")
-        wall = statistics.median(r[0] for r in runs)
-        rss = statistics.median(r[1] for r in runs)
-        print(f"| {copies} | {size / 1e6:.0f} MB | {frames} | {wall:.2f} s | {size / 1e6 / wall:.0f} | {rss / 1024:.1f} MiB |")
+            runs = {b: [] for b in args.binary}
+            for _ in range(args.runs):
+                for b in args.binary:
+                    runs[b].append(run(b, str(client), str(server)))
+        first = None
+        for b in args.binary:
+            frames = runs[b][0][2]
+            one = one or frames // copies
+            if frames != one * copies:
+                sys.exit(f"{b}: {copies} copies gave {frames} frames, not {one * copies}")
+            wall = statistics.median(r[0] for r in runs[b])
+            rss = statistics.median(r[1] for r in runs[b])
+            first = first or (wall, rss)
+            row = f"| {copies} | {size / 1e6:.0f} MB | {frames} | {wall:.2f} s | {size / 1e6 / wall:.0f} | {rss / 1024:.1f} MiB |"
+            if several:
+                row = f"| {b} " + row + f" {wall / first[0]:.2f} | {rss / first[1]:.2f} |"
+            print(row)
 
 
 if __name__ == "__main__":
