@@ -356,14 +356,15 @@ pub fn link(frames: &mut [Frame], trace: &Trace) -> Result<Linked, Unlinked> {
         .iter()
         .filter(|c| c.client == client)
         .collect();
-    let base = lower_edge(&times, &commits, coarse).ok_or(Unlinked::NotOfThisRun)?;
+    let base = window_base(&times, &commits, coarse).ok_or(Unlinked::NotOfThisRun)?;
     let mut low: Option<i128> = None;
     let mut linked = 0;
     let mut next = 0;
     let mut committed = vec![None; frames.len()];
     for (i, &(k, d)) in dispatched.iter().enumerate() {
         // Mir takes a commit on the thread that dispatched it, before it dispatches the next:
-        // before the next dispatch less the constant, which `base` is at most
+        // before the next dispatch less the constant, which `base` is at most; and after its
+        // own, less the constant, which `base` is at least less the tolerance
         let until = dispatched
             .get(i + 1)
             .map_or(d + LAST_WITHIN_NS, |&(_, n)| n)
@@ -404,14 +405,16 @@ pub fn link(frames: &mut [Frame], trace: &Trace) -> Result<Linked, Unlinked> {
     })
 }
 
-/// The constant's lower edge from the dispatches with exactly one commit within
-/// [`COMMIT_WITHIN_NS`] of where the `coarse` constant puts it. Each was taken after its
-/// dispatch was printed, so `dispatch - commit` is at most the constant. Where two commits lie
-/// that close (two surfaces committed at once, or a commit Mir took late next to the one after
-/// it), which is whose cannot be told, and the dispatch is left out: taking the earlier commit
-/// for the later dispatch would put the edge above the constant.
-fn lower_edge(dispatches: &[i128], commits: &[&Committed], coarse: i128) -> Option<i128> {
-    dispatches
+/// Where the windows that link each commit to its dispatch are put ([`link`]): `log time -
+/// trace time` of the median dispatch with exactly one commit within [`COMMIT_WITHIN_NS`] of
+/// where the `coarse` constant puts it. A commit is taken after its dispatch was printed, so
+/// its own dispatch gives at most the constant, and at least the constant less the commit's
+/// wait (µs). A commit can also lie alone near a later dispatch (its own was Mir's late take of
+/// a commit just before the next dispatch), which gives more than the constant: the median,
+/// (the lower one of two), not the largest, so that such a rare pair does not move it. `link` needs it at most the
+/// constant and at least the constant less the tolerance.
+fn window_base(dispatches: &[i128], commits: &[&Committed], coarse: i128) -> Option<i128> {
+    let mut pairs: Vec<i128> = dispatches
         .iter()
         .filter_map(|&d| {
             let t = d - coarse;
@@ -425,7 +428,9 @@ fn lower_edge(dispatches: &[i128], commits: &[&Committed], coarse: i128) -> Opti
                 _ => None,
             }
         })
-        .max()
+        .collect();
+    pairs.sort_unstable();
+    pairs.get(pairs.len().saturating_sub(1) / 2).copied()
 }
 
 /// How long before a commit the previous buffer's composition must have finished for that
@@ -770,6 +775,35 @@ mod tests {
         assert_eq!(l.linked, 2);
         assert_eq!(frames[1].repaint, None);
         assert_eq!(frames[2].repaint.unwrap().commit_ns, Some(2_033_500_000));
+    }
+
+    #[test]
+    fn a_late_commit_alone_near_the_next_dispatch_is_still_linked_to_its_own() {
+        let (mut frames, mut trace) = three();
+        // the first commit taken 30 µs before the second was dispatched, the second 3 ms
+        // after its dispatch: near the second dispatch lies the first commit alone (taken as
+        // the second's, it would put the windows 30 µs past the constant, and the first
+        // commit out of its own)
+        trace.commits[0].t_ns = 1_016_000_000 - 30_000;
+        trace.commits[1].t_ns = 1_016_000_000 + 3_000_000;
+        trace.compositions[0].began_ns = 1_016_500_000;
+        trace.compositions[1].began_ns = 1_021_000_000;
+        let l = link(&mut frames, &trace).expect("linked");
+        assert_eq!(l.linked, 3);
+        assert_eq!(l.offset.low_ns, 1_000_000_000 - 20_000);
+        let commits: Vec<Option<i64>> = frames
+            .iter()
+            .map(|f| f.repaint.and_then(|r| r.commit_ns))
+            .collect();
+        // on the logs' clock: the trace's stamps plus the lower edge
+        assert_eq!(
+            commits,
+            [
+                Some(2_016_000_000 - 30_000 - 20_000),
+                Some(2_019_000_000 - 20_000),
+                Some(2_033_500_000)
+            ]
+        );
     }
 
     #[test]
