@@ -59,8 +59,8 @@ for c in tests/data/frames/*.client.log; do
 done
 # ... and with the compositor's own trace: weston's timeline, Mir's LTTng text.
 mkdir -p fuzz/corpus/frames_trace
-for run in weston-timeline mir-traced; do
-    trace=$(ls tests/data/frames/$run.timeline.log tests/data/frames/$run.trace.txt 2>/dev/null)
+for pair in weston-timeline:timeline.log mir-traced:trace.txt; do
+    run=${pair%%:*} trace=tests/data/frames/${pair%%:*}.${pair#*:}
     { head -c 8192 "tests/data/frames/$run.client.log"; printf '\xff'
       head -c 8192 "tests/data/frames/$run.server.log"; printf '\xff'
       head -c 8192 "$trace"; } > "fuzz/corpus/frames_trace/$run"
