@@ -7,6 +7,7 @@
 //!
 //! Each takes several labelled distributions and overlays them (before/after).
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::stats::ab::quantile;
@@ -424,6 +425,66 @@ pub fn matrix_svg(title: &str, rows: &[MatrixRow]) -> String {
     svg
 }
 
+/// A chart of `f64` against `f64` in the plots' size, its axes' ranges given.
+type XyChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The axes of a time chart ([`time_chart`]).
+struct Axes<'d> {
+    /// the x range
+    x: std::ops::Range<f64>,
+    /// the y range (ns)
+    y: std::ops::Range<f64>,
+    /// the x axis' name
+    x_desc: &'d str,
+    /// the y axis' name, if it has one
+    y_desc: Option<&'d str>,
+    /// whether x is in ns (ticks as durations), not seconds
+    x_ns: bool,
+    /// whether the series drawn have a legend, put on the chart on a pale background
+    legend: bool,
+}
+
+/// The chart every time plot shares (scatter, stacked, lines): the caption, margins, a mesh
+/// whose y ticks are durations, then what `draw` puts on it, and the series' legend; empty
+/// where the ranges cannot be drawn.
+fn time_chart(caption: &str, axes: Axes<'_>, draw: impl FnOnce(&mut XyChart<'_, '_>)) -> String {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let chart = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
+            .margin(10)
+            .margin_right(RIGHT_MARGIN)
+            .x_label_area_size(44)
+            .y_label_area_size(72)
+            .build_cartesian_2d(axes.x, axes.y);
+        let Ok(mut chart) = chart else {
+            return String::new();
+        };
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc(axes.x_desc).y_label_formatter(&|y| tick(*y));
+        if let Some(y_desc) = axes.y_desc {
+            mesh.y_desc(y_desc);
+        }
+        if axes.x_ns {
+            mesh.x_label_formatter(&|x| tick(*x));
+        }
+        let _ = mesh.draw();
+        draw(&mut chart);
+        if axes.legend {
+            let _ = chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw();
+        }
+        let _ = root.present();
+    }
+    svg
+}
+
 /// The most points a scatter draws (every k-th span beyond it, said in the caption): an SVG
 /// circle is ~80 bytes.
 pub const SCATTER_MAX: usize = 20_000;
@@ -445,33 +506,20 @@ pub fn scatter_svg(title: &str, points: &[(u64, u64)]) -> String {
     } else {
         format!("{title} ({} spans)", points.len())
     };
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT)).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        let chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 18))
-            .margin(10)
-            .margin_right(RIGHT_MARGIN)
-            .x_label_area_size(44)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax);
-        let Ok(mut chart) = chart else {
-            return String::new();
-        };
-        let _ = chart
-            .configure_mesh()
-            .x_desc("start (s from the first span)")
-            .y_desc("latency")
-            .y_label_formatter(&|y| tick(*y))
-            .draw();
-        let _ = chart.draw_series(
-            xy.iter()
-                .map(|&p| Circle::new(p, 2, COLOURS[0].mix(0.6).filled())),
-        );
-        let _ = root.present();
-    }
-    svg
+    let axes = Axes {
+        x: 0.0..xmax,
+        y: 0.0..ymax,
+        x_desc: "start (s from the first span)",
+        y_desc: Some("latency"),
+        x_ns: false,
+        legend: false,
+    };
+    time_chart(&caption, axes, |chart| {
+        let dots = xy
+            .iter()
+            .map(|&p| Circle::new(p, 2, COLOURS[0].mix(0.6).filled()));
+        let _ = chart.draw_series(dots);
+    })
 }
 
 /// Frames shown in a stacked chart, at most (every n-th past it).
@@ -500,26 +548,15 @@ pub fn stacked_svg(title: &str, names: &[&str], frames: &[(u64, Vec<u64>)]) -> S
         1 => format!("{title} ({} frames)", frames.len()),
         _ => format!("{title} (every {step}th of {} frames)", frames.len()),
     };
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT)).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        let chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 18))
-            .margin(10)
-            .margin_right(RIGHT_MARGIN)
-            .x_label_area_size(44)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0.0..xmax + width, 0.0..ymax);
-        let Ok(mut chart) = chart else {
-            return String::new();
-        };
-        let _ = chart
-            .configure_mesh()
-            .x_desc("commit (s from the first frame)")
-            .y_desc("time in each stage")
-            .y_label_formatter(&|y| tick(*y))
-            .draw();
+    let axes = Axes {
+        x: 0.0..xmax + width,
+        y: 0.0..ymax,
+        x_desc: "commit (s from the first frame)",
+        y_desc: Some("time in each stage"),
+        x_ns: false,
+        legend: true,
+    };
+    time_chart(&caption, axes, |chart| {
         for (k, name) in names.iter().enumerate() {
             let colour = COLOURS[k % COLOURS.len()];
             let bars = shown.iter().map(|f| {
@@ -536,14 +573,7 @@ pub fn stacked_svg(title: &str, names: &[&str], frames: &[(u64, Vec<u64>)]) -> S
                 });
             }
         }
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw();
-        let _ = root.present();
-    }
-    svg
+    })
 }
 
 /// Lines of y (ns) against x (ns) on one chart: `lines` as (name, points sorted by x), one
@@ -552,26 +582,15 @@ pub fn lines_svg(title: &str, x_desc: &str, lines: &[(String, Vec<(u64, f64)>)])
     let points = || lines.iter().flat_map(|l| l.1.iter());
     let xmax = points().map(|p| p.0 as f64).fold(1.0, f64::max) * 1.05;
     let ymax = points().map(|p| p.1).fold(1.0, f64::max) * 1.1;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT)).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        let chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .margin_right(RIGHT_MARGIN)
-            .x_label_area_size(44)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax);
-        let Ok(mut chart) = chart else {
-            return String::new();
-        };
-        let _ = chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .x_label_formatter(&|x| tick(*x))
-            .y_label_formatter(&|y| tick(*y))
-            .draw();
+    let axes = Axes {
+        x: 0.0..xmax,
+        y: 0.0..ymax,
+        x_desc,
+        y_desc: None,
+        x_ns: true,
+        legend: true,
+    };
+    time_chart(title, axes, |chart| {
         for (k, (name, line)) in lines.iter().enumerate() {
             let colour = COLOURS[k % COLOURS.len()];
             let xy: Vec<(f64, f64)> = line.iter().map(|&(x, y)| (x as f64, y)).collect();
@@ -584,14 +603,7 @@ pub fn lines_svg(title: &str, x_desc: &str, lines: &[(String, Vec<(u64, f64)>)])
             }
             let _ = chart.draw_series(xy.into_iter().map(|p| Circle::new(p, 3, colour.filled())));
         }
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw();
-        let _ = root.present();
-    }
-    svg
+    })
 }
 
 #[cfg(test)]
