@@ -54,7 +54,8 @@ printf '#\nTag=t,0.0,1.0,1.0,HISTEwAAAAkAAAAAAAAAAwAAAAAAAAABAAAAAAAAAAI/8AAAAAA
 mkdir -p fuzz/corpus/frames_join
 for c in tests/data/frames/*.client.log; do
     name=$(basename "$c" .client.log)
-    server=tests/data/frames/${name%%-*}.server.log   # weston-..., mir-..., sway-...
+    server=tests/data/frames/$name.server.log          # a run with its own server log
+    [[ -f $server ]] || server=tests/data/frames/${name%%-*}.server.log   # weston-..., mir-...
     { head -c 8192 "$c"; printf '\xff'; head -c 8192 "$server"; } > "fuzz/corpus/frames_join/$name"
 done
 # ... and with the compositor's own trace: weston's timeline, Mir's LTTng text.

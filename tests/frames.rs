@@ -21,6 +21,7 @@ fn pairs() -> Vec<(PathBuf, PathBuf)> {
         ("weston-presentation-shm.client.log", "weston.server.log"),
         ("weston-simple-shm.client.log", "weston.server.log"),
         ("mir-presentation-shm.client.log", "mir.server.log"),
+        ("mir-traced.client.log", "mir-traced.server.log"),
         ("sway-presentation-shm.client.log", "sway.server.log"),
         ("mutter-lab.client.log", "mutter.server.log"),
     ]

@@ -23,15 +23,9 @@
 //! of its buffers is read, so a callback committed while the previous buffer was still unread
 //! goes out with that buffer, before its own composition.
 
-use std::io::Read;
-
 use rustc_hash::FxHashMap;
 
 use super::stages::{ClockOffset, Frame, Repaint};
-use crate::ingest::Cancel;
-use crate::ingest::drive::{Drive, LineFormat, drive};
-use crate::ingest::lines::Line;
-use crate::ingest::source::Stream;
 use crate::ingest::trace::babeltrace::Babeltrace;
 use crate::ingest::trace::{Event, Parsed};
 
@@ -71,24 +65,6 @@ pub struct Trace {
     pub malformed: u64,
 }
 
-/// Reads Mir's trace `input`, named `file` in messages.
-pub fn read(
-    input: Stream<impl Read + Send>,
-    file: &str,
-    cancel: Option<&Cancel>,
-) -> Result<Trace, super::log::ReadError> {
-    let mut reading = Reading::new(file);
-    let how = Drive {
-        cancel,
-        ..Drive::default()
-    };
-    drive(input, &how, &mut reading, &mut (), |_| {}).map_err(|e| super::log::ReadError {
-        file: file.to_string(),
-        source: e.error,
-    })?;
-    Ok(reading.trace)
-}
-
 /// The trace as its lines are read.
 #[derive(Debug, Default)]
 pub struct Reading {
@@ -112,7 +88,8 @@ impl Reading {
         }
     }
 
-    /// Whether `line` was one of Mir's events (read or malformed).
+    /// Reads one line of the trace's file ([`super::compositor::read`]); whether it was one of
+    /// Mir's events (read or malformed).
     pub fn text(&mut self, line: &str) -> bool {
         if memchr::memmem::find(line.as_bytes(), b"mir_server_").is_none() {
             return false;
@@ -177,21 +154,6 @@ impl Reading {
             self.trace.malformed += 1;
         }
         true
-    }
-}
-
-impl LineFormat<()> for Reading {
-    fn line(&mut self, _: u64, line: Line<'_>, _: &mut ()) {
-        let text = match line {
-            Line::Text(t) => std::str::from_utf8(t).unwrap_or(""),
-            Line::Str(t) | Line::Plain(t) => t,
-            Line::TooLong { .. } => return,
-        };
-        self.text(text);
-    }
-
-    fn done(&self) -> bool {
-        false
     }
 }
 
@@ -307,11 +269,9 @@ pub fn line_up(dispatches: &[i128], commits: &[Committed]) -> LinedUp {
 /// How the frames were linked to the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Linked {
-    /// `log time = trace time + offset`, the offset in `[low_ns, high_ns]`; `high_ns` is
-    /// `None` where no frame's callback bounded it
+    /// `log time = trace time + offset`, the offset in `[low_ns, high_ns]`, from `frames`
+    /// callbacks; with none, nothing bounds it from above, and `high_ns` is `low_ns`
     pub offset: ClockOffset,
-    /// whether a frame's callback gave the upper edge
-    pub bounded: bool,
     /// frames linked to their commit in the trace
     pub linked: u64,
     /// of the frames that attached a buffer and were dispatched
@@ -397,7 +357,6 @@ pub fn link(frames: &mut [Frame], trace: &Trace) -> Result<Linked, Unlinked> {
     }
     Ok(Linked {
         offset,
-        bounded: high.is_some(),
         linked,
         attached: dispatched.len() as u64,
         repainted,
@@ -559,8 +518,10 @@ struct Repaints {
 
 #[cfg(test)]
 mod tests {
+    use super::super::compositor::CompositorTrace;
     use super::*;
     use crate::frames::stages::{Feedback, Seen};
+    use crate::ingest::source::Stream;
 
     const TRACE: &str = "\
 [00:33:55.252683254] (+0.000082973) vm mir_server_compositor:scheduled: { cpu_id = 1 }, { vtid = 6945 }, { }
@@ -575,8 +536,16 @@ mod tests {
 [00:33:55.290000001] (+?.?????????) vm other:event: { cpu_id = 1 }, { }
 ";
 
+    /// The Mir trace in `text`, as `latscope frames` reads it.
+    fn read(text: &str) -> Trace {
+        match super::super::compositor::read(Stream::of(text.as_bytes()), "mir.txt", None) {
+            Ok(CompositorTrace::Mir(t)) => t,
+            other => panic!("{other:?}"),
+        }
+    }
+
     fn trace() -> Trace {
-        read(Stream::of(TRACE.as_bytes()), "mir.txt", None).unwrap()
+        read(TRACE)
     }
 
     #[test]
@@ -739,7 +708,7 @@ mod tests {
             (l.offset.frames, l.linked, l.attached, l.repainted),
             (3, 3, 3, 3)
         );
-        assert!(l.bounded);
+        assert!(l.offset.frames > 0);
         let r = frames[1].repaint.unwrap();
         // the trace's own differences: 2 ms - 20 µs to the composition, which took 3 ms
         assert_eq!(r.commit_ns, Some(2_016_000_000));
@@ -838,7 +807,7 @@ mod tests {
         }
         let l = link(&mut frames, &trace).unwrap();
         assert_eq!((l.linked, l.attached, l.repainted), (3, 3, 3));
-        assert!(!l.bounded);
+        assert_eq!(l.offset.frames, 0);
         assert_eq!(frames[1].repaint, None);
         assert_eq!(frames[2].repaint.unwrap().commit_ns, Some(2_016_000_000));
     }
@@ -850,7 +819,7 @@ mod tests {
             c.began_ns += 5_000_000;
         }
         let l = link(&mut frames, &trace).unwrap();
-        assert_eq!((l.early, l.bounded), (3, false));
+        assert_eq!((l.early, l.offset.frames), (3, 0));
         assert_eq!(l.offset.low_ns, 1_000_000_000 - 20_000);
         // commits of another run: 50 ms apart where the frames' are 16 and 17.5
         let (mut frames, mut trace) = three();
@@ -927,7 +896,7 @@ mod tests {
 [00:00:01.002000000] vm mir_server_compositor:buffers_in_frame: { cpu_id = 1 }, { vtid = 2 }, { id = 0xB, _buffer_ids_length = 1, buffer_ids = [ [0] = 5 ] }
 [00:00:01.003000000] vm mir_server_compositor:buffers_in_frame: { cpu_id = 0 }, { vtid = 1 }, { id = 0xA, _buffer_ids_length = 1, buffer_ids = [ [0] = 5 ] }
 ";
-        let t = read(Stream::of(trace_text.as_bytes()), "t", None).unwrap();
+        let t = read(trace_text);
         assert_eq!(t.compositions.len(), 2);
         assert_eq!(t.shown.get(&5), Some(&0));
     }

@@ -16,6 +16,7 @@
 //! ([`crate::ingest::drive`]): compressed, mapped, from standard input, with Ctrl-C.
 
 pub mod both;
+pub mod compositor;
 pub mod join;
 pub mod live;
 pub mod log;
@@ -28,6 +29,7 @@ use crate::doc::frames as doc;
 use crate::doc::spans::SpanRecord;
 use crate::ingest::Location;
 use crate::span::{Group, Outcome, SeriesKey, SpanSink};
+pub use compositor::{CompositorTrace, read as read_compositor_trace};
 use log::{Log, Msg};
 use stages::{ClockOffset, Feedback, Frame, Stage};
 
@@ -551,7 +553,7 @@ fn with_mir(
             t.file, linked.early
         ));
     }
-    if !linked.bounded {
+    if linked.offset.frames == 0 {
         notes.push(format!(
             "{}: no frame callback bounds its clock from above: its stages are placed at the lower edge, of unknown error",
             t.file
@@ -559,87 +561,6 @@ fn with_mir(
         return Ok((None, notes));
     }
     Ok((Some(linked.offset), notes))
-}
-
-/// The compositor's own trace of a run, whichever compositor wrote it.
-#[derive(Debug, Clone)]
-pub enum CompositorTrace {
-    /// weston's `timeline` log scope
-    Weston(timeline::Timeline),
-    /// Mir's LTTng trace, as babeltrace2 prints it
-    Mir(mir::Trace),
-}
-
-impl CompositorTrace {
-    /// Its name in messages.
-    pub fn file(&self) -> &str {
-        match self {
-            CompositorTrace::Weston(t) => &t.file,
-            CompositorTrace::Mir(t) => &t.file,
-        }
-    }
-}
-
-/// Reads a compositor's trace `input`, named `file` in messages: weston's timeline or Mir's
-/// LTTng trace, told apart by their lines (a JSON object, babeltrace2's text).
-pub fn read_compositor_trace(
-    input: crate::ingest::source::Stream<impl std::io::Read + Send>,
-    file: &str,
-    cancel: Option<&crate::ingest::Cancel>,
-) -> Result<CompositorTrace, FramesError> {
-    let mut either = Either {
-        weston: timeline::Timeline {
-            file: file.to_string(),
-            ..timeline::Timeline::default()
-        },
-        mir: mir::Reading::new(file),
-        mir_lines: 0,
-    };
-    let how = crate::ingest::drive::Drive {
-        cancel,
-        ..crate::ingest::drive::Drive::default()
-    };
-    crate::ingest::drive::drive(input, &how, &mut either, &mut (), |_| {}).map_err(|e| {
-        log::ReadError {
-            file: file.to_string(),
-            source: e.error,
-        }
-    })?;
-    match (either.weston.events.is_empty(), either.mir_lines) {
-        (false, _) => Ok(CompositorTrace::Weston(either.weston)),
-        (true, 0) => Err(FramesError::NoCompositorEvents {
-            file: file.to_string(),
-        }),
-        (true, _) => Ok(CompositorTrace::Mir(either.mir.trace)),
-    }
-}
-
-/// Both compositors' traces read from one input, each line by the one whose line it is.
-struct Either {
-    weston: timeline::Timeline,
-    mir: mir::Reading,
-    mir_lines: u64,
-}
-
-impl crate::ingest::drive::LineFormat<()> for Either {
-    fn line(&mut self, number: u64, line: crate::ingest::lines::Line<'_>, sink: &mut ()) {
-        use crate::ingest::lines::Line;
-        let text = match line {
-            Line::Text(t) => std::str::from_utf8(t).unwrap_or(""),
-            Line::Str(t) | Line::Plain(t) => t,
-            Line::TooLong { .. } => return,
-        };
-        if text.starts_with('{') {
-            self.weston.line(number, Line::Str(text), sink);
-        } else if (text.starts_with('[') || text.starts_with("timestamp = ")) && self.mir.text(text)
-        {
-            self.mir_lines += 1;
-        }
-    }
-
-    fn done(&self) -> bool {
-        false
-    }
 }
 
 /// How far after its dispatch a commit's damage is looked for.

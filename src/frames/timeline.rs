@@ -13,14 +13,7 @@
 //! clock too (a `presented` in the server log, the repaint it reports here), which pins the
 //! presentation clock to the logs' far closer than the logs alone do.
 
-use std::io::Read;
-
 use rustc_hash::FxHashMap;
-
-use crate::ingest::Cancel;
-use crate::ingest::drive::{Drive, LineFormat, drive};
-use crate::ingest::lines::Line;
-use crate::ingest::source::Stream;
 
 use super::stages::Repaint;
 
@@ -92,34 +85,10 @@ impl Timeline {
     }
 }
 
-/// Reads the timeline `input`, named `file` in messages.
-pub fn read(
-    input: Stream<impl Read + Send>,
-    file: &str,
-    cancel: Option<&Cancel>,
-) -> Result<Timeline, super::log::ReadError> {
-    let mut timeline = Timeline {
-        file: file.to_string(),
-        ..Timeline::default()
-    };
-    let how = Drive {
-        cancel,
-        ..Drive::default()
-    };
-    drive(input, &how, &mut timeline, &mut (), |_| {}).map_err(|e| super::log::ReadError {
-        file: file.to_string(),
-        source: e.error,
-    })?;
-    Ok(timeline)
-}
-
-impl LineFormat<()> for Timeline {
-    fn line(&mut self, _: u64, line: Line<'_>, _: &mut ()) {
-        let text = match line {
-            Line::Text(t) => t,
-            Line::Str(t) | Line::Plain(t) => t.as_bytes(),
-            Line::TooLong { .. } => return,
-        };
+impl Timeline {
+    /// One line of the timeline's file (read by [`super::compositor::read`]): an event or a
+    /// declaration when it is a JSON object, else weston's other logging, skipped.
+    pub fn line(&mut self, text: &[u8]) {
         if !text.starts_with(b"{") {
             return;
         }
@@ -127,10 +96,6 @@ impl LineFormat<()> for Timeline {
             Ok(v) => self.value(&v),
             Err(_) => self.malformed += 1,
         }
-    }
-
-    fn done(&self) -> bool {
-        false
     }
 }
 
@@ -281,7 +246,9 @@ pub fn nearest(vblanks: &[(i128, usize)], t: i128) -> Option<(i128, usize)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::compositor::CompositorTrace;
     use super::*;
+    use crate::ingest::source::Stream;
 
     const TIMELINE: &str = r#"Date: 2026-12-07 UTC
 [16:36:57.588] Command line: weston --logger-scopes=timeline,log
@@ -296,7 +263,11 @@ mod tests {
 "#;
 
     fn timeline() -> Timeline {
-        read(Stream::of(TIMELINE.as_bytes()), "t", None).unwrap()
+        let read = super::super::compositor::read(Stream::of(TIMELINE.as_bytes()), "t", None);
+        match read.unwrap() {
+            CompositorTrace::Weston(t) => t,
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
